@@ -1,0 +1,44 @@
+"""Sparsity-aware 1D SpMM (ICPP'24, Algorithm 1).
+
+Each rank owns block row i of A and of X. It fetches only the rows of X named by the
+non-empty columns of its off-diagonal blocks (NnzCols(i, j) for j != i) with one
+Alltoallv, then multiplies:  Z_i = A_ii X_i + A_i,ghost X[ghost].
+The transpose ``A^T Y`` runs the same plan backwards: partial sums for ghost columns are
+computed locally and reduced into their owners' rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dist import DistSpMM, register
+from ..errors import agree
+from ..halo import HaloPlan
+from ..local_matrix import split_columns
+
+
+@register("sparse1d")
+class Sparse1D(DistSpMM):
+    def __init__(self, grid, partition, block_row, **options):
+        super().__init__(grid, partition, block_row, **options)
+        agree(grid.comm, None if grid.replication == 1 else
+              f"{self.name} is a 1D algorithm: use replication=1 (or sparse15d for c > 1)")
+        self.diag, self.ghost, ghost_ids = split_columns(block_row, self.lo, self.hi)
+        self.plan = HaloPlan(grid.col_comm, self.offsets, ghost_ids)
+
+    def local_nnz(self) -> int:
+        return self.diag.nnz + self.ghost.nnz
+
+    def _matmul(self, x: np.ndarray, out: np.ndarray) -> None:
+        ghost_x = self.plan.buffer("ghost", self.plan.n_ghost, x.shape[1], x.dtype)
+        self.plan.bcast(x, ghost_x, self.stats)
+        with self.stats.timing("seconds_multiply"):
+            self.diag.matmul(x, out, accumulate=False)
+            self.ghost.matmul(ghost_x, out, accumulate=True)
+
+    def _matmul_t(self, y: np.ndarray, out: np.ndarray) -> None:
+        partial = self.plan.buffer("ghost", self.plan.n_ghost, y.shape[1], y.dtype)
+        with self.stats.timing("seconds_multiply"):
+            self.ghost.t_matmul(y, partial, accumulate=False)
+            self.diag.t_matmul(y, out, accumulate=False)
+        self.plan.reduce(partial, out, self.stats)

@@ -1,0 +1,1 @@
+"""Graph data: the project's HDF5 format, loaders and generators."""

@@ -1,0 +1,126 @@
+"""Block-row layout: which contiguous range of (relabelled) vertices each block row owns.
+
+A *part vector* assigns every vertex to a block row. Vertices are relabelled so that every
+block row is a contiguous range (a symmetric permutation of A); ``perm[new] = old`` keeps
+the way back to the user's original order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import SpmmgnnError
+
+
+@dataclass
+class Partition:
+    """A partition of ``n`` vertices into ``k`` block rows.
+
+    ``parts[v]`` is the block row of original vertex v; ``perm[new] = old`` relabels vertices
+    so block rows are contiguous; ``offsets[b]:offsets[b+1]`` is block row b in the new order.
+    ``metrics`` holds the communication metrics once computed (see ``partitioners.metrics``).
+    """
+
+    parts: np.ndarray
+    k: int
+    perm: np.ndarray = field(repr=False)
+    offsets: np.ndarray
+    metrics: Any = None
+    method: str = "given"
+    seconds: float = 0.0
+
+    @property
+    def n(self) -> int:
+        return int(self.parts.shape[0])
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @property
+    def iperm(self) -> np.ndarray:
+        """``iperm[old] = new``."""
+        inv = np.empty_like(self.perm)
+        inv[self.perm] = np.arange(self.perm.shape[0], dtype=self.perm.dtype)
+        return inv
+
+    @property
+    def is_identity(self) -> bool:
+        return bool(np.array_equal(self.perm, np.arange(self.n)))
+
+    @classmethod
+    def from_parts(cls, parts, k: int, method: str = "given") -> Partition:
+        """Blocks from a part vector; stable within a block, so original order is kept inside."""
+        p = np.asarray(parts)
+        if p.ndim != 1:
+            raise SpmmgnnError(f"a part vector must be one-dimensional, got shape {p.shape}")
+        if p.size and not np.issubdtype(p.dtype, np.integer):
+            if not np.all(np.equal(np.mod(p, 1), 0)):
+                raise SpmmgnnError("a part vector must hold integer block-row ids")
+        p = p.astype(np.int64, copy=False)
+        if p.size and (p.min() < 0 or p.max() >= k):
+            raise SpmmgnnError(
+                f"part vector values must lie in [0, {k}) for {k} block rows; found "
+                f"range [{p.min()}, {p.max()}]")
+        perm = np.argsort(p, kind="stable").astype(np.int64)
+        offsets = np.zeros(k + 1, dtype=np.int64)
+        np.cumsum(np.bincount(p, minlength=k), out=offsets[1:])
+        return cls(parts=p, k=k, perm=perm, offsets=offsets, method=method)
+
+    @classmethod
+    def from_sizes(cls, sizes, n: int | None = None) -> Partition:
+        """Contiguous blocks of the given sizes (no relabelling)."""
+        s = np.asarray(sizes)
+        if s.ndim != 1 or s.size == 0 or (s.size and not np.issubdtype(s.dtype, np.integer)):
+            raise SpmmgnnError("block sizes must be a non-empty 1-D list of integers")
+        if np.any(s < 0):
+            raise SpmmgnnError(f"block sizes must be non-negative, got {s.tolist()}")
+        if n is not None and int(s.sum()) != n:
+            raise SpmmgnnError(f"block sizes sum to {int(s.sum())} but the matrix has {n} rows")
+        k = s.size
+        parts = np.repeat(np.arange(k, dtype=np.int64), s.astype(np.int64))
+        return cls.from_parts(parts, k, method="sizes")
+
+    @classmethod
+    def contiguous(cls, n: int, k: int) -> Partition:
+        """Near-equal contiguous blocks: the first ``n % k`` blocks get one row more."""
+        base, extra = divmod(n, k)
+        sizes = np.full(k, base, dtype=np.int64)
+        sizes[:extra] += 1
+        p = cls.from_sizes(sizes, n)
+        p.method = "contiguous"
+        return p
+
+
+def resolve_partition(spec, n: int, k: int) -> Partition:
+    """Turn the user's ``partition=`` argument into a Partition of n vertices into k blocks.
+
+    ``None`` -> near-equal contiguous blocks; a Partition -> checked as is; a sequence of
+    length k -> block sizes; of length n -> a part vector. When n == k both readings fit,
+    so we ask for an explicit ``Partition`` instead of guessing.
+    """
+    if spec is None:
+        return Partition.contiguous(n, k)
+    if isinstance(spec, Partition):
+        if spec.n != n or spec.k != k:
+            raise SpmmgnnError(
+                f"partition is for n={spec.n} vertices in k={spec.k} blocks, but the matrix "
+                f"has n={n} rows and the grid has {k} block rows")
+        return spec
+    arr = np.asarray(spec)
+    if arr.ndim != 1:
+        raise SpmmgnnError(f"partition must be 1-D (block sizes or a part vector), got {arr.shape}")
+    if arr.size == k and arr.size != n:
+        return Partition.from_sizes(arr, n)
+    if arr.size == n and arr.size != k:
+        return Partition.from_parts(arr, k)
+    if arr.size == n == k:
+        raise SpmmgnnError(
+            f"partition of length {n} is ambiguous when n == number of block rows; pass "
+            "spmmgnn.Partition.from_sizes(...) or spmmgnn.Partition.from_parts(..., k)")
+    raise SpmmgnnError(
+        f"partition has length {arr.size}: expected {k} block sizes (one per block row) or a "
+        f"part vector of length n={n}")
