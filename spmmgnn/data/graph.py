@@ -1,0 +1,56 @@
+"""``Graph``: a CSR adjacency with optional node features, labels and split masks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import SpmmgnnError
+
+
+@dataclass
+class Graph:
+    adj: sp.csr_array                   # n x n; row = target, column = source
+    features: np.ndarray | None = None  # n x f float32
+    labels: np.ndarray | None = None    # n int64, -1 = unlabelled
+    masks: dict[str, np.ndarray] = field(default_factory=dict)  # train / val / test bool
+    num_classes: int = 0
+    directed: bool = False
+    name: str = "graph"
+
+    @property
+    def n(self) -> int:
+        return int(self.adj.shape[0])
+
+    def validate(self) -> Graph:
+        """Raise SpmmgnnError on inconsistent shapes or non-finite values."""
+        n = self.n
+        if self.adj.shape != (n, n):
+            raise SpmmgnnError(f"{self.name}: adjacency must be square, got {self.adj.shape}")
+        if self.adj.nnz and not np.all(np.isfinite(self.adj.data)):
+            raise SpmmgnnError(f"{self.name}: adjacency has NaN or Inf values")
+        if self.features is not None:
+            if self.features.ndim != 2 or self.features.shape[0] != n:
+                raise SpmmgnnError(f"{self.name}: features must be {n} x f, got "
+                                   f"{self.features.shape}")
+            if not np.all(np.isfinite(self.features)):
+                raise SpmmgnnError(f"{self.name}: features have NaN or Inf values")
+        if self.labels is not None and self.labels.shape != (n,):
+            raise SpmmgnnError(f"{self.name}: labels must have length {n}, got "
+                               f"{self.labels.shape}")
+        for k, m in self.masks.items():
+            if m.shape != (n,):
+                raise SpmmgnnError(f"{self.name}: mask {k!r} must have length {n}")
+        return self
+
+    def permuted(self, perm: np.ndarray) -> Graph:
+        """The graph relabelled so that new vertex i is old vertex perm[i]."""
+        A = self.adj[perm][:, perm]
+        return Graph(
+            adj=sp.csr_array(A),
+            features=None if self.features is None else self.features[perm],
+            labels=None if self.labels is None else self.labels[perm],
+            masks={k: m[perm] for k, m in self.masks.items()},
+            num_classes=self.num_classes, directed=self.directed, name=self.name)
