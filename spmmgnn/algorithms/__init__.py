@@ -1,3 +1,3 @@
 """One module per distributed SpMM algorithm; importing registers them by name."""
 
-from . import oblivious1d, sparse1d  # noqa: F401
+from . import oblivious1d, oblivious15d, sparse1d, sparse15d  # noqa: F401

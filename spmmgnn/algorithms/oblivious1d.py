@@ -2,7 +2,7 @@
 
 Stage q broadcasts the whole block row X_q from its owner; every rank multiplies its block
 A_iq with it:  Z_i = sum_q A_iq X_q.  The transpose reduces A_iq^T Y_i onto the owner of q.
-Bytes are counted as the logical payload: the root of a stage sends its block to P-1 peers,
+Bytes are counted as the logical payload: the root of a stage sends its block to its peers,
 each peer receives it once (what a tree or pipeline does underneath is MPI's business).
 """
 
@@ -11,24 +11,51 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from ..convert import mpi_float_type as _mpi_type
+from ..convert import mpi_float_type
 from ..dist import DistSpMM, register
 from ..errors import agree
 from ..local_matrix import split_block_columns
+from ..stats import CommStats
+
+
+def count_stage(stats: CommStats, size: int, root: bool, block_bytes: int,
+                into_root: bool) -> None:
+    """Logical bytes of one stage among ``size`` ranks. Broadcast: the root sends its block
+    to size-1 peers, each receives it once. Reduce (``into_root``): the reverse."""
+    fan = (size - 1) * block_bytes if root else block_bytes
+    sends = root != into_root
+    stats.exchanges += 1
+    if sends:
+        stats.bytes_sent += fan
+        stats.payload_bytes_sent += fan
+    else:
+        stats.bytes_received += fan
 
 
 @register("oblivious1d")
 class Oblivious1D(DistSpMM):
+    one_dimensional = True
+
     def __init__(self, grid, partition, block_row, **options):
         super().__init__(grid, partition, block_row, **options)
-        agree(grid.comm, None if grid.replication == 1 else
-              f"{self.name} is a 1D algorithm: use replication=1 (or oblivious15d for c > 1)")
-        self.blocks = split_block_columns(block_row, self.offsets)
+        if self.one_dimensional:
+            agree(grid.comm, None if grid.replication == 1 else
+                  f"{self.name} is a 1D algorithm: use replication=1 (or oblivious15d for c > 1)")
+        self.stages = self.multiplied_stages()
+        blocks = split_block_columns(block_row, self.offsets)
+        self.blocks = {q: blocks[q] for q in self.stages}
         self.sizes = np.diff(self.offsets)
         self._buf: dict = {}
 
+    def multiplied_stages(self) -> range:
+        """Block columns this rank multiplies: all of them in 1D."""
+        return range(self.grid.n_block_rows)
+
+    def finish(self, out: np.ndarray) -> None:
+        """Combine partial results across replicas: nothing to do in 1D."""
+
     def local_nnz(self) -> int:
-        return sum(b.nnz for b in self.blocks)
+        return sum(b.nnz for b in self.blocks.values())
 
     def _stage_buffer(self, f: int, dtype) -> np.ndarray:
         key = (f, np.dtype(dtype))
@@ -37,43 +64,31 @@ class Oblivious1D(DistSpMM):
         return self._buf[key]
 
     def _matmul(self, x: np.ndarray, out: np.ndarray) -> None:
-        comm, me, size = self.grid.col_comm, self.grid.col_comm.Get_rank(), self.grid.size
-        f, mpitype = x.shape[1], _mpi_type(x.dtype)
-        buf = self._stage_buffer(f, x.dtype)
-        for q in range(size):
+        comm, me = self.grid.col_comm, self.grid.col_comm.Get_rank()
+        mpitype, buf = mpi_float_type(x.dtype), self._stage_buffer(x.shape[1], x.dtype)
+        out[...] = 0
+        for q in self.stages:
             src = x if q == me else buf[: self.sizes[q]]
             with self.stats.timing("seconds_exchange"):
                 comm.Bcast([src, mpitype], root=q)
-            self._count_stage(q == me, int(self.sizes[q]) * f * x.itemsize, into_root=False)
+            count_stage(self.stats, comm.Get_size(), q == me, src.nbytes, into_root=False)
             with self.stats.timing("seconds_multiply"):
-                self.blocks[q].matmul(src, out, accumulate=q > 0)
+                self.blocks[q].matmul(src, out, accumulate=True)
+        self.finish(out)
 
     def _matmul_t(self, y: np.ndarray, out: np.ndarray) -> None:
-        comm, me, size = self.grid.col_comm, self.grid.col_comm.Get_rank(), self.grid.size
-        f, mpitype = y.shape[1], _mpi_type(y.dtype)
-        buf = self._stage_buffer(f, y.dtype)
-        for q in range(size):
+        comm, me = self.grid.col_comm, self.grid.col_comm.Get_rank()
+        mpitype, buf = mpi_float_type(y.dtype), self._stage_buffer(y.shape[1], y.dtype)
+        out[...] = 0
+        for q in self.stages:
             part = buf[: self.sizes[q]]
             with self.stats.timing("seconds_multiply"):
                 self.blocks[q].t_matmul(y, part, accumulate=False)
             with self.stats.timing("seconds_exchange"):
-                comm.Reduce([part, mpitype], [out, mpitype] if q == me else None,
-                            op=MPI.SUM, root=q)
-            self._count_stage(q == me, int(self.sizes[q]) * f * y.itemsize, into_root=True)
-
-    def _count_stage(self, root: bool, block_bytes: int, into_root: bool) -> None:
-        """Logical bytes of one stage. Broadcast: the root sends its block to P-1 peers, each
-        peer receives it once. Reduce (``into_root``): each peer sends one block, the root
-        receives P-1 of them."""
-        peers = self.grid.size - 1
-        st = self.stats
-        st.exchanges += 1
-        if root:
-            moved = peers * block_bytes
-            st.bytes_received += moved if into_root else 0
-            st.bytes_sent += 0 if into_root else moved
-            st.payload_bytes_sent += 0 if into_root else moved
-        else:
-            st.bytes_sent += block_bytes if into_root else 0
-            st.payload_bytes_sent += block_bytes if into_root else 0
-            st.bytes_received += 0 if into_root else block_bytes
+                if q == me:
+                    comm.Reduce(MPI.IN_PLACE, [part, mpitype], op=MPI.SUM, root=q)
+                    out += part
+                else:
+                    comm.Reduce([part, mpitype], None, op=MPI.SUM, root=q)
+            count_stage(self.stats, comm.Get_size(), q == me, part.nbytes, into_root=True)
+        self.finish(out)

@@ -10,6 +10,7 @@ computed locally and reduced into their owners' rows.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..dist import DistSpMM, register
 from ..errors import agree
@@ -19,12 +20,23 @@ from ..local_matrix import split_columns
 
 @register("sparse1d")
 class Sparse1D(DistSpMM):
+    one_dimensional = True
+
     def __init__(self, grid, partition, block_row, **options):
         super().__init__(grid, partition, block_row, **options)
-        agree(grid.comm, None if grid.replication == 1 else
-              f"{self.name} is a 1D algorithm: use replication=1 (or sparse15d for c > 1)")
-        self.diag, self.ghost, ghost_ids = split_columns(block_row, self.lo, self.hi)
+        if self.one_dimensional:
+            agree(grid.comm, None if grid.replication == 1 else
+                  f"{self.name} is a 1D algorithm: use replication=1 (or sparse15d for c > 1)")
+        mine = self.multiplied_columns(sp.csr_array(block_row))
+        self.diag, self.ghost, ghost_ids = split_columns(mine, self.lo, self.hi)
         self.plan = HaloPlan(grid.col_comm, self.offsets, ghost_ids)
+
+    def multiplied_columns(self, block_row: sp.csr_array) -> sp.csr_array:
+        """The part of the block row this rank multiplies: all of it in 1D."""
+        return block_row
+
+    def finish(self, out: np.ndarray) -> None:
+        """Combine partial results across replicas: nothing to do in 1D."""
 
     def local_nnz(self) -> int:
         return self.diag.nnz + self.ghost.nnz
@@ -35,6 +47,7 @@ class Sparse1D(DistSpMM):
         with self.stats.timing("seconds_multiply"):
             self.diag.matmul(x, out, accumulate=False)
             self.ghost.matmul(ghost_x, out, accumulate=True)
+        self.finish(out)
 
     def _matmul_t(self, y: np.ndarray, out: np.ndarray) -> None:
         partial = self.plan.buffer("ghost", self.plan.n_ghost, y.shape[1], y.dtype)
@@ -42,3 +55,4 @@ class Sparse1D(DistSpMM):
             self.ghost.t_matmul(y, partial, accumulate=False)
             self.diag.t_matmul(y, out, accumulate=False)
         self.plan.reduce(partial, out, self.stats)
+        self.finish(out)

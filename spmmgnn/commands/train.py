@@ -1,0 +1,159 @@
+"""``spmmgnn train``: full-batch GCN / GraphSAGE training over MPI.
+
+    mpiexec -n 2 spmmgnn train                       # synthetic CSBM graph, 100 epochs
+    mpiexec -n 4 spmmgnn train --dataset g.h5 --algorithm sparse15d --replication 2
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from mpi4py import MPI
+
+from ..atomic import write_text_atomic
+from ..data.csbm import DEFAULTS
+from ..dist import ALGORITHMS, _load_algorithms
+from ..errors import SpmmgnnError, check_on_root
+from ..grid import ProcessGrid
+from ..nn.models import MODELS
+from ..threads import default_threads, set_threads
+
+H5_SUFFIXES = {".h5", ".hdf5"}
+
+
+def add_parser(sub) -> None:
+    _load_algorithms()
+    p = sub.add_parser("train", help="full-batch GCN / GraphSAGE training over MPI",
+                       description=__doc__.splitlines()[0])
+    d = p.add_argument_group("data")
+    d.add_argument("--dataset", default="csbm",
+                   help="'csbm' (synthetic, default), a project HDF5 file (each rank reads its "
+                        "own block row), an OGB-style folder, or any graph file spmmgnn loads")
+    d.add_argument("--csbm-n", type=int, default=DEFAULTS["n"], help="CSBM vertices")
+    d.add_argument("--csbm-degree", type=float, default=DEFAULTS["avg_degree"])
+    d.add_argument("--csbm-features", type=int, default=DEFAULTS["num_features"])
+    d.add_argument("--csbm-classes", type=int, default=DEFAULTS["num_classes"])
+    d.add_argument("--csbm-homophily", type=float, default=DEFAULTS["homophily"],
+                   help="fraction of edges inside a class (difficulty: lower is harder)")
+    d.add_argument("--csbm-signal", type=float, default=DEFAULTS["signal"],
+                   help="distance of class feature means in noise units (lower is harder)")
+    d.add_argument("--symmetrize", action="store_true",
+                   help="use A + A^T (in-memory graphs; e.g. directed OGB citation graphs)")
+    m = p.add_argument_group("model")
+    m.add_argument("--model", choices=MODELS, default="gcn")
+    m.add_argument("--layers", type=int, default=2)
+    m.add_argument("--hidden", type=int, default=64)
+    m.add_argument("--dropout", type=float, default=0.5)
+    m.add_argument("--input-dropout", type=float, default=0.0)
+    m.add_argument("--layernorm", action="store_true")
+    m.add_argument("--no-cache", action="store_true",
+                   help="recompute the first layer's constant aggregation every epoch")
+    o = p.add_argument_group("optimization")
+    o.add_argument("--epochs", type=int, default=100)
+    o.add_argument("--lr", type=float, default=0.01)
+    o.add_argument("--weight-decay", type=float, default=5e-4)
+    o.add_argument("--seed", type=int, default=0)
+    o.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    o.add_argument("--eval-every", type=int, default=1,
+                   help="evaluate accuracy every N epochs (0 = only report the loss)")
+    r = p.add_argument_group("distribution")
+    r.add_argument("--algorithm", choices=sorted(ALGORITHMS), default="sparse1d")
+    r.add_argument("--replication", type=int, default=1, help="c of the P/c x c grid")
+    r.add_argument("--partitioner", default="none",
+                   help="'none' (contiguous blocks) or a method of spmmgnn.partitioners")
+    r.add_argument("--threads", type=int, default=0, help="threads per rank (0 = cores/ranks)")
+    io = p.add_argument_group("output")
+    io.add_argument("--json", help="write per-epoch loss/accuracy and time breakdown here")
+    io.add_argument("--checkpoint", help="checkpoint file (.npz, written atomically)")
+    io.add_argument("--checkpoint-every", type=int, default=0, help="epochs between checkpoints")
+    io.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    io.add_argument("--quiet", action="store_true", help="no progress line")
+    p.set_defaults(func=run)
+
+
+def _config(args):
+    from ..training import TrainConfig
+
+    return TrainConfig(
+        model=args.model, layers=args.layers, hidden=args.hidden, dropout=args.dropout,
+        input_dropout=args.input_dropout, layernorm=args.layernorm, lr=args.lr,
+        weight_decay=args.weight_decay, epochs=args.epochs, seed=args.seed,
+        eval_every=args.eval_every, checkpoint=args.checkpoint,
+        checkpoint_every=args.checkpoint_every, resume=args.resume,
+        cache_input_aggregation=not args.no_cache, progress=not args.quiet, dtype=args.dtype)
+
+
+def load_data(args, grid: ProcessGrid, normalization: str):
+    """The LocalData of this rank for ``args.dataset`` (collective)."""
+    from ..training import distribute_graph, load_h5_distributed
+    from ..training.trainer import DTYPES
+
+    dtype = DTYPES[args.dtype]
+    ds = args.dataset
+    if ds != "csbm" and Path(ds).suffix.lower() in H5_SUFFIXES:
+        if args.partitioner not in ("none", "contiguous"):
+            raise SpmmgnnError("an HDF5 file is already partitioned when written "
+                               "(spmmgnn datasets ... --parts K --partitioner M); drop "
+                               "--partitioner")
+        return load_h5_distributed(ds, grid, normalization, args.algorithm, seed=args.seed,
+                                   dtype=dtype)
+
+    def make():
+        if ds == "csbm":
+            from ..data.csbm import csbm
+
+            return csbm(n=args.csbm_n, avg_degree=args.csbm_degree,
+                        num_features=args.csbm_features, num_classes=args.csbm_classes,
+                        homophily=args.csbm_homophily, signal=args.csbm_signal, seed=args.seed)
+        from ..data.loaders import load_graph
+
+        return load_graph(ds)
+
+    graph = check_on_root(grid.comm, 0, make)
+    return distribute_graph(graph, grid, normalization, args.algorithm, args.partitioner,
+                            seed=args.seed, dtype=dtype, symmetrize=args.symmetrize)
+
+
+def run(args, on_epoch_end=None) -> int:
+    import torch
+
+    from ..nn.layers import NORMALIZATION
+    from ..training import Trainer
+
+    comm = MPI.COMM_WORLD
+    threads = set_threads(args.threads or default_threads(comm))
+    torch.set_num_threads(threads)
+    config = _config(args)
+    config.check()
+    grid = ProcessGrid(comm, args.replication)
+    data = load_data(args, grid, NORMALIZATION[args.model])
+    rank0 = comm.rank == 0
+    if rank0 and not args.quiet:
+        print(f"spmmgnn train: {data.name}: n={data.n} nnz={data.nnz} f={data.num_features} "
+              f"classes={data.num_classes} | {args.model} {args.layers}x{args.hidden} | "
+              f"{args.algorithm} P={grid.size} c={grid.replication} threads/rank={threads}",
+              file=sys.stderr, flush=True)
+    trainer = Trainer(data, config)
+    if trainer.start_epoch > config.epochs:
+        raise SpmmgnnError(f"the checkpoint already holds {trainer.start_epoch - 1} epochs; "
+                           f"ask for more with --epochs")
+    result = trainer.fit(on_epoch_end=on_epoch_end)
+    if rank0:
+        result["threads_per_rank"] = threads
+        b = result["breakdown"]
+        fin, best = result["final"], result["best"]
+        line = (f"done: {result['epochs_run']} epochs in {result['wall_seconds']:.2f} s "
+                f"({result['epoch_seconds'] * 1e3:.1f} ms/epoch: "
+                + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in b.items()) + " ms)")
+        if "test_acc" in fin:
+            line += (f"\nfinal loss {fin['loss']:.4f}  train {fin['train_acc']:.4f}  "
+                     f"val {fin['val_acc']:.4f}  test {fin['test_acc']:.4f}")
+        if best:
+            line += (f"\nbest val {best['val_acc']:.4f} at epoch {best['epoch']}: "
+                     f"test {best['test_acc']:.4f}")
+        print(line, flush=True)
+        if args.json:
+            write_text_atomic(args.json, json.dumps(result, indent=1))
+    return 0

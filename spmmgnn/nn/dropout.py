@@ -1,0 +1,64 @@
+"""Partition-invariant dropout: the mask of (vertex, feature) is a hash of its global ids.
+
+A torch RNG draws masks in storage order, so the same seed gives different masks for a
+different number of ranks, partition or replication. Here the keep/drop decision of entry
+``(v, k)`` in layer ``l`` at step ``t`` is a counter-based hash (splitmix64) of
+``(seed, t, l, v, k)`` where ``v`` is the vertex id in the source graph. So training is the
+same computation whatever the layout: replicas of a block row (1.5D) draw the same masks, and
+a single-process reference can reproduce a distributed run exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from numba import njit, prange, uint64
+
+
+@njit(inline="always")
+def _mix(z):
+    z = (z ^ (z >> uint64(30))) * uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> uint64(27))) * uint64(0x94D049BB133111EB)
+    return z ^ (z >> uint64(31))
+
+
+@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
+def _mask_kernel(key, vertex_ids, f, threshold, scale, out):
+    for i in prange(vertex_ids.shape[0]):
+        base = _mix(key ^ (uint64(vertex_ids[i]) * uint64(0x9E3779B97F4A7C15)))
+        for k in range(f):
+            h = _mix(base + uint64(k) * uint64(0xD1B54A32D192ED03))
+            out[i, k] = scale if (h >> uint64(40)) >= threshold else 0.0
+
+
+def stream_key(seed: int, step: int, layer: int) -> np.uint64:
+    """The 64-bit key of one dropout site (seed, training step, layer)."""
+    mask64 = (1 << 64) - 1
+    z = (int(seed) * 0x2545F4914F6CDD1D + int(step) * 0x9E3779B97F4A7C15
+         + int(layer) * 0xD6E8FEB86659FD93 + 0x632BE59BD9B4E019) & mask64
+    return np.uint64(z)
+
+
+def dropout_mask(vertex_ids: np.ndarray, f: int, p: float, seed: int, step: int, layer: int,
+                 dtype=np.float32) -> np.ndarray:
+    """``len(vertex_ids) x f`` array holding ``1/(1-p)`` where kept and 0 where dropped."""
+    out = np.empty((vertex_ids.shape[0], f), dtype=dtype)
+    if p <= 0:
+        out.fill(1)
+        return out
+    threshold = np.uint64(min(1 << 24, int(round(p * (1 << 24)))))
+    ids = np.ascontiguousarray(vertex_ids, dtype=np.int64)
+    _mask_kernel(stream_key(seed, step, layer), ids, f, threshold, dtype(1.0 / (1.0 - p)), out)
+    return out
+
+
+def vertex_dropout(x: torch.Tensor, vertex_ids: np.ndarray, p: float, seed: int, step: int,
+                   layer: int) -> torch.Tensor:
+    """Dropout of rows ``x`` (one per vertex id) with the partition-invariant mask."""
+    if p <= 0:
+        return x
+    if p >= 1:
+        return torch.zeros_like(x)
+    mask = dropout_mask(vertex_ids, x.shape[1], p, seed, step, layer,
+                        dtype=np.dtype(str(x.dtype).removeprefix("torch.")).type)
+    return x * torch.from_numpy(mask)

@@ -1,0 +1,97 @@
+"""The partitioning model shared by every partitioner: column-net hypergraph, loads, load cap.
+
+For the matrix ``A`` the SpMM applies and a part vector on its rows, the communication of
+column c is the net {c} U {r : A[r, c] != 0} (the owner vertex c is a pin of its own net), so
+the connectivity-1 cost of this *column-net* hypergraph equals the total volume of DESIGN.md
+exactly, for any A (directed, non-symmetric, with or without a diagonal).
+
+Vertex v "is in" the nets of the columns of row v of ``B = pattern(A) + I``; net c "holds" the
+rows of column c of B. The compute load of a vertex is the non-zeros of its row of A.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import SpmmgnnError
+
+
+def as_square_csr(A) -> sp.csr_array:
+    """A as a square CSR array (accepts a Graph, any scipy sparse matrix or a dense array)."""
+    A = getattr(A, "adj", A)
+    try:
+        A = sp.csr_array(A)
+    except (TypeError, ValueError) as exc:
+        raise SpmmgnnError(f"cannot use {type(A).__name__} as a sparse matrix: {exc}") from None
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise SpmmgnnError(f"the matrix must be square, got shape {A.shape}")
+    return A
+
+
+def pattern(A: sp.csr_array) -> sp.csr_array:
+    """0/1 int8 pattern of A with duplicates merged and explicit zeros kept (like ``metrics``)."""
+    P = sp.csr_array((np.ones(A.indices.size, dtype=np.int8), A.indices, A.indptr),
+                     shape=A.shape)
+    P.sum_duplicates()
+    P.data[:] = 1
+    return P
+
+
+def row_loads(A: sp.csr_array) -> np.ndarray:
+    """Compute load per vertex: the stored non-zeros of its row (DESIGN.md)."""
+    return np.diff(A.indptr).astype(np.int64)
+
+
+def load_cap(loads: np.ndarray, k: int, epsilon: float) -> int:
+    """Largest part load allowed: floor((1 + eps) * W / k), or the heaviest vertex if larger
+    (a vertex cannot be split, so then nothing better exists)."""
+    if loads.size == 0:
+        return 0
+    total = int(loads.sum())
+    return max(int(np.floor((1.0 + epsilon) * total / k + 1e-9)), int(loads.max()))
+
+
+@dataclass
+class ColumnNet:
+    """CSR incidence of the column-net hypergraph, both ways.
+
+    ``vptr/vnets``: nets of vertex v = ``vnets[vptr[v]:vptr[v+1]]`` (always contains v);
+    ``nptr/npins``: pins of net c = ``npins[nptr[c]:nptr[c+1]]`` (always contains c).
+    """
+
+    n: int
+    vptr: np.ndarray
+    vnets: np.ndarray
+    nptr: np.ndarray
+    npins: np.ndarray
+
+    @classmethod
+    def from_matrix(cls, A: sp.csr_array) -> ColumnNet:
+        n = A.shape[0]
+        B = pattern(A) + sp.eye_array(n, dtype=np.int8, format="csr")
+        B = sp.csr_array(B)
+        B.sum_duplicates()
+        B.sort_indices()
+        C = sp.csc_array(B)
+        C.sort_indices()
+        return cls(n=n, vptr=B.indptr.astype(np.int64), vnets=B.indices.astype(np.int64),
+                   nptr=C.indptr.astype(np.int64), npins=C.indices.astype(np.int64))
+
+    def net_sizes(self) -> np.ndarray:
+        return np.diff(self.nptr)
+
+
+def symmetric_graph(A: sp.csr_array) -> sp.csr_array:
+    """Pattern of A + A^T without the diagonal: the undirected graph the graph partitioners
+    see (a non-symmetric A is symmetrized, so their objective only approximates the volume)."""
+    P = pattern(A)
+    G = sp.csr_array(P + P.T)
+    rows = np.repeat(np.arange(G.shape[0]), np.diff(G.indptr))
+    off = rows != G.indices
+    G = sp.csr_array((np.ones(int(off.sum()), dtype=np.int8), (rows[off], G.indices[off])),
+                     shape=G.shape)
+    G.sort_indices()
+    return G

@@ -1,0 +1,52 @@
+"""Launch real ``mpiexec -n P`` subprocesses for the MPI tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+WORKERS = Path(__file__).parent / "workers"
+
+
+def mpiexec() -> str:
+    """The mpiexec of this environment (the mpich wheel puts it next to python)."""
+    local = Path(sys.executable).parent / "mpiexec"
+    if local.exists():
+        return str(local)
+    found = shutil.which("mpiexec")
+    if not found:
+        raise RuntimeError("mpiexec not found: install the 'mpich' wheel or a system MPI")
+    return found
+
+
+def run_mpi(n: int, script: str, *args: str, timeout: float = 300,
+            check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``tests/workers/<script>`` (or a module path) on n ranks; returns the process."""
+    target = str(WORKERS / script) if not os.path.isabs(script) else script
+    full_env = dict(os.environ, SPMMGNN_THREADS="1", PYTHONUNBUFFERED="1")
+    full_env.update(env or {})
+    cmd = [mpiexec(), "-n", str(n), sys.executable, target, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n"
+                             f"{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}")
+    return proc
+
+
+def run_mpi_json(n: int, script: str, tmp_path: Path, *args: str, **kw):
+    """Run a worker that writes JSON to the path given as its first argument."""
+    out = tmp_path / f"{Path(script).stem}-{n}.json"
+    run_mpi(n, script, str(out), *args, **kw)
+    return json.loads(out.read_text())
+
+
+def run_cli(n: int, *args: str, timeout: float = 300, env: dict | None = None):
+    """``mpiexec -n n python -m spmmgnn.cli ARGS`` without failing on a non-zero exit."""
+    full_env = dict(os.environ, SPMMGNN_THREADS="1", PYTHONUNBUFFERED="1")
+    full_env.update(env or {})
+    cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "spmmgnn.cli", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
