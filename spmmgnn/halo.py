@@ -17,8 +17,11 @@ import numpy as np
 from mpi4py import MPI
 
 from . import kernels
-from .errors import SpmmgnnError
+from .codecs import CastCodec, Codec, mix64
+from .errors import SpmmgnnError, agree
 from .stats import CommStats
+
+NO_INDEX = np.zeros(0, dtype=np.int64)
 
 
 def _displs(counts: np.ndarray) -> np.ndarray:
@@ -35,8 +38,11 @@ class HaloPlan:
     own). Collective over ``comm``.
     """
 
-    def __init__(self, comm: MPI.Comm, owner_offsets: np.ndarray, ghost_ids: np.ndarray):
+    def __init__(self, comm: MPI.Comm, owner_offsets: np.ndarray, ghost_ids: np.ndarray,
+                 seed: int = 0, stream: int | None = None):
         self.comm = comm
+        self._key_base = mix64(seed, comm.Get_rank() if stream is None else stream)
+        self._calls = 0
         size, me = comm.Get_size(), comm.Get_rank()
         owner_offsets = np.asarray(owner_offsets, dtype=np.int64)
         ghost_ids = np.asarray(ghost_ids, dtype=np.int64)
@@ -86,7 +92,7 @@ class HaloPlan:
         return t
 
     def alltoallv_rows(self, send: np.ndarray, recv: np.ndarray, forward: bool,
-                       stats: CommStats) -> None:
+                       stats: CommStats, param_bytes: int = 0) -> None:
         """Move whole rows of ``send`` into ``recv`` (C-contiguous, same row width in bytes).
 
         forward: send_counts out / recv_counts in (bcast); otherwise the reverse (reduce).
@@ -99,22 +105,58 @@ class HaloPlan:
         with stats.timing("seconds_exchange"):
             self.comm.Alltoallv([send, (sc, sd), rt], [recv, (rc, rd), rt])
         stats.exchanges += 1
-        stats.bytes_sent += int(sc.sum()) * row_bytes
+        rows_out = int(sc.sum())
+        stats.bytes_sent += rows_out * row_bytes
         stats.bytes_received += int(rc.sum()) * row_bytes
-        stats.payload_bytes_sent += int(sc.sum()) * row_bytes
+        stats.payload_bytes_sent += rows_out * (row_bytes - param_bytes)
+        stats.param_bytes_sent += rows_out * param_bytes
 
-    def bcast(self, x_local: np.ndarray, ghost: np.ndarray, stats: CommStats) -> None:
+    @staticmethod
+    def _passthrough(codec: Codec | None, dtype) -> bool:
+        """True when rows can travel as they are (no codec, or a cast to their own type)."""
+        return codec is None or (isinstance(codec, CastCodec) and codec.wire == np.dtype(dtype))
+
+    def _encode(self, codec: Codec, x: np.ndarray, idx: np.ndarray, rows: int, name: str,
+                stats: CommStats) -> np.ndarray:
+        """Encode rows into a reusable byte buffer; NaN/Inf anywhere is a collective error."""
+        buf = self.buffer(name, rows, codec.row_bytes(x.shape[1]), np.uint8)
+        self._calls += 1
+        with stats.timing("seconds_codec"):
+            bad = codec.encode(x, idx, buf, mix64(self._key_base, self._calls))
+        agree(self.comm, f"{bad} row(s) with NaN or Inf reached the {codec.name} codec"
+              if bad else None)
+        return buf
+
+    def bcast(self, x_local: np.ndarray, ghost: np.ndarray, stats: CommStats,
+              codec: Codec | None = None) -> None:
         """ghost[:] = the rows of X named by this rank's ghost columns (fetched from owners)."""
         f = x_local.shape[1]
-        send = self.buffer("send", self.n_send, f, x_local.dtype)
-        with stats.timing("seconds_exchange"):
-            kernels.gather_rows(x_local, self.send_idx, send)
-        self.alltoallv_rows(send, ghost, forward=True, stats=stats)
+        if self._passthrough(codec, x_local.dtype):
+            send = self.buffer("send", self.n_send, f, x_local.dtype)
+            with stats.timing("seconds_exchange"):
+                kernels.gather_rows(x_local, self.send_idx, send)
+            self.alltoallv_rows(send, ghost, forward=True, stats=stats)
+            return
+        send = self._encode(codec, x_local, self.send_idx, self.n_send, "enc_send", stats)
+        recv = self.buffer("enc_recv", self.n_ghost, send.shape[1], np.uint8)
+        self.alltoallv_rows(send, recv, forward=True, stats=stats,
+                            param_bytes=codec.param_bytes)
+        with stats.timing("seconds_codec"):
+            codec.decode(recv, ghost, NO_INDEX, accumulate=False)
 
-    def reduce(self, ghost_partial: np.ndarray, out_local: np.ndarray, stats: CommStats) -> None:
+    def reduce(self, ghost_partial: np.ndarray, out_local: np.ndarray, stats: CommStats,
+               codec: Codec | None = None) -> None:
         """out_local[rows peers computed for me] += their partial sums for my rows."""
         f = ghost_partial.shape[1]
-        recv = self.buffer("send", self.n_send, f, ghost_partial.dtype)
-        self.alltoallv_rows(ghost_partial, recv, forward=False, stats=stats)
-        with stats.timing("seconds_exchange"):
-            kernels.scatter_add(recv, self.send_idx, out_local, kernels.column_split(f))
+        if self._passthrough(codec, ghost_partial.dtype):
+            recv = self.buffer("send", self.n_send, f, ghost_partial.dtype)
+            self.alltoallv_rows(ghost_partial, recv, forward=False, stats=stats)
+            with stats.timing("seconds_exchange"):
+                kernels.scatter_add(recv, self.send_idx, out_local, kernels.column_split(f))
+            return
+        send = self._encode(codec, ghost_partial, NO_INDEX, self.n_ghost, "enc_recv", stats)
+        recv = self.buffer("enc_send", self.n_send, send.shape[1], np.uint8)
+        self.alltoallv_rows(send, recv, forward=False, stats=stats,
+                            param_bytes=codec.param_bytes)
+        with stats.timing("seconds_codec"):
+            codec.decode(recv, out_local, self.send_idx, accumulate=True)

@@ -13,6 +13,8 @@ class CommStats:
 
     ``bytes_sent``/``bytes_received``: rows moved between different ranks by the row exchange
     (halo bcast/reduce, or block-row broadcasts), payload plus codec parameters.
+    ``payload_bytes_sent`` + ``param_bytes_sent`` = ``bytes_sent`` (codec parameters, e.g. the
+    per-row range of the integer codecs, are the second part).
     ``allreduce_bytes``: the partial-result all-reduce over the row communicator (1.5D), counted
     as the local buffer size per call.
     """
@@ -29,6 +31,7 @@ class CommStats:
     seconds_exchange: float = 0.0
     seconds_multiply: float = 0.0
     seconds_allreduce: float = 0.0
+    seconds_codec: float = 0.0
 
     @property
     def calls(self) -> int:

@@ -1,0 +1,133 @@
+"""Codecs: stochastic quantization is unbiased and within one step, casts round correctly,
+constant rows are exact, NaN is caught, and the wire sizes meet the compression targets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from spmmgnn import set_threads
+from spmmgnn.codecs import CODECS, get_codec
+from spmmgnn.errors import SpmmgnnError
+from spmmgnn.quantize import bf16_outward, bf16_value
+
+NO_INDEX = np.zeros(0, dtype=np.int64)
+
+
+def roundtrip(codec, x, key=1, idx=NO_INDEX):
+    m = idx.size if idx.size else x.shape[0]
+    buf = np.empty((m, codec.row_bytes(x.shape[1])), dtype=np.uint8)
+    bad = codec.encode(x, idx, buf, key)
+    out = np.zeros((m, x.shape[1]), dtype=x.dtype)
+    codec.decode(buf, out, NO_INDEX, accumulate=False)
+    return out, bad
+
+
+def step_of(codec, x):
+    lo_b, hi_b = bf16_outward(x.min(axis=1), x.max(axis=1))
+    return (bf16_value(hi_b).astype(np.float64) - bf16_value(lo_b)) / codec.qmax
+
+
+@pytest.mark.parametrize("name", ["int8", "int4", "int2"])
+def test_quantization_error_within_one_step(name):
+    codec = CODECS[name]
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((300, 37)) * rng.uniform(1e-6, 1e3, (300, 1))).astype(np.float32)
+    y, bad = roundtrip(codec, x)
+    assert bad == 0
+    step = step_of(codec, x)[:, None]
+    assert np.all(np.abs(y.astype(np.float64) - x) <= step * (1 + 1e-6))
+
+
+@pytest.mark.parametrize("name", ["int4", "int2"])
+def test_quantization_is_unbiased(name):
+    """The mean of T independent quantizations converges to x like 1/sqrt(T)."""
+    codec = CODECS[name]
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((64, 16)).astype(np.float32)
+    step = step_of(codec, x)[:, None]
+    errors = {}
+    acc = np.zeros(x.shape)
+    done = 0
+    for trials in (16, 256, 4096):
+        while done < trials:
+            acc += roundtrip(codec, x, key=done + 7)[0]
+            done += 1
+        errors[trials] = np.abs(acc / trials - x).max() / step.max()
+    # std of one quantization <= step/2, so the mean's max error ~ 4 * step / (2 sqrt(T))
+    assert errors[4096] < 4 / np.sqrt(4096)
+    assert errors[4096] < errors[16] / 6  # ~16x fewer trials -> ~4x the error, up to noise
+
+
+def test_constant_rows_are_exact_and_nan_is_flagged():
+    codec = CODECS["int2"]
+    x = np.array([[0.1] * 5, [-3.7e-20] * 5, [0.0] * 5, [1, 2, 3, 4, 5]], dtype=np.float32)
+    y, bad = roundtrip(codec, x)
+    assert bad == 0
+    np.testing.assert_array_equal(y[:3], x[:3])
+    x[3, 2] = np.nan
+    y, bad = roundtrip(codec, x)
+    assert bad == 1 and np.all(np.isnan(y[3]))
+    x[3, 2] = np.inf
+    assert roundtrip(codec, x)[1] == 1
+    assert roundtrip(CODECS["float16"], x)[1] == 1
+
+
+def test_wire_sizes_meet_compression_targets():
+    f32 = {f: f * 4 for f in (16, 128)}
+    ratio = {name: {f: f32[f] / CODECS[name].row_bytes(f) for f in f32} for name in CODECS}
+    assert ratio["int2"][128] >= 14 and ratio["int2"][16] >= 7.5
+    assert ratio["int4"][128] >= 7.5 and ratio["int4"][16] >= 5
+    assert ratio["int8"][128] >= 3.8 and ratio["int8"][16] >= 3
+    assert ratio["float16"][128] == ratio["bfloat16"][16] == 2
+    assert CODECS["int2"].param_bytes == 4
+
+
+def test_cast_codecs_round_like_numpy_and_torch():
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((50, 20)) * 10.0 ** rng.integers(-9, 6, (50, 1))).astype(np.float32)
+    small = x / np.abs(x).max() * 6e4  # inside float16's range
+    y16, bad = roundtrip(CODECS["float16"], small)
+    assert bad == 0
+    np.testing.assert_array_equal(y16, small.astype(np.float16).astype(np.float32))
+    assert roundtrip(CODECS["float16"], small * 2)[1] > 0  # overflow is flagged, not Inf
+    ybf, _ = roundtrip(CODECS["bfloat16"], x)
+    ref = torch.from_numpy(x).to(torch.bfloat16).to(torch.float32).numpy()
+    np.testing.assert_array_equal(ybf, ref)
+    y32, _ = roundtrip(CODECS["float32"], x.astype(np.float64))
+    np.testing.assert_array_equal(y32, x)
+
+
+@pytest.mark.parametrize("name", ["int2", "float16"])
+def test_gather_and_scatter_add_fused(name):
+    codec = CODECS[name]
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((40, 24)).astype(np.float32)
+    idx = rng.integers(0, 40, 100)
+    buf = np.empty((100, codec.row_bytes(24)), dtype=np.uint8)
+    codec.encode(x, idx, buf, 5)
+    plain = np.zeros((100, 24), dtype=np.float32)
+    codec.decode(buf, plain, NO_INDEX, accumulate=False)
+    added = np.ones((40, 24), dtype=np.float32)
+    codec.decode(buf, added, idx, accumulate=True)
+    ref = np.ones((40, 24), dtype=np.float32)
+    np.add.at(ref, idx, plain)
+    np.testing.assert_allclose(added, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_result_does_not_depend_on_threads():
+    x = np.random.default_rng(5).standard_normal((500, 64)).astype(np.float32)
+    set_threads(1)
+    a = roundtrip(CODECS["int2"], x, key=9)[0]
+    set_threads(2)
+    b = roundtrip(CODECS["int2"], x, key=9)[0]
+    set_threads(1)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, roundtrip(CODECS["int2"], x, key=10)[0])
+
+
+def test_unknown_codec():
+    assert get_codec(None) is None and get_codec("none") is None
+    with pytest.raises(SpmmgnnError, match="unknown codec"):
+        get_codec("int3")
