@@ -63,10 +63,15 @@ class CastCodec(Codec):
     def row_bytes(self, f: int) -> int:
         return f * self.itemsize
 
-    def _pack(self, rows: np.ndarray) -> np.ndarray:
+    def _pack(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(wire bytes, per-row finiteness after the cast: catches NaN/Inf and overflow)."""
         if self.wire == "bfloat16":
-            return _to_bf16(rows).view(np.uint8)
-        return rows.astype(self.wire).view(np.uint8)
+            bits = _to_bf16(rows)
+            finite = ((bits & np.uint16(0x7F80)) != np.uint16(0x7F80)).all(axis=1)
+            return bits.view(np.uint8), finite
+        with np.errstate(over="ignore"):
+            cast = rows.astype(self.wire)
+        return cast.view(np.uint8), np.isfinite(cast).all(axis=1)
 
     def _unpack(self, raw: np.ndarray, dtype) -> np.ndarray:
         if self.wire == "bfloat16":
@@ -77,13 +82,9 @@ class CastCodec(Codec):
         m, bad = out.shape[0], 0
         for a in range(0, m, CHUNK_ROWS):
             b = min(m, a + CHUNK_ROWS)
-            rows = x[idx[a:b]] if idx.size else x[a:b]
-            with np.errstate(over="ignore"):
-                packed = self._pack(rows).reshape(b - a, -1)
-            out[a:b] = packed
-            # NaN/Inf in the input, or overflow of the narrower type (float16 above 65504)
-            bad += int((~np.isfinite(self._unpack(packed, np.float32)).reshape(b - a, -1)
-                        .all(axis=1)).sum())
+            packed, finite = self._pack(x[idx[a:b]] if idx.size else x[a:b])
+            out[a:b] = packed.reshape(b - a, -1)
+            bad += int((~finite).sum())
         return bad
 
     def decode(self, buf, out, idx, accumulate) -> None:

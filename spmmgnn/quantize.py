@@ -81,12 +81,16 @@ def bf16_value(bits: np.ndarray) -> np.ndarray:
 
 @njit(**_JIT)
 def quantize_pack(x, idx, lo_v, step, lo_bits, hi_bits, const_bits, out, bits, key):
-    """Encode row idx[i] of x (row i if idx is empty) into out[i] (see module doc)."""
+    """Encode row idx[i] of x (row i if idx is empty) into out[i] (see module doc).
+
+    One 64-bit hash per payload byte supplies 16-bit uniforms for its (at most 4) values.
+    """
     m = out.shape[0]
     f = x.shape[1]
     use_idx = idx.shape[0] > 0
     per = 8 // bits
     qmax = (1 << bits) - 1
+    n_bytes = (f + per - 1) // per
     for i in prange(m):
         r = np.int64(idx[i]) if use_idx else np.int64(i)
         o = out[i]
@@ -104,57 +108,66 @@ def quantize_pack(x, idx, lo_v, step, lo_bits, hi_bits, const_bits, out, bits, k
             continue
         a = lo_v[i]
         inv = 1.0 / step[i]
-        base = splitmix64(key ^ np.uint64(i) * np.uint64(0xD1B54A32D192ED03))
-        acc = 0
-        for t in range(f):
-            h = splitmix64(base + np.uint64(t))
-            u = np.float64(h >> np.uint64(40)) * (1.0 / 16777216.0)
-            q = int(np.floor((x[r, t] - a) * inv + u))
-            q = min(max(q, 0), qmax)
-            acc |= q << ((t % per) * bits)
-            if t % per == per - 1:
-                o[4 + t // per] = np.uint8(acc)
-                acc = 0
-        if f % per:
-            o[4 + (f - 1) // per] = np.uint8(acc)
+        base = splitmix64(key ^ (np.uint64(i) * np.uint64(0xD1B54A32D192ED03)))
+        for byte in range(n_bytes):
+            h = splitmix64(base + np.uint64(byte))
+            acc = 0
+            for s in range(min(per, f - byte * per)):
+                u = np.float64((h >> np.uint64(16 * s)) & np.uint64(0xFFFF)) * (1.0 / 65536.0)
+                q = int((x[r, byte * per + s] - a) * inv + u)  # >= 0: x >= lo
+                acc |= min(q, qmax) << (s * bits)
+            o[4 + byte] = np.uint8(acc)
 
 
 @njit(cache=True, inline="always")
-def _decode_value(buf, i, t, kind, a, s, c, per, bits, mask):
-    if kind == 0:
-        return a + s * ((buf[i, 4 + t // per] >> ((t % per) * bits)) & mask)
-    if kind == 1:
-        return c
-    return np.nan
+def _decode_bytes(buf, i, b0, b1, a, s, per, bits, mask, out, r, accumulate, f):
+    for byte in range(b0, b1):
+        v = buf[i, 4 + byte]
+        for k in range(min(per, f - byte * per)):
+            d = a + s * ((v >> (k * bits)) & mask)
+            if accumulate:
+                out[r, byte * per + k] += d
+            else:
+                out[r, byte * per + k] = d
+
+
+@njit(cache=True, inline="always")
+def _fill(out, r, t0, t1, value, accumulate):
+    for t in range(t0, t1):
+        if accumulate:
+            out[r, t] += value
+        else:
+            out[r, t] = value
 
 
 @njit(**_JIT)
 def unpack_dequantize(buf, lo_v, step, kind, const_v, out, idx, accumulate, bits, n_par):
     """out[idx[i]] (+)= decoded row i (row i if idx is empty). kind: 0 data, 1 constant,
     2 non-finite (decodes to NaN). With idx, rows may repeat (several peers add into one row),
-    so that case splits the work over ``n_par`` column ranges instead of rows."""
+    so that case splits the work over ``n_par`` byte-aligned column ranges instead of rows."""
     m = buf.shape[0]
     f = out.shape[1]
     per = 8 // bits
     mask = (1 << bits) - 1
+    n_bytes = (f + per - 1) // per
     if idx.shape[0] > 0:
-        width = (f + n_par - 1) // n_par
+        width = (n_bytes + n_par - 1) // n_par
         for p in prange(n_par):
+            b0 = p * width
+            b1 = min(n_bytes, b0 + width)
             for i in range(m):
-                r = idx[i]
-                for t in range(p * width, min(f, (p + 1) * width)):
-                    v = _decode_value(buf, i, t, kind[i], lo_v[i], step[i], const_v[i],
-                                      per, bits, mask)
-                    if accumulate:
-                        out[r, t] += v
-                    else:
-                        out[r, t] = v
+                r = np.int64(idx[i])
+                if kind[i] == 0:
+                    _decode_bytes(buf, i, b0, b1, lo_v[i], step[i], per, bits, mask, out, r,
+                                  accumulate, f)
+                else:
+                    c = const_v[i] if kind[i] == 1 else np.nan
+                    _fill(out, r, min(f, b0 * per), min(f, b1 * per), c, accumulate)
     else:
         for i in prange(m):
-            for t in range(f):
-                v = _decode_value(buf, i, t, kind[i], lo_v[i], step[i], const_v[i],
-                                  per, bits, mask)
-                if accumulate:
-                    out[i, t] += v
-                else:
-                    out[i, t] = v
+            r = np.int64(i)
+            if kind[i] == 0:
+                _decode_bytes(buf, i, 0, n_bytes, lo_v[i], step[i], per, bits, mask, out, r,
+                              accumulate, f)
+            else:
+                _fill(out, r, 0, f, const_v[i] if kind[i] == 1 else np.nan, accumulate)
