@@ -44,3 +44,15 @@ def write_json(path: str | Path, payload: dict) -> Path:
     path = Path(path)
     write_text_atomic(path, json.dumps(payload, indent=2))
     return path
+
+
+def pyplot():
+    """matplotlib.pyplot with a file-only backend, or None when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt

@@ -20,7 +20,7 @@ from spmmgnn import set_threads
 from spmmgnn.data.generators import random_graph, rmat
 from spmmgnn.local_matrix import LocalCSR
 
-from common import RESULTS, best_time, copy_bandwidth, machine, write_json
+from common import RESULTS, best_time, copy_bandwidth, machine, pyplot, write_json
 
 warnings.filterwarnings("ignore", message=".*[Ss]parse.*")
 
@@ -71,12 +71,8 @@ def bench_graph(name, A, widths, threads, repeat) -> list[dict]:
 
 
 def plot(rows, path) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return
     names = sorted({r["graph"] for r in rows})
     fig, axes = plt.subplots(1, len(names), figsize=(6 * len(names), 4), squeeze=False)

@@ -18,7 +18,7 @@ from mpi4py import MPI
 from spmmgnn import DistSpMM, ProcessGrid, default_threads, set_threads
 from spmmgnn.data.generators import random_graph, rmat
 
-from common import RESULTS, machine, write_json
+from common import RESULTS, machine, pyplot, write_json
 
 ALGORITHMS = ["oblivious1d", "sparse1d", "oblivious15d", "sparse15d"]
 
@@ -79,12 +79,8 @@ def run_one(comm, A, X, algo: str, c: int, args) -> dict | None:
 
 
 def plot(rows, path) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return
     widths = sorted({r["f"] for r in rows})
     fig, axes = plt.subplots(1, len(widths), figsize=(5.5 * len(widths), 4), squeeze=False)
