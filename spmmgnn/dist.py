@@ -73,6 +73,9 @@ class DistSpMM:
         self.n_local = self.hi - self.lo
         self.stats = CommStats()
         self.validate = bool(options.pop("validate", True))
+        if {"codec", "codec_backward"} & set(options):
+            raise SpmmgnnError(f"codecs compress the row exchange of the sparse algorithms "
+                               f"(sparse1d, sparse15d); {self.name} broadcasts whole blocks")
         if options:
             raise SpmmgnnError(f"{self.name}: unknown options {sorted(options)}")
 

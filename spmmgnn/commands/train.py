@@ -1,4 +1,4 @@
-"""``spmmgnn train``: full-batch GCN / GraphSAGE training over MPI.
+"""spmmgnn train: full-batch GCN / GraphSAGE training over MPI.
 
     mpiexec -n 2 spmmgnn train                       # synthetic CSBM graph, 100 epochs
     mpiexec -n 4 spmmgnn train --dataset g.h5 --algorithm sparse15d --replication 2
@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 from mpi4py import MPI
 
 from ..atomic import write_text_atomic
+from ..codecs import CODECS
 from ..data.csbm import DEFAULTS
 from ..dist import ALGORITHMS, _load_algorithms
 from ..errors import SpmmgnnError, check_on_root
@@ -26,44 +28,61 @@ H5_SUFFIXES = {".h5", ".hdf5"}
 def add_parser(sub) -> None:
     _load_algorithms()
     p = sub.add_parser("train", help="full-batch GCN / GraphSAGE training over MPI",
-                       description=__doc__.splitlines()[0])
+                       description=__doc__.splitlines()[0],
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     d = p.add_argument_group("data")
     d.add_argument("--dataset", default="csbm",
                    help="'csbm' (synthetic, default), a project HDF5 file (each rank reads its "
                         "own block row), an OGB-style folder, or any graph file spmmgnn loads")
     d.add_argument("--csbm-n", type=int, default=DEFAULTS["n"], help="CSBM vertices")
-    d.add_argument("--csbm-degree", type=float, default=DEFAULTS["avg_degree"])
-    d.add_argument("--csbm-features", type=int, default=DEFAULTS["num_features"])
-    d.add_argument("--csbm-classes", type=int, default=DEFAULTS["num_classes"])
+    d.add_argument("--csbm-degree", type=float, default=DEFAULTS["avg_degree"],
+                   help="CSBM average degree")
+    d.add_argument("--csbm-features", type=int, default=DEFAULTS["num_features"],
+                   help="CSBM feature dimensions")
+    d.add_argument("--csbm-classes", type=int, default=DEFAULTS["num_classes"],
+                   help="CSBM classes")
     d.add_argument("--csbm-homophily", type=float, default=DEFAULTS["homophily"],
-                   help="fraction of edges inside a class (difficulty: lower is harder)")
+                   help="probability that an edge is drawn inside its class (lower is harder)")
     d.add_argument("--csbm-signal", type=float, default=DEFAULTS["signal"],
-                   help="distance of class feature means in noise units (lower is harder)")
+                   help="length of the class feature means in noise units (lower is harder)")
     d.add_argument("--symmetrize", action="store_true",
                    help="use A + A^T (in-memory graphs; e.g. directed OGB citation graphs)")
     m = p.add_argument_group("model")
-    m.add_argument("--model", choices=MODELS, default="gcn")
-    m.add_argument("--layers", type=int, default=2)
-    m.add_argument("--hidden", type=int, default=64)
-    m.add_argument("--dropout", type=float, default=0.5)
-    m.add_argument("--input-dropout", type=float, default=0.0)
-    m.add_argument("--layernorm", action="store_true")
+    m.add_argument("--model", choices=MODELS, default="gcn",
+                   help="GCN (Kipf & Welling) or GraphSAGE with mean aggregation")
+    m.add_argument("--layers", type=int, default=2, help="graph convolution layers")
+    m.add_argument("--hidden", type=int, default=64, help="hidden size")
+    m.add_argument("--dropout", type=float, default=0.5, help="dropout between layers")
+    m.add_argument("--input-dropout", type=float, default=0.0,
+                   help="dropout of the input features")
+    m.add_argument("--layernorm", action="store_true", help="LayerNorm after hidden layers")
     m.add_argument("--no-cache", action="store_true",
                    help="recompute the first layer's constant aggregation every epoch")
     o = p.add_argument_group("optimization")
-    o.add_argument("--epochs", type=int, default=100)
-    o.add_argument("--lr", type=float, default=0.01)
-    o.add_argument("--weight-decay", type=float, default=5e-4)
-    o.add_argument("--seed", type=int, default=0)
-    o.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    o.add_argument("--epochs", type=int, default=100, help="epochs (full-batch steps)")
+    o.add_argument("--lr", type=float, default=0.01, help="Adam learning rate")
+    o.add_argument("--weight-decay", type=float, default=5e-4, help="Adam L2 weight decay")
+    o.add_argument("--seed", type=int, default=0,
+                   help="weights, dropout masks, synthetic graph and split")
+    o.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                   help="precision of features, weights and SpMM")
     o.add_argument("--eval-every", type=int, default=1,
                    help="evaluate accuracy every N epochs (0 = only report the loss)")
     r = p.add_argument_group("distribution")
-    r.add_argument("--algorithm", choices=sorted(ALGORITHMS), default="sparse1d")
+    r.add_argument("--algorithm", choices=sorted(ALGORITHMS), default="sparse1d",
+                   help="distributed SpMM algorithm")
     r.add_argument("--replication", type=int, default=1, help="c of the P/c x c grid")
     r.add_argument("--partitioner", default="none",
-                   help="'none' (contiguous blocks) or a method of spmmgnn.partitioners")
+                   help="'none' (contiguous near-equal blocks) or a spmmgnn.partitioners method, "
+                        "e.g. metis-vol+maxsend")
     r.add_argument("--threads", type=int, default=0, help="threads per rank (0 = cores/ranks)")
+    r.add_argument("--codec", choices=["none", *CODECS], default="none",
+                   help="compression of the row exchange (sparse algorithms)")
+    r.add_argument("--codec-backward", choices=["same", "none", *CODECS], default="same",
+                   help="compression of the backward exchange (default: as --codec)")
+    m.add_argument("--label-propagation", type=float, default=0.0, metavar="RATE",
+                   help="fraction of training vertices whose label embedding is added to "
+                        "their input (they are left out of the loss)")
     io = p.add_argument_group("output")
     io.add_argument("--json", help="write per-epoch loss/accuracy and time breakdown here")
     io.add_argument("--checkpoint", help="checkpoint file (.npz, written atomically)")
@@ -82,7 +101,16 @@ def _config(args):
         weight_decay=args.weight_decay, epochs=args.epochs, seed=args.seed,
         eval_every=args.eval_every, checkpoint=args.checkpoint,
         checkpoint_every=args.checkpoint_every, resume=args.resume,
-        cache_input_aggregation=not args.no_cache, progress=not args.quiet, dtype=args.dtype)
+        cache_input_aggregation=not args.no_cache, progress=not args.quiet, dtype=args.dtype,
+        label_propagation=args.label_propagation)
+
+
+def op_options(args) -> dict:
+    """DistSpMM options from the flags (codecs only when asked for, so every algorithm works
+    without them)."""
+    if args.codec == "none" and args.codec_backward in ("same", "none"):
+        return {}
+    return dict(codec=args.codec, codec_backward=args.codec_backward, codec_seed=args.seed)
 
 
 def load_data(args, grid: ProcessGrid, normalization: str):
@@ -98,7 +126,7 @@ def load_data(args, grid: ProcessGrid, normalization: str):
                                "(spmmgnn datasets ... --parts K --partitioner M); drop "
                                "--partitioner")
         return load_h5_distributed(ds, grid, normalization, args.algorithm, seed=args.seed,
-                                   dtype=dtype)
+                                   dtype=dtype, **op_options(args))
 
     def make():
         if ds == "csbm":
@@ -113,7 +141,8 @@ def load_data(args, grid: ProcessGrid, normalization: str):
 
     graph = check_on_root(grid.comm, 0, make)
     return distribute_graph(graph, grid, normalization, args.algorithm, args.partitioner,
-                            seed=args.seed, dtype=dtype, symmetrize=args.symmetrize)
+                            seed=args.seed, dtype=dtype, symmetrize=args.symmetrize,
+                            **op_options(args))
 
 
 def run(args, on_epoch_end=None) -> int:

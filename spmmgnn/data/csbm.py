@@ -18,7 +18,7 @@ from ..errors import SpmmgnnError
 from .graph import Graph
 
 DEFAULTS = dict(n=20000, avg_degree=16.0, num_features=64, num_classes=8, homophily=0.5,
-                signal=0.7)
+                signal=0.85)
 
 
 def random_split(n: int, seed: int, fractions=(0.6, 0.2, 0.2),

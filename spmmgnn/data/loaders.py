@@ -139,3 +139,12 @@ def load_graph(path) -> Graph:
         _fail(path, f"unknown format {key or '(no extension)'}; supported: "
               f"{', '.join(sorted(LOADERS))}")
     return LOADERS[key](p).validate()
+
+
+def _register_ogb() -> None:
+    from .ogb import load_ogb
+
+    LOADERS["<dir>"] = load_ogb
+
+
+_register_ogb()

@@ -31,6 +31,30 @@ def _mask_kernel(key, vertex_ids, f, threshold, scale, out):
             out[i, k] = scale if (h >> uint64(40)) >= threshold else 0.0
 
 
+@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
+def _relu_dropout_kernel(z, key, vertex_ids, threshold, scale, out):
+    """out = relu(z) * mask in one pass (mask from the hash, never stored)."""
+    f = z.shape[1]
+    for i in prange(z.shape[0]):
+        base = _mix(key ^ (uint64(vertex_ids[i]) * uint64(0x9E3779B97F4A7C15)))
+        for k in range(f):
+            v = z[i, k]
+            if v > 0:
+                h = _mix(base + uint64(k) * uint64(0xD1B54A32D192ED03))
+                out[i, k] = v * scale if (h >> uint64(40)) >= threshold else 0.0
+            else:
+                out[i, k] = 0.0
+
+
+@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
+def _relu_dropout_backward_kernel(out, grad, scale, grad_in):
+    """d out / d z is ``scale`` exactly where out > 0 (kept and z > 0), else 0."""
+    f = out.shape[1]
+    for i in prange(out.shape[0]):
+        for k in range(f):
+            grad_in[i, k] = grad[i, k] * scale if out[i, k] > 0 else 0.0
+
+
 def stream_key(seed: int, step: int, layer: int) -> np.uint64:
     """The 64-bit key of one dropout site (seed, training step, layer)."""
     mask64 = (1 << 64) - 1
@@ -46,10 +70,49 @@ def dropout_mask(vertex_ids: np.ndarray, f: int, p: float, seed: int, step: int,
     if p <= 0:
         out.fill(1)
         return out
-    threshold = np.uint64(min(1 << 24, int(round(p * (1 << 24)))))
     ids = np.ascontiguousarray(vertex_ids, dtype=np.int64)
-    _mask_kernel(stream_key(seed, step, layer), ids, f, threshold, dtype(1.0 / (1.0 - p)), out)
+    _mask_kernel(stream_key(seed, step, layer), ids, f, _threshold(p), dtype(1.0 / (1.0 - p)),
+                 out)
     return out
+
+
+def _threshold(p: float) -> np.uint64:
+    return np.uint64(min(1 << 24, int(round(p * (1 << 24)))))
+
+
+class ReluDropout(torch.autograd.Function):
+    """``dropout(relu(z))`` with the vertex-keyed mask, fused: one pass forward, one pass
+    backward, the mask neither stored nor recomputed (the output tells where it kept)."""
+
+    @staticmethod
+    def forward(ctx, z: torch.Tensor, vertex_ids: np.ndarray, p: float, key: np.uint64):
+        zn = z.detach().contiguous().numpy()
+        out = np.empty_like(zn)
+        scale = zn.dtype.type(1.0 / (1.0 - p))
+        _relu_dropout_kernel(zn, key, vertex_ids, _threshold(p), scale, out)
+        result = torch.from_numpy(out)
+        ctx.save_for_backward(result)
+        ctx.scale = scale
+        return result
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (out,) = ctx.saved_tensors
+        g = grad.contiguous().numpy()
+        grad_in = np.empty_like(g)
+        _relu_dropout_backward_kernel(out.numpy(), g, ctx.scale, grad_in)
+        return torch.from_numpy(grad_in), None, None, None
+
+
+def relu_dropout(z: torch.Tensor, vertex_ids: np.ndarray, p: float, seed: int, step: int,
+                 layer: int) -> torch.Tensor:
+    """``vertex_dropout(relu(z), ...)`` in one fused pass (same values and gradients)."""
+    if p <= 0:
+        return torch.relu(z)
+    if p >= 1:
+        return torch.zeros_like(z)
+    ids = np.ascontiguousarray(vertex_ids, dtype=np.int64)
+    return ReluDropout.apply(z, ids, float(p), stream_key(seed, step, layer))
 
 
 def vertex_dropout(x: torch.Tensor, vertex_ids: np.ndarray, p: float, seed: int, step: int,

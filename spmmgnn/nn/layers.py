@@ -28,6 +28,11 @@ def aggregate_first(f_in: int, f_out: int, input_needs_grad: bool, training: boo
     return cost_ah <= cost_hw
 
 
+def _linear(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """``h @ w + b`` with the bias folded into the GEMM."""
+    return h @ w if b is None else torch.addmm(b, h, w)
+
+
 def glorot_(w: torch.Tensor) -> torch.Tensor:
     bound = math.sqrt(6.0 / (w.shape[0] + w.shape[1]))
     with torch.no_grad():
@@ -47,12 +52,12 @@ class GCNLayer(nn.Module):
                 aggregated: torch.Tensor | None = None) -> torch.Tensor:
         """``aggregated``: a precomputed ``Â h`` (constant input), used when given."""
         grad_on = torch.is_grad_enabled()
+        if aggregated is None and aggregate_first(self.f_in, self.f_out,
+                                                  grad_on and h.requires_grad, grad_on):
+            aggregated = graph.aggregate(h)
         if aggregated is not None:
-            z = aggregated @ self.weight
-        elif aggregate_first(self.f_in, self.f_out, grad_on and h.requires_grad, grad_on):
-            z = graph.aggregate(h) @ self.weight
-        else:
-            z = graph.aggregate(h @ self.weight)
+            return _linear(aggregated, self.weight, self.bias)
+        z = graph.aggregate(h @ self.weight)
         return z if self.bias is None else z + self.bias
 
 
@@ -69,14 +74,16 @@ class SAGELayer(nn.Module):
     def forward(self, h: torch.Tensor, graph: GraphOperator,
                 aggregated: torch.Tensor | None = None) -> torch.Tensor:
         grad_on = torch.is_grad_enabled()
+        if aggregated is None and aggregate_first(self.f_in, self.f_out,
+                                                  grad_on and h.requires_grad, grad_on):
+            aggregated = graph.aggregate(h)
         if aggregated is not None:
-            neigh = aggregated @ self.weight_neigh
-        elif aggregate_first(self.f_in, self.f_out, grad_on and h.requires_grad, grad_on):
-            neigh = graph.aggregate(h) @ self.weight_neigh
+            neigh = _linear(aggregated, self.weight_neigh, self.bias)
         else:
             neigh = graph.aggregate(h @ self.weight_neigh)
-        z = h @ self.weight_self + neigh
-        return z if self.bias is None else z + self.bias
+            if self.bias is not None:
+                neigh = neigh + self.bias
+        return torch.addmm(neigh, h, self.weight_self)  # one GEMM pass adds the self term
 
 
 LAYERS = {"gcn": GCNLayer, "sage": SAGELayer}

@@ -8,6 +8,10 @@ dropout between layers is ``dropout``. Dropout masks are keyed by global vertex 
 When the first layer sees constant input (no input dropout, no gradient w.r.t. the features)
 the aggregation ``Â X`` is the same every epoch; with ``cache_input_aggregation`` it is
 computed once and reused (SGC-style), removing the first layer's SpMMs from training.
+
+Label propagation (SuperGCN): with ``label_classes`` the model owns a learned embedding of the
+labels; rows given a label in ``label_input`` (>= 0) get its embedding added to their input
+features. The embedding starts at zero so the other weights are the same with or without it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .dropout import vertex_dropout
+from .dropout import relu_dropout, vertex_dropout
 from .layers import LAYERS, NORMALIZATION
 from .spmm_function import GraphOperator
 
@@ -27,7 +31,7 @@ class GNN(nn.Module):
 
     def __init__(self, kind: str, f_in: int, hidden: int, num_classes: int, num_layers: int = 2,
                  dropout: float = 0.5, input_dropout: float = 0.0, layernorm: bool = False,
-                 seed: int = 0, cache_input_aggregation: bool = True):
+                 seed: int = 0, cache_input_aggregation: bool = True, label_classes: int = 0):
         super().__init__()
         if kind not in LAYERS:
             raise ValueError(f"unknown model {kind!r}; choose one of {MODELS}")
@@ -43,7 +47,12 @@ class GNN(nn.Module):
         self.convs = nn.ModuleList(LAYERS[kind](a, b) for a, b in zip(dims[:-1], dims[1:],
                                                                       strict=True))
         self.norms = nn.ModuleList(nn.LayerNorm(d) for d in dims[1:-1]) if layernorm else None
+        self.label_embedding = None
+        if label_classes:
+            self.label_embedding = nn.Embedding(label_classes, f_in)
+            nn.init.zeros_(self.label_embedding.weight)
         self._cache: tuple | None = None
+        self._label_cache: tuple | None = None
 
     def _input_aggregation(self, x: torch.Tensor, graph: GraphOperator) -> torch.Tensor | None:
         if (not self.cache_input_aggregation or x.requires_grad
@@ -55,33 +64,59 @@ class GNN(nn.Module):
                 self._cache = (key, graph.aggregate(x))
         return self._cache[1]
 
-    def forward(self, x: torch.Tensor, graph: GraphOperator, step: int = 0) -> torch.Tensor:
-        """Logits for this rank's rows. ``step`` (the epoch) keys the dropout masks."""
+    def _label_aggregation(self, label_input: torch.Tensor, graph: GraphOperator,
+                           dtype: torch.dtype) -> torch.Tensor:
+        """``Â (M Y)``: the aggregated one-hot labels of the rows that show them (constant)."""
+        key = (id(graph), id(label_input), label_input._version, dtype)
+        if self._label_cache is None or self._label_cache[0] != key:
+            known = label_input >= 0
+            onehot = torch.zeros(label_input.shape[0], self.label_embedding.num_embeddings,
+                                 dtype=dtype)
+            onehot[known, label_input[known]] = 1
+            with torch.no_grad():
+                self._label_cache = (key, graph.aggregate(onehot))
+        return self._label_cache[1]
+
+    def forward(self, x: torch.Tensor, graph: GraphOperator, step: int = 0,
+                label_input: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits for this rank's rows. ``step`` (the epoch) keys the dropout masks;
+        ``label_input`` (class id, or -1) selects rows that get their label's embedding.
+
+        With labels shown, the first layer's input is ``X + M E[y]``; its aggregation is
+        ``Â X + (Â M Y) E`` by linearity, so both constant parts stay cached."""
         h = x
+        first = self._input_aggregation(x, graph)
+        if self.label_embedding is not None and label_input is not None:
+            known = (label_input >= 0).unsqueeze(1).to(x.dtype)
+            h = x + self.label_embedding(label_input.clamp(min=0)) * known
+            if first is not None:
+                first = first + (self._label_aggregation(label_input, graph, x.dtype)
+                                 @ self.label_embedding.weight)
+        if self.training and self.input_dropout > 0:
+            h = vertex_dropout(h, graph.vertex_ids, self.input_dropout, self.seed, step, 0)
         last = len(self.convs) - 1
         for i, conv in enumerate(self.convs):
-            p = self.input_dropout if i == 0 else self.dropout
-            aggregated = self._input_aggregation(x, graph) if i == 0 else None
-            if self.training and p > 0:
-                h = vertex_dropout(h, graph.vertex_ids, p, self.seed, step, i)
-            h = conv(h, graph, aggregated)
+            h = conv(h, graph, first if i == 0 else None)
             if i < last:
                 if self.norms is not None:
                     h = self.norms[i](h)
-                h = torch.relu(h)
+                if self.training and self.dropout > 0:  # the dropout of layer i+1's input
+                    h = relu_dropout(h, graph.vertex_ids, self.dropout, self.seed, step, i + 1)
+                else:
+                    h = torch.relu(h)
         return h
 
 
 def build_model(kind: str, f_in: int, hidden: int, num_classes: int, num_layers: int = 2,
                 dropout: float = 0.5, input_dropout: float = 0.0, layernorm: bool = False,
                 seed: int = 0, cache_input_aggregation: bool = True,
-                dtype: torch.dtype = torch.float32) -> GNN:
+                dtype: torch.dtype = torch.float32, label_classes: int = 0) -> GNN:
     """A model whose initial weights depend on ``seed`` only (identical on every rank)."""
     state = torch.random.get_rng_state()
     torch.manual_seed(seed)
     try:
         model = GNN(kind, f_in, hidden, num_classes, num_layers, dropout, input_dropout,
-                    layernorm, seed, cache_input_aggregation)
+                    layernorm, seed, cache_input_aggregation, label_classes)
     finally:
         torch.random.set_rng_state(state)
     return model.to(dtype)

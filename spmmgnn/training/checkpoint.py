@@ -23,7 +23,7 @@ from ..errors import SpmmgnnError, agree
 FORMAT = "spmmgnn-checkpoint-1"
 
 
-def state_arrays(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+def state_arrays(model: torch.nn.Module, optimizer) -> dict:
     """Model parameters and optimizer state as numpy arrays (names as in the file)."""
     arrays = {f"param/{k}": v.detach().cpu().numpy().copy()
               for k, v in model.state_dict().items()}

@@ -87,7 +87,7 @@ def _check_learnable(g: Graph, seed: int) -> Graph:
 
 def make_partition(A, k: int, method: str, seed: int = 0):
     """A Partition of A's rows into k blocks, or None for near-equal contiguous blocks."""
-    if method in ("none", "contiguous", "block") or k == 1:
+    if method in ("none", "contiguous") or k == 1:
         return None
     try:
         from ..partitioners import partition as partition_fn
@@ -102,8 +102,12 @@ def make_partition(A, k: int, method: str, seed: int = 0):
 def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
                      algorithm: str = "sparse1d", partitioner: str = "none", seed: int = 0,
                      dtype: torch.dtype = torch.float32, root: int = 0,
-                     symmetrize: bool = False, **op_options) -> LocalData:
-    """Collective. ``graph`` is used on ``root`` only (others pass None)."""
+                     symmetrize: bool = False, partition=None, **op_options) -> LocalData:
+    """Collective. ``graph`` is used on ``root`` only (others pass None).
+
+    ``partition`` (root only): a part vector, block sizes or ``Partition`` used instead of
+    ``partitioner``.
+    """
     comm = grid.comm
     np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
 
@@ -113,7 +117,8 @@ def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
         if symmetrize:
             A = ((A + A.T) > 0).astype(np.float64)
         A_hat = normalize(A, normalization)
-        part = make_partition(A_hat, grid.n_block_rows, partitioner, seed)
+        part = (partition if partition is not None
+                else make_partition(A_hat, grid.n_block_rows, partitioner, seed))
         packed = np.column_stack([g.labels.astype(np.float64)]
                                  + [g.masks[s].astype(np.float64) for s in SPLITS])
         meta = dict(num_classes=int(g.num_classes), n=g.n, nnz=int(A_hat.nnz), name=g.name,

@@ -24,10 +24,12 @@ import torch
 from mpi4py import MPI
 
 from ..errors import SpmmgnnError, agree
+from ..hashing import uniform_by_id
 from ..nn.models import build_model
 from .checkpoint import load_checkpoint, restore, save_checkpoint
 from .data import LocalData
 from .metrics import evaluate, masked_loss_sum
+from .optim import Adam
 from .progress import Progress
 
 BREAKDOWN = ("spmm_local", "exchange", "allreduce", "dense", "other")
@@ -53,6 +55,7 @@ class TrainConfig:
     cache_input_aggregation: bool = True
     progress: bool = True
     dtype: str = "float32"
+    label_propagation: float = 0.0
 
     def check(self) -> None:
         problems = []
@@ -66,6 +69,8 @@ class TrainConfig:
             problems.append("--checkpoint-every and --eval-every must be >= 0")
         if (self.resume or self.checkpoint_every) and not self.checkpoint:
             problems.append("--resume and --checkpoint-every need --checkpoint PATH")
+        if not 0 <= self.label_propagation < 1:
+            problems.append("--label-propagation must lie in [0, 1)")
         if self.dtype not in DTYPES:
             problems.append(f"--dtype must be one of {sorted(DTYPES)}")
         if problems:
@@ -89,10 +94,12 @@ class Trainer:
         self.reduce_comm = self.grid.col_comm
         self.dtype = DTYPES[config.dtype]
         self.x = data.features.to(self.dtype)
+        self._label_propagation_split()
         self.model = build_model(
             config.model, data.num_features, config.hidden, data.num_classes, config.layers,
             config.dropout, config.input_dropout, config.layernorm, config.seed,
-            config.cache_input_aggregation, self.dtype)
+            config.cache_input_aggregation, self.dtype,
+            label_classes=data.num_classes if self.label_input is not None else 0)
         self.params = list(self.model.parameters())
         self._broadcast_parameters()
         # one flat buffer: every parameter's .grad is a view into it, plus a slot for the
@@ -106,8 +113,7 @@ class Trainer:
             p.grad = view
             self._views.append(view)
             offset += size
-        self.optimizer = torch.optim.Adam(self.params, lr=config.lr,
-                                          weight_decay=config.weight_decay)
+        self.optimizer = Adam(self.params, lr=config.lr, weight_decay=config.weight_decay)
         self.history: list[dict] = []
         self.start_epoch = 1
         self.best: dict = {}
@@ -115,12 +121,29 @@ class Trainer:
             self._resume()
 
     # ------------------------------------------------------------------ setup
+    def _label_propagation_split(self) -> None:
+        """SuperGCN label propagation: a seeded fraction of the training vertices (chosen by
+        vertex id, so the same on any P) shows its label as input; the loss uses the rest."""
+        d, rate = self.data, self.config.label_propagation
+        train = d.masks["train"]
+        self.label_input, self.loss_mask, self.loss_count = None, train, d.counts["train"]
+        if rate <= 0:
+            return
+        ids = d.graph.vertex_ids
+        shown = torch.from_numpy(uniform_by_id(ids, self.config.seed + 0x4C50) < rate) & train
+        self.label_input = torch.where(shown, d.labels, torch.full_like(d.labels, -1))
+        self.loss_mask = train & ~shown
+        self.loss_count = int(self.reduce_comm.allreduce(int(self.loss_mask.sum()), op=MPI.SUM))
+        agree(self.comm, None if self.loss_count > 0 else
+              "--label-propagation left no training vertex for the loss; lower the rate")
+
     def signature(self) -> dict:
         """What must match for a checkpoint to be resumed by this run."""
         c, d = self.config, self.data
         return dict(model=c.model, layers=c.layers, hidden=c.hidden, dropout=c.dropout,
                     input_dropout=c.input_dropout, layernorm=c.layernorm, lr=c.lr,
                     weight_decay=c.weight_decay, seed=c.seed, dtype=c.dtype, n=d.n, nnz=d.nnz,
+                    label_propagation=c.label_propagation,
                     num_features=d.num_features, num_classes=d.num_classes,
                     counts=dict(d.counts))
 
@@ -163,9 +186,9 @@ class Trainer:
         s0 = _spmm_seconds(op)
         self.model.train()
         self.flat.zero_()
-        logits = self.model(self.x, d.graph, step=epoch)
-        loss_sum = masked_loss_sum(logits, d.labels, d.masks["train"])
-        (loss_sum / d.counts["train"]).backward()
+        logits = self.model(self.x, d.graph, step=epoch, label_input=self.label_input)
+        loss_sum = masked_loss_sum(logits, d.labels, self.loss_mask)
+        (loss_sum / self.loss_count).backward()
         t1 = time.perf_counter()
         self._ensure_grad_views()
         self.flat[-1] = loss_sum.detach()
@@ -179,7 +202,7 @@ class Trainer:
                          allreduce=(t2 - t1) + spmm_allreduce,
                          dense=(t1 - t0) - (multiply + exchange + spmm_allreduce) + (t3 - t2))
         breakdown["other"] = max(0.0, total - sum(breakdown.values()))
-        return dict(epoch=epoch, loss=float(self.flat[-1]) / d.counts["train"],
+        return dict(epoch=epoch, loss=float(self.flat[-1]) / self.loss_count,
                     seconds=total, breakdown={k: float(v) for k, v in breakdown.items()})
 
     def _ensure_grad_views(self) -> None:
@@ -195,7 +218,7 @@ class Trainer:
         """Global loss/accuracy on train/val/test with dropout off."""
         d = self.data
         self.model.eval()
-        logits = self.model(self.x, d.graph)
+        logits = self.model(self.x, d.graph, label_input=self.label_input)
         return evaluate(logits, d.labels, d.masks, d.counts, self.reduce_comm)
 
     # ------------------------------------------------------------------ the loop

@@ -1,0 +1,221 @@
+"""Epoch time of full-batch GCN training: spmmgnn over MPI vs PyTorch Geometric's GCNConv.
+
+Same graph (CSBM, ~100k vertices, ~2M non-zeros, 128 features, 8 classes), same model
+(2 GCN layers, hidden 16 or 128, ReLU, dropout 0.5 between the layers, Adam lr 0.01 with
+weight decay 5e-4), same cores: spmmgnn with P ranks x T threads against PyG in one process
+with P*T torch threads, on a CSR adjacency (``torch.sparse_csr_tensor``, normalization by
+``GCNConv(cached=True)``). An epoch is zero-grad + forward + loss + backward + optimizer step;
+the median over the timed epochs is reported, after warm-up epochs (JIT, caches).
+
+spmmgnn runs twice: ``cache`` (default: the first layer's aggregation of the constant input
+features is computed once) and ``no-cache`` (every layer multiplies by Â every epoch, the
+same work as GCNConv). Runs are sequential -- never two at once.
+
+    python bench/train.py                      # all settings, writes bench/results/train.json
+    python bench/train.py --hidden 16 --quick  # fewer epochs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+
+
+def graph(args):
+    from spmmgnn.data.csbm import csbm
+
+    return csbm(n=args.n, avg_degree=args.degree, num_features=args.features,
+                num_classes=args.classes, seed=args.seed)
+
+
+def worker_ours(args) -> dict | None:
+    import torch
+    from mpi4py import MPI
+
+    import spmmgnn
+    from spmmgnn.training import TrainConfig, Trainer, distribute_graph
+
+    comm = MPI.COMM_WORLD
+    spmmgnn.set_threads(args.threads)
+    torch.set_num_threads(args.threads)
+    g = graph(args) if comm.rank == 0 else None
+    grid = spmmgnn.ProcessGrid(comm)
+    data = distribute_graph(g, grid, "gcn", algorithm=args.algorithm)
+    cfg = TrainConfig(model="gcn", layers=2, hidden=args.hidden, dropout=0.5, lr=0.01,
+                      weight_decay=5e-4, epochs=args.warmup + args.epochs, eval_every=0,
+                      progress=False, cache_input_aggregation=not args.no_cache)
+    out = Trainer(data, cfg).fit()
+    if comm.rank != 0:
+        return None
+    timed = out["history"][args.warmup:]
+    keys = out["breakdown"].keys()
+    return dict(system="spmmgnn", variant="no-cache" if args.no_cache else "cache",
+                P=comm.size, threads=args.threads, cores=comm.size * args.threads,
+                hidden=args.hidden, n=out["n"], nnz=out["nnz"], algorithm=args.algorithm,
+                epoch_seconds=float(np.median([h["seconds"] for h in timed])),
+                breakdown={k: float(np.median([h["breakdown"][k] for h in timed]))
+                           for k in keys},
+                final_loss=out["history"][-1]["loss"])
+
+
+def worker_pyg(args) -> dict:
+    import torch
+    import torch.nn.functional as F
+    from torch_geometric.nn import GCNConv
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    g = graph(args)
+    A = g.adj.tocsr()
+    adj = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)),
+                                  torch.from_numpy(A.indices.astype(np.int64)),
+                                  torch.from_numpy(A.data.astype(np.float32)), size=A.shape)
+    x = torch.from_numpy(g.features)
+    y = torch.from_numpy(g.labels)
+    train = torch.from_numpy(g.masks["train"])
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = GCNConv(x.shape[1], args.hidden, cached=True)
+            self.conv2 = GCNConv(args.hidden, g.num_classes, cached=True)
+
+        def forward(self, x, adj):
+            h = F.dropout(F.relu(self.conv1(x, adj)), 0.5, self.training)
+            return self.conv2(h, adj)
+
+    model = Net()
+    opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+    times = []
+    for _ in range(args.warmup + args.epochs):
+        t0 = time.perf_counter()
+        model.train()
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x, adj)[train], y[train])
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+    import torch_geometric
+
+    return dict(system="pyg", variant=f"GCNConv CSR (PyG {torch_geometric.__version__})",
+                P=1, threads=args.threads, cores=args.threads, hidden=args.hidden, n=g.n,
+                nnz=int(A.nnz), epoch_seconds=float(np.median(times[args.warmup:])),
+                final_loss=float(loss.detach()))
+
+
+def launch(kind: str, P: int, threads: int, hidden: int, args, extra=()) -> dict | None:
+    """One run in a fresh process (mpiexec for spmmgnn); returns its result row."""
+    with tempfile.TemporaryDirectory() as tmp:
+        result = Path(tmp) / "r.json"
+        common = [str(HERE / "train.py"), "--worker", kind, "--result", str(result),
+                  "--threads", str(threads), "--hidden", str(hidden), "--n", str(args.n),
+                  "--degree", str(args.degree), "--features", str(args.features),
+                  "--classes", str(args.classes), "--epochs", str(args.epochs),
+                  "--warmup", str(args.warmup), "--seed", str(args.seed),
+                  "--algorithm", args.algorithm, *extra]
+        if kind == "ours":
+            mpiexec = Path(sys.executable).parent / "mpiexec"
+            cmd = [str(mpiexec) if mpiexec.exists() else "mpiexec", "-n", str(P),
+                   sys.executable, *common]
+        else:
+            cmd = [sys.executable, *common]
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads), SPMMGNN_THREADS=str(threads))
+        if args.passive:
+            env["OMP_WAIT_POLICY"] = "PASSIVE"
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                              timeout=args.timeout)
+        if proc.returncode != 0:
+            print(f"  failed: {' '.join(cmd)}\n{proc.stderr[-2000:]}", file=sys.stderr)
+            return None
+        return json.loads(result.read_text())
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--worker", choices=["ours", "pyg"], help=argparse.SUPPRESS)
+    p.add_argument("--result", help=argparse.SUPPRESS)
+    p.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--no-cache", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--hidden", type=int, nargs="+", default=[16, 128])
+    p.add_argument("--n", type=int, default=100_000)
+    p.add_argument("--degree", type=float, default=20.0)
+    p.add_argument("--features", type=int, default=128)
+    p.add_argument("--classes", type=int, default=8)
+    p.add_argument("--epochs", type=int, default=20, help="timed epochs")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--algorithm", default="sparse1d")
+    p.add_argument("--cores", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--no-pyg", action="store_true", help="skip PyTorch Geometric")
+    p.add_argument("--passive", action=argparse.BooleanOptionalAction, default=True,
+                   help="OMP_WAIT_POLICY=PASSIVE for every run (numba's and torch's OpenMP "
+                        "pools otherwise spin against each other with >1 thread per process)")
+    p.add_argument("--quick", action="store_true", help="5 timed epochs")
+    p.add_argument("--timeout", type=float, default=1800)
+    p.add_argument("--out", default=str(HERE / "results" / "train.json"))
+    args = p.parse_args()
+    if args.worker:
+        args.hidden = args.hidden[0]
+        row = worker_ours(args) if args.worker == "ours" else worker_pyg(args)
+        if row is not None:
+            Path(args.result).write_text(json.dumps(row))
+        return 0
+    if args.quick:
+        args.epochs = 5
+    have_pyg = not args.no_pyg
+    if have_pyg:
+        try:
+            import torch_geometric  # noqa: F401
+        except ImportError:
+            print("torch_geometric is not installed: spmmgnn only (pip install --no-deps "
+                  "torch_geometric to compare)", file=sys.stderr)
+            have_pyg = False
+    rows = []
+    for hidden in args.hidden:
+        for cores in args.cores:
+            settings = [("pyg", 1, cores, ())] if have_pyg else []
+            layouts = [(cores, 1)] + ([(1, cores)] if cores > 1 else [])
+            for P, t in layouts:
+                settings += [("ours", P, t, ()), ("ours", P, t, ("--no-cache",))]
+            for kind, P, t, extra in settings:
+                row = launch(kind, P, t, hidden, args, extra)
+                if row is None:
+                    continue
+                rows.append(row)
+                print(f"hidden {hidden:>3}  cores {cores}  {row['system']:>7} P={row['P']} "
+                      f"T={row['threads']} {row['variant']:<28} "
+                      f"{row['epoch_seconds'] * 1e3:9.1f} ms/epoch", flush=True)
+    summary = []
+    for r in rows:
+        if r["system"] != "spmmgnn":
+            continue
+        base = [b for b in rows if b["system"] == "pyg" and b["hidden"] == r["hidden"]
+                and b["cores"] == r["cores"]]
+        if base:
+            summary.append(dict(hidden=r["hidden"], cores=r["cores"], P=r["P"],
+                                threads=r["threads"], variant=r["variant"],
+                                ratio_vs_pyg=r["epoch_seconds"] / base[0]["epoch_seconds"]))
+    if summary:
+        print("\nepoch time relative to PyG GCNConv at the same core count (target <= 0.5):")
+        for s in summary:
+            print(f"  hidden {s['hidden']:>3}  cores {s['cores']}  P={s['P']} T={s['threads']} "
+                  f"{s['variant']:<9} {s['ratio_vs_pyg']:.2f}x")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(dict(settings=vars(args), runs=rows, summary=summary), indent=1))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""OGB-style raw node-property-prediction folders (as in ``ogbn-*`` downloads).
+
+Layout (``.csv`` or ``.csv.gz``; the ``raw/`` level is optional)::
+
+    DIR/raw/edge.csv            "src,dst" per line (0-based), edge from src to dst
+    DIR/raw/num-node-list.csv   optional: number of vertices
+    DIR/raw/node-feat.csv       optional: one row of comma-separated floats per vertex
+    DIR/raw/node-label.csv      optional: one label per vertex (NaN / empty = unlabelled)
+    DIR/split/<scheme>/{train,valid,test}.csv   vertex ids of each split (or DIR/split/*.csv)
+
+Row = target in ``Graph.adj``, so edge (src, dst) is entry ``A[dst, src]``. The graph is
+loaded as given (``directed=True``); symmetrize it for undirected datasets
+(``spmmgnn train --symmetrize``, ``spmmgnn datasets convert --symmetrize``).
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import SpmmgnnError
+from .graph import Graph
+
+SPLIT_FILES = {"train": "train", "val": "valid", "test": "test"}
+
+
+def _find(folder: Path, stem: str) -> Path | None:
+    for suffix in (".csv", ".csv.gz"):
+        p = folder / f"{stem}{suffix}"
+        if p.is_file():
+            return p
+    return None
+
+
+def _read(path: Path, dtype, what: str) -> np.ndarray:
+    try:
+        return np.loadtxt(path, delimiter=",", dtype=dtype, ndmin=2)
+    except (ValueError, OSError, EOFError) as exc:
+        raise SpmmgnnError(f"cannot read {what} {path}: {exc}") from None
+
+
+def _read_labels(path: Path) -> np.ndarray:
+    """One label per line; empty or ``nan`` lines are unlabelled (-1)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt") as fh:
+            lines = fh.read().split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        col = np.array([ln.split(",")[0].strip() for ln in lines], dtype=object)
+        col[col == ""] = "nan"
+        lab = col.astype(np.float64)
+    except (ValueError, OSError, EOFError) as exc:
+        raise SpmmgnnError(f"cannot read labels {path}: {exc}") from None
+    return np.where(np.isfinite(lab), lab, -1).astype(np.int64)
+
+
+def _split_folder(root: Path) -> Path | None:
+    split = root / "split"
+    if not split.is_dir():
+        return None
+    if _find(split, "train"):
+        return split
+    schemes = sorted(p for p in split.iterdir() if p.is_dir() and _find(p, "train"))
+    return schemes[0] if schemes else None
+
+
+def load_ogb(path) -> Graph:
+    """Read an OGB-style folder into a Graph (features float32, labels int64, masks)."""
+    root = Path(path)
+    raw = root / "raw" if (root / "raw").is_dir() else root
+    edge_file = _find(raw, "edge")
+    if edge_file is None:
+        raise SpmmgnnError(f"cannot read graph {path}: no edge.csv[.gz] in {raw} (expected an "
+                           "OGB-style folder)")
+    edges = _read(edge_file, np.int64, "edge list")
+    if edges.size and edges.shape[1] != 2:
+        raise SpmmgnnError(f"{edge_file}: expected 2 columns (src,dst), got {edges.shape[1]}")
+    edges = edges.reshape(-1, 2)
+    feat_file = _find(raw, "node-feat")
+    features = _read(feat_file, np.float32, "features") if feat_file else None
+    label_file = _find(raw, "node-label")
+    labels = None
+    if label_file:
+        labels = _read_labels(label_file)
+    count_file = _find(raw, "num-node-list")
+    if count_file:
+        n = int(_read(count_file, np.int64, "vertex count").ravel()[0])
+    else:
+        n = max(int(edges.max()) + 1 if edges.size else 0,
+                0 if features is None else features.shape[0],
+                0 if labels is None else labels.shape[0])
+    if edges.size and (edges.min() < 0 or edges.max() >= n):
+        raise SpmmgnnError(f"{edge_file}: vertex id out of range [0, {n})")
+    for name, arr in (("features", features), ("labels", labels)):
+        if arr is not None and arr.shape[0] != n:
+            raise SpmmgnnError(f"{path}: {name} have {arr.shape[0]} rows for {n} vertices")
+    A = sp.csr_array((np.ones(edges.shape[0]), (edges[:, 1], edges[:, 0])), shape=(n, n))
+    A.sum_duplicates()
+    A.data[:] = 1.0
+    masks = {}
+    split = _split_folder(root)
+    if split is not None:
+        for key, stem in SPLIT_FILES.items():
+            f = _find(split, stem)
+            if f is None:
+                continue
+            ids = _read(f, np.int64, f"{key} split").ravel()
+            if ids.size and (ids.min() < 0 or ids.max() >= n):
+                raise SpmmgnnError(f"{f}: vertex id out of range [0, {n})")
+            m = np.zeros(n, dtype=bool)
+            m[ids] = True
+            masks[key] = m
+    num_classes = int(labels.max()) + 1 if labels is not None and labels.size else 0
+    return Graph(adj=A, features=features, labels=labels, masks=masks, num_classes=num_classes,
+                 directed=True, name=root.name)

@@ -1,0 +1,64 @@
+"""Adam with L2 weight decay, the arithmetic of ``torch.optim.Adam`` (single-tensor path).
+
+Why not ``torch.optim.Adam`` itself: constructing any ``torch.optim.Optimizer`` imports
+``torch._dynamo``, which costs ~2 s per process -- per rank, at every launch. The update is
+the same sequence of tensor operations as torch's CPU implementation (amsgrad off), and
+``state_dict`` has torch's layout, so checkpoints name the same things.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+class Adam:
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0):
+        self.params = list(params)
+        self.group = dict(lr=float(lr), betas=tuple(betas), eps=float(eps),
+                          weight_decay=float(weight_decay))
+        self.state: dict[int, dict[str, torch.Tensor]] = {}
+
+    @torch.no_grad()
+    def step(self) -> None:
+        lr, (beta1, beta2) = self.group["lr"], self.group["betas"]
+        eps, wd = self.group["eps"], self.group["weight_decay"]
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            grad = p.grad
+            st = self.state.get(i)
+            if st is None:
+                st = self.state[i] = dict(step=torch.tensor(0.0),
+                                          exp_avg=torch.zeros_like(p),
+                                          exp_avg_sq=torch.zeros_like(p))
+            st["step"] += 1
+            if wd != 0:
+                grad = grad.add(p, alpha=wd)
+            st["exp_avg"].lerp_(grad, 1 - beta1)
+            st["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad.conj(), value=1 - beta2)
+            step = float(st["step"])
+            bias_correction1 = 1 - beta1 ** step
+            bias_correction2 = 1 - beta2 ** step
+            step_size = lr / bias_correction1
+            denom = (st["exp_avg_sq"].sqrt() / math.sqrt(bias_correction2)).add_(eps)
+            p.addcdiv_(st["exp_avg"], denom, value=-step_size)
+
+    def state_dict(self) -> dict:
+        return dict(state={i: dict(st) for i, st in self.state.items()},
+                    param_groups=[dict(self.group, params=list(range(len(self.params))))])
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        group = dict(state_dict["param_groups"][0])
+        group.pop("params", None)
+        self.group.update({k: group[k] for k in self.group if k in group})
+        self.group["betas"] = tuple(self.group["betas"])
+        self.state = {}
+        for i, st in state_dict["state"].items():
+            p = self.params[int(i)]
+            self.state[int(i)] = dict(
+                step=torch.as_tensor(st["step"], dtype=torch.float32).clone().reshape(()),
+                exp_avg=st["exp_avg"].to(p.dtype).clone().reshape(p.shape),
+                exp_avg_sq=st["exp_avg_sq"].to(p.dtype).clone().reshape(p.shape))
