@@ -74,8 +74,9 @@ def run(args) -> int:
             print(f"{algo:>12}: {seconds * 1e3:8.2f} ms/SpMM  max bytes sent/rank "
                   f"{row['max_bytes_sent_per_spmm'] / 1e6:8.3f} MB  rel. error {err:.1e}",
                   flush=True)
-            if err > (1e-4 if args.dtype == "float32" else 1e-10):
-                raise SpmmgnnError(f"{algo} disagrees with scipy (relative error {err:.2e})")
+        err = comm.bcast(err if comm.rank == 0 else None, root=0)
+        if err > (1e-4 if args.dtype == "float32" else 1e-10):
+            raise SpmmgnnError(f"{algo} disagrees with scipy (relative error {err:.2e})")
     if comm.rank == 0 and args.json:
         write_text_atomic(args.json, json.dumps(results, indent=2))
     return 0
