@@ -54,3 +54,47 @@ def rmat(scale: int, edge_factor: int = 16, seed: int = 0, abcd=(0.57, 0.19, 0.1
     if symmetric:
         rows, cols = np.concatenate([rows, cols]), np.concatenate([cols, rows])
     return _coo_to_csr(rows, cols, n)
+
+
+def grid3d(nx: int, ny: int | None = None, nz: int | None = None,
+           self_loops: bool = True) -> sp.csr_array:
+    """7-point stencil graph of an nx x ny x nz grid (natural order, x fastest): each vertex
+    is joined to its up-to-6 axis neighbours, plus itself when ``self_loops`` (the stencil's
+    centre)."""
+    ny = nx if ny is None else ny
+    nz = nx if nz is None else nz
+    n = nx * ny * nz
+    idx = np.arange(n, dtype=np.int64).reshape(nz, ny, nx)
+    pairs = [(idx[:, :, :-1], idx[:, :, 1:]), (idx[:, :-1, :], idx[:, 1:, :]),
+             (idx[:-1, :, :], idx[1:, :, :])]
+    src = np.concatenate([a.ravel() for a, _ in pairs])
+    dst = np.concatenate([b.ravel() for _, b in pairs])
+    rows, cols = np.concatenate([src, dst]), np.concatenate([dst, src])
+    if self_loops:
+        diag = np.arange(n, dtype=np.int64)
+        rows, cols = np.concatenate([rows, diag]), np.concatenate([cols, diag])
+    return _coo_to_csr(rows, cols, n)
+
+
+def sbm(n: int, communities: int = 100, avg_degree: float = 16.0, mixing: float = 0.2,
+        seed: int = 0) -> sp.csr_array:
+    """Symmetric stochastic block model: vertices fall into ``communities`` groups at random
+    (so vertex ids carry no structure); ~n*avg_degree/2 edges, a fraction ``mixing`` of them
+    between uniformly random vertices, the rest inside one group (a group is picked with
+    probability proportional to its size). Self loops and duplicates removed."""
+    rng = np.random.default_rng(seed)
+    group = rng.integers(0, communities, n)
+    order = np.argsort(group, kind="stable")
+    start = np.zeros(communities + 1, dtype=np.int64)
+    np.cumsum(np.bincount(group, minlength=communities), out=start[1:])
+    m = int(n * avg_degree / 2)
+    inter = rng.random(m) < mixing
+    rows = rng.integers(0, n, m)
+    cols = rng.integers(0, n, m)
+    # intra edges: the first end's group, the second end drawn uniformly inside it
+    g = group[rows[~inter]]
+    size = start[g + 1] - start[g]
+    cols[~inter] = order[start[g] + (rng.random(g.size) * size).astype(np.int64)]
+    keep = rows != cols
+    rows, cols = rows[keep], cols[keep]
+    return _coo_to_csr(np.concatenate([rows, cols]), np.concatenate([cols, rows]), n)

@@ -1,5 +1,13 @@
-"""Partitioners of the rows of A into block rows, and the communication metrics they optimize."""
+"""Partitioners of the rows of A into block rows, and the communication metrics they optimize.
 
-from .metrics import PartitionMetrics, metrics
+``partition(A, k, method=...)`` is the entry point; ``METHODS`` lists the method names.
+"""
 
-__all__ = ["PartitionMetrics", "metrics"]
+from .api import BASE_METHODS, DEFAULT_METHOD, METHODS, parse_method, partition
+from .maxsend import rebalance, refine_max_send
+from .metrics import PartitionMetrics, cut_pairs, imbalance, metrics
+from .model import ColumnNet, load_cap
+
+__all__ = ["BASE_METHODS", "DEFAULT_METHOD", "METHODS", "ColumnNet", "PartitionMetrics",
+           "cut_pairs", "imbalance", "load_cap", "metrics", "parse_method", "partition",
+           "rebalance", "refine_max_send"]

@@ -56,10 +56,13 @@ def load_cap(loads: np.ndarray, k: int, epsilon: float) -> int:
 
 @dataclass
 class ColumnNet:
-    """CSR incidence of the column-net hypergraph, both ways.
+    """A hypergraph whose nets have owner vertices, in CSR both ways.
 
-    ``vptr/vnets``: nets of vertex v = ``vnets[vptr[v]:vptr[v+1]]`` (always contains v);
-    ``nptr/npins``: pins of net c = ``npins[nptr[c]:nptr[c+1]]`` (always contains c).
+    ``vptr/vnets``: nets of vertex v = ``vnets[vptr[v]:vptr[v+1]]``;
+    ``nptr/npins``: pins of net c = ``npins[nptr[c]:nptr[c+1]]``;
+    ``owner[c]``: the vertex whose part sends net c (a pin of c); ``optr/onets``: the nets
+    vertex v owns. From a matrix (``from_matrix``) net c is column c, owned by vertex c; a
+    coarsened hypergraph (``coarsen``) has clusters as vertices owning several nets.
     """
 
     n: int
@@ -67,6 +70,13 @@ class ColumnNet:
     vnets: np.ndarray
     nptr: np.ndarray
     npins: np.ndarray
+    owner: np.ndarray
+    optr: np.ndarray
+    onets: np.ndarray
+
+    @property
+    def m(self) -> int:
+        return int(self.nptr.size - 1)
 
     @classmethod
     def from_matrix(cls, A: sp.csr_array) -> ColumnNet:
@@ -77,8 +87,10 @@ class ColumnNet:
         B.sort_indices()
         C = sp.csc_array(B)
         C.sort_indices()
+        ids = np.arange(n, dtype=np.int64)
         return cls(n=n, vptr=B.indptr.astype(np.int64), vnets=B.indices.astype(np.int64),
-                   nptr=C.indptr.astype(np.int64), npins=C.indices.astype(np.int64))
+                   nptr=C.indptr.astype(np.int64), npins=C.indices.astype(np.int64),
+                   owner=ids, optr=np.arange(n + 1, dtype=np.int64), onets=ids)
 
     def net_sizes(self) -> np.ndarray:
         return np.diff(self.nptr)

@@ -1,0 +1,148 @@
+"""Partitioner comparison: total volume, max send, send imbalance, max receive, load imbalance
+and time of every method on an R-MAT power-law graph, a 3-D 7-point grid and a stochastic
+block model graph, at several k. Writes JSON and a Markdown table (``bench/results/``).
+
+    python bench/partition.py                                 # the full comparison
+    python bench/partition.py --graphs rmat --k 64 --rmat-scale 14 --methods metis-vol default
+    python bench/partition.py --graphs grid --append          # add rows to an earlier run
+
+``--append`` keeps the rows of the existing JSON and only runs the missing
+(graph, k, method) combinations, so a long comparison can be run in pieces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import RESULTS, machine, write_json  # noqa: E402
+from spmmgnn.atomic import write_text_atomic  # noqa: E402
+from spmmgnn.data.generators import grid3d, rmat, sbm  # noqa: E402
+from spmmgnn.partitioners import BASE_METHODS, DEFAULT_METHOD, METHODS, partition  # noqa: E402
+
+COLUMNS = [("method", "method", "{}"), ("total_volume", "total vol", "{:,}"),
+           ("max_send", "max send", "{:,}"), ("send_imbalance", "send imb", "{:.1%}"),
+           ("max_recv", "max recv", "{:,}"), ("load_imbalance", "load imb", "{:.1%}"),
+           ("seconds", "seconds", "{:.1f}")]
+
+
+def make_graph(name: str, args) -> tuple[str, object]:
+    if name == "rmat":
+        return (f"rmat-s{args.rmat_scale}-e16",
+                rmat(args.rmat_scale, 16, seed=args.seed, symmetric=True, permute=True))
+    if name == "grid":
+        return f"grid{args.grid}^3", grid3d(args.grid)
+    if name == "sbm":
+        return (f"sbm-n{args.sbm_n}-c{args.sbm_communities}",
+                sbm(args.sbm_n, args.sbm_communities, avg_degree=16.0, mixing=0.2,
+                    seed=args.seed))
+    raise SystemExit(f"unknown graph {name}")
+
+
+def checks(rows: list[dict]) -> list[str]:
+    """The issue's targets for the default method, per (graph, k), relative to the others."""
+    out = []
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["graph"], r["k"]), []).append(r)
+    for (graph, k), rs in groups.items():
+        by = {r["method"]: r for r in rs}
+        d = by.get(DEFAULT_METHOD)
+        if d is None:
+            continue
+        others = [r for r in rs if r["method"] != DEFAULT_METHOD]
+        low = min(r["total_volume"] for r in rs)
+        parts = [f"total/lowest {d['total_volume'] / low:.3f}",
+                 f"send imb {d['send_imbalance']:.1%}", f"load imb {d['load_imbalance']:.1%}"]
+        if "metis-vol" in by:
+            m = by["metis-vol"]
+            parts += [f"max send/METIS-vol {d['max_send'] / m['max_send']:.2f}",
+                      f"time/METIS-vol {d['seconds'] / max(m['seconds'], 1e-9):.1f}"]
+        if others:
+            best = min(r["max_send"] for r in others)
+            parts.append(f"max send/best other {d['max_send'] / best:.2f}")
+        out.append(f"- {graph}, k={k}: " + ", ".join(parts))
+    return out
+
+
+def markdown(rows: list[dict], meta: dict) -> str:
+    lines = ["# Partitioner comparison", "",
+             f"Default method: `{DEFAULT_METHOD}`; epsilon {meta['epsilon']}, seed "
+             f"{meta['seed']}, threads {meta['threads']}, {meta['machine']['cores']} cores.",
+             "Volumes are rows of X per SpMM (DESIGN.md); imbalance = max/avg - 1.", ""]
+    keys = []
+    for r in rows:
+        if (r["graph"], r["k"]) not in keys:
+            keys.append((r["graph"], r["k"]))
+    for graph, k in keys:
+        rs = [r for r in rows if r["graph"] == graph and r["k"] == k]
+        lines += [f"## {graph} (n={rs[0]['n']:,}, nnz={rs[0]['nnz']:,}), k={k}", "",
+                  "| " + " | ".join(h for _, h, _ in COLUMNS) + " |",
+                  "|" + "|".join("---" if c == "method" else "---:" for c, _, _ in COLUMNS)
+                  + "|"]
+        for r in rs:
+            lines.append("| " + " | ".join(f.format(r[c]) for c, _, f in COLUMNS) + " |")
+        lines.append("")
+    lines += ["## Targets of the default method", ""] + checks(rows) + [""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--graphs", nargs="+", default=["rmat", "grid", "sbm"],
+                    choices=["rmat", "grid", "sbm"])
+    ap.add_argument("--k", nargs="+", type=int, default=[4, 16, 64])
+    ap.add_argument("--methods", nargs="+", default=list(BASE_METHODS) + ["default"],
+                    help=f"any of {', '.join(METHODS)}, or 'default' ({DEFAULT_METHOD})")
+    ap.add_argument("--rmat-scale", type=int, default=16)
+    ap.add_argument("--grid", type=int, default=64, help="grid side (n = side^3)")
+    ap.add_argument("--sbm-n", type=int, default=1 << 16)
+    ap.add_argument("--sbm-communities", type=int, default=100)
+    ap.add_argument("--epsilon", type=float, default=0.03)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1, help="threads for Mt-KaHyPar")
+    ap.add_argument("--out", default=str(RESULTS / "partition"),
+                    help="output path without extension (.json and .md are written)")
+    ap.add_argument("--append", action="store_true", help="keep and extend an earlier run")
+    args = ap.parse_args(argv)
+    methods = [DEFAULT_METHOD if m == "default" else m for m in args.methods]
+    out = Path(args.out)
+    meta = dict(epsilon=args.epsilon, seed=args.seed, threads=args.threads, machine=machine(),
+                default_method=DEFAULT_METHOD)
+    rows: list[dict] = []
+    if args.append and out.with_suffix(".json").exists():
+        rows = json.loads(out.with_suffix(".json").read_text())["rows"]
+    done = {(r["graph"], r["k"], r["method"]) for r in rows}
+    for gname in args.graphs:
+        t0 = time.perf_counter()
+        label, A = make_graph(gname, args)
+        print(f"{label}: n={A.shape[0]:,} nnz={A.nnz:,} ({time.perf_counter() - t0:.1f} s)",
+              flush=True)
+        for k in args.k:
+            for method in methods:
+                if (label, k, method) in done:
+                    continue
+                P = partition(A, k, method=method, epsilon=args.epsilon, seed=args.seed,
+                              threads=args.threads)
+                row = dict(graph=label, n=A.shape[0], nnz=int(A.nnz), method=method,
+                           seconds=P.seconds, **P.metrics.as_dict())
+                rows.append(row)
+                print(f"  k={k:3d} {method:20s} total {row['total_volume']:>9,} max send "
+                      f"{row['max_send']:>8,} ({row['send_imbalance']:6.1%}) load imb "
+                      f"{row['load_imbalance']:5.1%}  {P.seconds:7.1f} s", flush=True)
+                write_json(out.with_suffix(".json"), dict(meta=meta, rows=rows))
+                write_text_atomic(out.with_suffix(".md"), markdown(rows, meta))
+    write_json(out.with_suffix(".json"), dict(meta=meta, rows=rows))
+    write_text_atomic(out.with_suffix(".md"), markdown(rows, meta))
+    print("\n".join(checks(rows)))
+    print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.md')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""``partition(A, k, method=...)``: one entry point for every partitioner.
+
+A method is a base partitioner, optionally followed by ``+maxsend`` (the max-send-volume
+refinement of ``maxsend``), e.g. ``metis-vol+maxsend``. Every result is checked against the
+load cap (``model.load_cap``) and rebalanced if a base partitioner overshot it, so all methods
+return partitions with load imbalance <= epsilon whenever that is attainable.
+
+Graph methods (``metis-*``) symmetrize a directed A; the hypergraph methods (``kahypar``,
+``mtkahypar``) and the refinement model the exact volume of any A.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import numpy as np
+
+from ..errors import SpmmgnnError
+from ..layout import Partition
+from .hypergraph import kahypar_parts, mtkahypar_parts
+from .maxsend import rebalance, refine_max_send
+from .metis import metis_parts
+from .metrics import metrics
+from .model import ColumnNet, as_square_csr, load_cap, row_loads
+from .simple import block_parts, random_parts
+
+BASE_METHODS = ("block", "random", "metis-cut", "metis-vol", "kahypar", "mtkahypar")
+REFINEMENT = "maxsend"
+METHODS = BASE_METHODS + tuple(f"{m}+{REFINEMENT}" for m in BASE_METHODS)
+ALIASES = {"metis": "metis-vol", "default": "DEFAULT"}
+DEFAULT_METHOD = "metis-vol+maxsend"
+# the base partitioner of a refined method gets this fraction of epsilon, leaving the rest
+# of the load slack to the refinement (moves stall against a cap the base already touches)
+BASE_EPSILON_FRACTION = 0.5
+
+
+def default_threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+
+
+def parse_method(method: str) -> tuple[str, bool]:
+    """(base partitioner, whether the max-send refinement follows) for a method name."""
+    name = str(method).strip().lower()
+    name = ALIASES.get(name, name)
+    if name == "DEFAULT":
+        name = DEFAULT_METHOD
+    base, plus, rest = name.partition("+")
+    base = ALIASES.get(base, base)
+    if base not in BASE_METHODS or (plus and rest != REFINEMENT):
+        raise SpmmgnnError(f"unknown partitioning method {method!r}; choose one of "
+                           f"{', '.join(METHODS)} (or 'default' = {DEFAULT_METHOD})")
+    return base, bool(plus)
+
+
+def _base_parts(base: str, A, k: int, loads: np.ndarray, cap: int, epsilon: float, seed: int,
+                threads: int, cn: ColumnNet) -> np.ndarray:
+    if base == "block":
+        return block_parts(loads, k, cap)
+    if base == "random":
+        return random_parts(loads, k, cap, seed)
+    if base.startswith("metis"):
+        return metis_parts(A, k, loads, epsilon, seed, objective=base.split("-")[1])
+    if base == "kahypar":
+        return kahypar_parts(A, k, loads, epsilon, seed, cn=cn)
+    return mtkahypar_parts(A, k, loads, epsilon, seed, threads=threads, cn=cn)
+
+
+def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, seed: int = 0,
+              threads: int | None = None, **refine_options) -> Partition:
+    """Partition the rows of square sparse ``A`` (the matrix the SpMM applies; a ``Graph``
+    means its ``adj``) into ``k`` block rows of balanced non-zeros, minimizing the total
+    communication volume and, with ``+maxsend``, the maximum send volume.
+
+    Returns a ``Partition`` (part vector, block offsets, permutation) with ``metrics`` and
+    ``seconds`` (partitioning time) filled in. ``threads`` is used by Mt-KaHyPar (default:
+    the cores available). ``refine_options`` go to ``maxsend.refine_max_send``.
+    """
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise SpmmgnnError(f"the number of parts k must be a positive integer, got {k!r}")
+    k = int(k)
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon >= 0):
+        raise SpmmgnnError(f"epsilon must be a non-negative number, got {epsilon!r}")
+    base, refine = parse_method(method)
+    threads = default_threads() if threads is None else int(threads)
+    if threads < 1:
+        raise SpmmgnnError(f"threads must be positive, got {threads}")
+    A = as_square_csr(A)
+    n = A.shape[0]
+    loads = row_loads(A)
+    cap = load_cap(loads, k, epsilon)
+    t0 = time.perf_counter()
+    if k == 1 or n == 0:
+        parts = np.zeros(n, dtype=np.int64)
+    elif n <= k:  # one vertex per part is optimal for the load and the only balanced choice
+        parts = (np.random.default_rng(seed).permutation(k)[:n] if base == "random"
+                 else np.arange(n, dtype=np.int64))
+    else:
+        cn = ColumnNet.from_matrix(A)
+        base_eps = epsilon * BASE_EPSILON_FRACTION if refine else epsilon
+        base_cap = load_cap(loads, k, base_eps)
+        parts = _base_parts(base, A, k, loads, base_cap, base_eps, seed, threads, cn)
+        if parts.shape != (n,) or (n and (parts.min() < 0 or parts.max() >= k)):
+            raise SpmmgnnError(f"{base} returned an invalid part vector")
+        if refine:
+            refine_options.setdefault("volume_cap", base_cap)
+            parts, _ = refine_max_send(cn, loads, parts, k, cap, seed=seed, **refine_options)
+        else:
+            parts, _ = rebalance(cn, loads, parts, k, cap)
+    seconds = time.perf_counter() - t0
+    result = Partition.from_parts(parts, k, method=f"{base}+{REFINEMENT}" if refine else base)
+    result.metrics = metrics(A, parts, k)
+    result.seconds = seconds
+    return result
