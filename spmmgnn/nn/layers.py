@@ -39,6 +39,21 @@ def glorot_(w: torch.Tensor) -> torch.Tensor:
         return w.uniform_(-bound, bound)
 
 
+def aggregate_linear(h: torch.Tensor, graph: GraphOperator, weight: torch.Tensor,
+                     bias: torch.Tensor | None,
+                     aggregated: torch.Tensor | None = None) -> torch.Tensor:
+    """``Â h W + b`` in the order that ships fewer columns; ``aggregated`` is a precomputed
+    ``Â h`` (constant input), used when given."""
+    grad_on = torch.is_grad_enabled()
+    if aggregated is None and aggregate_first(weight.shape[0], weight.shape[1],
+                                              grad_on and h.requires_grad, grad_on):
+        aggregated = graph.aggregate(h)
+    if aggregated is not None:
+        return _linear(aggregated, weight, bias)
+    z = graph.aggregate(h @ weight)
+    return z if bias is None else z + bias
+
+
 class GCNLayer(nn.Module):
     """``Â H W + b`` with ``Â = D^-1/2 (A + I) D^-1/2`` (Kipf & Welling)."""
 
@@ -51,14 +66,7 @@ class GCNLayer(nn.Module):
     def forward(self, h: torch.Tensor, graph: GraphOperator,
                 aggregated: torch.Tensor | None = None) -> torch.Tensor:
         """``aggregated``: a precomputed ``Â h`` (constant input), used when given."""
-        grad_on = torch.is_grad_enabled()
-        if aggregated is None and aggregate_first(self.f_in, self.f_out,
-                                                  grad_on and h.requires_grad, grad_on):
-            aggregated = graph.aggregate(h)
-        if aggregated is not None:
-            return _linear(aggregated, self.weight, self.bias)
-        z = graph.aggregate(h @ self.weight)
-        return z if self.bias is None else z + self.bias
+        return aggregate_linear(h, graph, self.weight, self.bias, aggregated)
 
 
 class SAGELayer(nn.Module):
@@ -73,16 +81,7 @@ class SAGELayer(nn.Module):
 
     def forward(self, h: torch.Tensor, graph: GraphOperator,
                 aggregated: torch.Tensor | None = None) -> torch.Tensor:
-        grad_on = torch.is_grad_enabled()
-        if aggregated is None and aggregate_first(self.f_in, self.f_out,
-                                                  grad_on and h.requires_grad, grad_on):
-            aggregated = graph.aggregate(h)
-        if aggregated is not None:
-            neigh = _linear(aggregated, self.weight_neigh, self.bias)
-        else:
-            neigh = graph.aggregate(h @ self.weight_neigh)
-            if self.bias is not None:
-                neigh = neigh + self.bias
+        neigh = aggregate_linear(h, graph, self.weight_neigh, self.bias, aggregated)
         return torch.addmm(neigh, h, self.weight_self)  # one GEMM pass adds the self term
 
 
