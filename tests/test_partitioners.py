@@ -1,91 +1,268 @@
-"""Partitioners: valid, balanced, reproducible; the max-send refinement never hurts."""
+"""Partitioners: metrics vs brute force, validity of every method, the max-send refinement."""
 
 from __future__ import annotations
-
-import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from spmmgnn import SpmmgnnError
-from spmmgnn.data.generators import rmat, sbm
-from spmmgnn.data.h5graph import read_block_row
-from spmmgnn.partitioners import METHODS, metrics, partition
-from spmmgnn.partitioners.maxsend import refine_max_send
-from spmmgnn.partitioners.model import ColumnNet, as_square_csr, load_cap, row_loads
+from spmmgnn.data.generators import grid3d, random_graph, sbm
+from spmmgnn.errors import SpmmgnnError
+from spmmgnn.partitioners import (
+    BASE_METHODS,
+    DEFAULT_METHOD,
+    METHODS,
+    ColumnNet,
+    load_cap,
+    metrics,
+    parse_method,
+    partition,
+    refine_max_send,
+)
+from spmmgnn.partitioners.hypergraph import KAHYPAR_CONTEXT, context_ini
+from spmmgnn.partitioners.maxsend import _move, _State
+from spmmgnn.partitioners.model import row_loads
+from spmmgnn.partitioners.simple import block_parts, random_parts
 
-GRAPH = rmat(9, 8, seed=3)  # 512 vertices, power-law
-DIRECTED = sp.random(300, 300, density=0.02, random_state=5, format="csr")
-
-
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("k", [1, 2, 3, 7, 64, 600])
-def test_every_method_returns_a_valid_partition(method, k):
-    p = partition(GRAPH, k, method=method, seed=1, threads=1)
-    n = GRAPH.shape[0]
-    assert p.parts.shape == (n,) and p.parts.min() >= 0 and p.parts.max() < k
-    assert p.sizes.sum() == n and p.sizes.size == k
-    assert np.array_equal(np.sort(p.perm), np.arange(n))
-    if k <= 7:  # enough vertices per part for the load cap to be attainable
-        assert p.metrics.load_imbalance <= 0.03 + 1e-9, (method, k, p.metrics.load_imbalance)
+EPS = 0.03
 
 
-@pytest.mark.parametrize("base", ["block", "random", "metis-vol", "kahypar", "mtkahypar"])
-@pytest.mark.parametrize("graph", ["rmat", "directed"])
-def test_refinement_never_raises_max_send_nor_breaks_balance(base, graph):
-    """The max-send stage applied to a given balanced partition keeps it balanced and never
-    makes its busiest sender busier."""
-    A = GRAPH if graph == "rmat" else DIRECTED
-    for k in (4, 16):
-        start = partition(A, k, method=base, seed=2, threads=1)
-        A2 = as_square_csr(A)
-        loads = row_loads(A2)
-        cap = load_cap(loads, k, 0.03)
-        refined, _ = refine_max_send(ColumnNet.from_matrix(A2), loads, start.parts.copy(), k,
-                                     cap, seed=2)
-        before, after = start.metrics, metrics(A2, refined, k)
-        assert after.nnz.max() <= max(cap, before.nnz.max()), (base, k)
-        assert after.max_send <= before.max_send, (base, k, before.max_send, after.max_send)
+def brute_metrics(A, parts, k):
+    """The DESIGN.md definitions, literally: one Python loop per column."""
+    A = sp.csc_array(A)
+    n = A.shape[0]
+    send = np.zeros(k, dtype=np.int64)
+    recv = np.zeros(k, dtype=np.int64)
+    for c in range(n):
+        rows = A.indices[A.indptr[c]:A.indptr[c + 1]]
+        net = {int(parts[c])} | {int(parts[r]) for r in rows}
+        send[parts[c]] += len(net) - 1
+        for p in net - {int(parts[c])}:
+            recv[p] += 1
+    nnz = np.zeros(k, dtype=np.int64)
+    R = sp.csr_array(A)
+    for r in range(n):
+        nnz[parts[r]] += R.indptr[r + 1] - R.indptr[r]
+    return int(send.sum()), send, recv, nnz
 
 
-@pytest.mark.parametrize("method", ["random", "metis-vol+maxsend", "kahypar", "mtkahypar"])
-def test_reproducible_for_a_fixed_seed(method):
-    a = partition(GRAPH, 8, method=method, seed=7, threads=1)
-    b = partition(GRAPH, 8, method=method, seed=7, threads=1)
-    assert np.array_equal(a.parts, b.parts)
+def small_matrix(n, density, seed, directed=True, diag=False, empty_rows=0):
+    rng = np.random.default_rng(seed)
+    A = sp.random_array((n, n), density=density, rng=rng, format="csr")
+    if not directed:
+        A = A + A.T
+    if diag:
+        A = A + sp.eye_array(n)
+    A = sp.csr_array(A)
+    if empty_rows:
+        keep = np.ones(n)
+        keep[rng.choice(n, empty_rows, replace=False)] = 0
+        A = sp.csr_array(sp.diags_array(keep) @ A)
+        A.eliminate_zeros()
+    return A
 
 
-def test_bad_arguments_are_clear_errors():
-    with pytest.raises(SpmmgnnError, match="positive integer"):
-        partition(GRAPH, 0)
+@pytest.mark.parametrize("seed", range(6))
+def test_metrics_equal_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 60))
+    k = int(rng.integers(1, 9))
+    A = small_matrix(n, 0.1, seed, directed=bool(seed % 2), diag=seed % 3 == 0,
+                     empty_rows=seed % 4)
+    parts = rng.integers(0, k, n)
+    m = metrics(A, parts, k)
+    total, send, recv, nnz = brute_metrics(A, parts, k)
+    assert m.total_volume == total
+    np.testing.assert_array_equal(m.send_volume, send)
+    np.testing.assert_array_equal(m.recv_volume, recv)
+    np.testing.assert_array_equal(m.nnz, nnz)
+
+
+def test_column_net_model_is_the_total_volume():
+    """Connectivity-1 of the column-net hypergraph equals the total volume for directed A."""
+    A = small_matrix(80, 0.05, 3, directed=True, empty_rows=5)
+    cn = ColumnNet.from_matrix(A)
+    parts = np.random.default_rng(0).integers(0, 5, 80)
+    km1 = sum(len(set(parts[cn.npins[cn.nptr[c]:cn.nptr[c + 1]]])) - 1 for c in range(80))
+    assert km1 == metrics(A, parts, 5).total_volume
+
+
+def test_incremental_state_matches_metrics():
+    """Random moves through the numba state keep send/load/total equal to a recount."""
+    A = small_matrix(120, 0.04, 7, directed=True, diag=True, empty_rows=4)
+    k = 6
+    rng = np.random.default_rng(1)
+    parts = rng.integers(0, k, 120)
+    cn = ColumnNet.from_matrix(A)
+    st = _State(cn, row_loads(A), parts, k, np.array([10.0, 0.01]))
+    for v, b in zip(rng.integers(0, 120, 300), rng.integers(0, k, 300), strict=True):
+        _move(v, b, *st._args(), st.T)
+    m = metrics(A, st.part, k)
+    assert st.total == m.total_volume
+    np.testing.assert_array_equal(st.S, m.send_volume)
+    np.testing.assert_array_equal(st.L, m.nnz)
+    excess = np.maximum(m.send_volume - 10.0, 0)
+    assert st.tot[1] == pytest.approx(np.sum(excess + 0.01 * excess**2))
+
+
+def check_valid(P, A, k, eps=EPS):
+    n = A.shape[0]
+    loads = row_loads(A)
+    assert P.parts.shape == (n,) and P.k == k
+    if n:
+        assert P.parts.min() >= 0 and P.parts.max() < k
+    assert P.offsets.shape == (k + 1,) and P.offsets[-1] == n and P.sizes.sum() == n
+    np.testing.assert_array_equal(np.bincount(P.parts, minlength=k), P.sizes)
+    np.testing.assert_array_equal(np.sort(P.perm), np.arange(n))
+    np.testing.assert_array_equal(P.parts[P.perm], np.repeat(np.arange(k), P.sizes))
+    m = metrics(A, P.parts, k)
+    assert P.metrics.total_volume == m.total_volume
+    assert P.metrics.nnz.max() <= load_cap(loads, k, eps)
+    assert P.seconds >= 0
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return random_graph(2000, 4, seed=2, directed=False)
+
+
+FAST = [m for m in METHODS if not m.startswith(("kahypar", "mtkahypar"))]
+
+
+@pytest.mark.parametrize("method", FAST)
+@pytest.mark.parametrize("k", [1, 2, 3, 7, 64])
+def test_every_method_is_valid(graph, method, k):
+    check_valid(partition(graph, k, method=method, seed=1), graph, k)
+
+
+@pytest.mark.parametrize("method", ["kahypar", "kahypar+maxsend", "mtkahypar",
+                                    "mtkahypar+maxsend"])
+@pytest.mark.parametrize("k", [2, 3, 7, 64])
+def test_hypergraph_methods_are_valid(graph, method, k):
+    check_valid(partition(graph, k, method=method, seed=1, threads=1), graph, k)
+
+
+@pytest.mark.parametrize("method", ["block", "random", "metis", "metis-vol+maxsend",
+                                    "kahypar", "mtkahypar"])
+def test_more_parts_than_vertices(method):
+    A = small_matrix(5, 0.4, 1, directed=False)
+    P = partition(A, 8, method=method, threads=1)
+    check_valid(P, A, 8)
+    assert (P.sizes == 0).sum() == 3 and P.sizes.max() == 1
+
+
+def test_input_matrix_is_not_modified():
+    """A matrix with unsorted indices (as read back from a file) must come out untouched."""
+    A = sp.csr_array(sbm(300, 3, avg_degree=5, seed=1))
+    p = np.random.default_rng(0).permutation(300)
+    B = A[p][:, p]
+    assert not B.has_sorted_indices
+    before = (B.indptr.copy(), B.indices.copy(), B.data.copy())
+    partition(B, 3, method="metis+maxsend")
+    for x, y in zip(before, (B.indptr, B.indices, B.data), strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_empty_matrix_and_empty_rows():
+    A = sp.csr_array((10, 10))
+    for method in ("block", "metis+maxsend"):
+        P = partition(A, 3, method=method)
+        check_valid(P, A, 3)
+        assert P.metrics.total_volume == 0
+    B = small_matrix(200, 0.03, 4, directed=True, empty_rows=60)
+    check_valid(partition(B, 4, method=DEFAULT_METHOD), B, 4)
+
+
+def test_directed_matrix_is_modelled_exactly():
+    """Hypergraph methods and the refinement work on a non-symmetric A directly."""
+    A = small_matrix(300, 0.02, 5, directed=True)
+    assert (A != A.T).nnz > 0
+    for method in ("mtkahypar", "metis-cut+maxsend"):
+        P = partition(A, 4, method=method, threads=1)
+        check_valid(P, A, 4)
+        assert P.metrics.total_volume == brute_metrics(A, P.parts, 4)[0]
+
+
+@pytest.mark.parametrize("method", ["block", "random", "metis-cut", "metis-vol", "metis",
+                                    "kahypar", "mtkahypar", DEFAULT_METHOD, "random+maxsend"])
+def test_reproducible_for_a_fixed_seed(graph, method):
+    a = partition(graph, 5, method=method, seed=3, threads=1)
+    b = partition(graph, 5, method=method, seed=3, threads=1)
+    np.testing.assert_array_equal(a.parts, b.parts)
+
+
+def test_block_is_contiguous_and_balanced_by_nonzeros():
+    loads = np.r_[np.full(50, 10), np.ones(500, dtype=np.int64)]
+    parts = block_parts(loads, 4, load_cap(loads, 4, EPS))
+    assert np.all(np.diff(parts) >= 0)
+    L = np.bincount(parts, weights=loads)
+    assert L.max() <= load_cap(loads, 4, EPS)
+    assert np.bincount(parts)[0] < np.bincount(parts)[-1]  # heavy rows first: fewer of them
+    r = random_parts(loads, 4, load_cap(loads, 4, EPS), seed=0)
+    assert np.bincount(r, weights=loads).max() <= load_cap(loads, 4, EPS)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("base", ["random", "metis-cut", "metis-vol"])
+def test_refinement_lowers_max_send_and_keeps_balance(base, seed):
+    A = sbm(1500, 12, avg_degree=10, mixing=0.3, seed=seed)
+    k = 8
+    loads = row_loads(A)
+    cap = load_cap(loads, k, EPS)
+    start = partition(A, k, method=base, seed=seed)
+    cn = ColumnNet.from_matrix(A)
+    parts, report = refine_max_send(cn, loads, start.parts, k, cap, seed=seed)
+    before, after = start.metrics, metrics(A, parts, k)
+    assert after.max_send <= before.max_send
+    assert after.nnz.max() <= cap
+    assert report["end"] == dict(total=after.total_volume, max_send=after.max_send)
+    if base != "random":
+        assert after.total_volume <= 1.01 * before.total_volume
+
+
+def test_refinement_helps_on_a_power_law_graph():
+    from spmmgnn.data.generators import rmat
+
+    A = rmat(11, 8, seed=1)
+    metis = partition(A, 16, method="metis-vol")
+    ours = partition(A, 16, method=DEFAULT_METHOD)
+    assert ours.metrics.max_send < metis.metrics.max_send
+    assert ours.metrics.send_imbalance < metis.metrics.send_imbalance
+    assert ours.metrics.total_volume <= 1.02 * metis.metrics.total_volume
+
+
+def test_bad_input_raises_user_errors(graph):
+    for k in (0, -1, 2.5, True):
+        with pytest.raises(SpmmgnnError):
+            partition(graph, k)
+    with pytest.raises(SpmmgnnError, match="unknown partitioning method"):
+        partition(graph, 2, method="nope")
+    with pytest.raises(SpmmgnnError, match="unknown partitioning method"):
+        partition(graph, 2, method="metis+extra")
     with pytest.raises(SpmmgnnError):
-        partition(GRAPH, 4, method="nope")
+        partition(graph, 2, epsilon=-0.1)
+    with pytest.raises(SpmmgnnError, match="square"):
+        partition(sp.random_array((4, 5), density=0.5), 2)
 
 
-def test_block_model_graph():
-    A = sbm(2000, communities=20, avg_degree=10, seed=1)
-    p = partition(A, 8, seed=1, threads=1)
-    assert p.metrics.load_imbalance <= 0.03 + 1e-9
+def test_method_names():
+    assert parse_method("default") == parse_method(DEFAULT_METHOD)
+    assert parse_method("METIS-vol+maxsend") == ("metis-vol", True)
+    assert all(parse_method(m)[0] in BASE_METHODS for m in METHODS)
 
 
-def test_partition_command_writes_h5_and_json(tmp_path):
-    src = tmp_path / "g.npz"
-    sp.save_npz(src, GRAPH)
-    out, js = tmp_path / "g.h5", tmp_path / "m.json"
-    proc = subprocess.run([sys.executable, "-m", "spmmgnn.cli", "partition", str(src), "-k", "4",
-                           "-o", str(out), "--json", str(js)], capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    m = json.loads(js.read_text())
-    assert m["k"] == 4 and "max_send" in m and "total_volume" in m
-    blocks = [read_block_row(out, block=b) for b in range(4)]
-    perm = blocks[0].perm
-    A = GRAPH[perm][:, perm]
-    for b in blocks:
-        assert (b.adj != A[b.lo:b.hi]).nnz == 0
-    bad = subprocess.run([sys.executable, "-m", "spmmgnn.cli", "partition", str(tmp_path / "x"),
-                          "-k", "2", "-o", str(out)], capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "does not exist" in bad.stderr
+def test_kahypar_context_is_complete():
+    text = context_ini({"seed": 5})
+    keys = [line.split("=")[0] for line in text.splitlines()]
+    assert keys == list(KAHYPAR_CONTEXT) and "seed=5" in text
+    assert {"mode", "objective", "c-type", "i-mode", "r-type"} <= set(keys)
+
+
+def test_generators():
+    G = grid3d(4, 3, 3)
+    assert G.shape == (36, 36) and (G != G.T).nnz == 0
+    deg = np.diff(G.indptr)
+    assert deg.min() == 4 and deg.max() == 7 and G.diagonal().min() == 1
+    S = sbm(2000, 10, avg_degree=8, mixing=0.1, seed=0)
+    assert S.shape == (2000, 2000) and (S != S.T).nnz == 0 and S.diagonal().max() == 0
+    assert 6 < S.nnz / 2000 < 8.5

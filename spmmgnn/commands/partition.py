@@ -1,61 +1,97 @@
 """``spmmgnn partition``: the offline partition step.
 
-Reads any supported graph file, partitions its rows into K block rows, writes the relabelled
-graph with the block offsets in the project's HDF5 format (what ``spmmgnn train`` reads block
-by block), prints the metrics table and writes it as JSON with ``--json``. For 1.5D training
-on P ranks with replication c, partition into K = P/c parts.
+Reads any supported graph file, partitions its vertices into k block rows, and writes the
+relabelled graph with the block offsets in the project's HDF5 format (what training reads
+block row by block row). For the 1.5D algorithms on P ranks with replication c, partition
+into P/c block rows. Serial: under mpiexec only rank 0 works.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import numpy as np
+from mpi4py import MPI
 
 from ..atomic import write_text_atomic
-from ..errors import SpmmgnnError
+from ..errors import SpmmgnnError, check_on_root
+
+ROWS = [("total volume (rows per SpMM)", "total_volume", "{:,}"),
+        ("max send volume", "max_send", "{:,}"), ("send imbalance", "send_imbalance", "{:.1%}"),
+        ("max receive volume", "max_recv", "{:,}"),
+        ("receive imbalance", "recv_imbalance", "{:.1%}"),
+        ("max non-zeros per part", "max_nnz", "{:,}"),
+        ("load imbalance", "load_imbalance", "{:.1%}")]
 
 
 def add_parser(sub) -> None:
-    from ..partitioners.api import DEFAULT_METHOD, METHODS
+    from ..partitioners import DEFAULT_METHOD, METHODS
 
-    p = sub.add_parser("partition", help="partition a graph and write it as HDF5 block rows",
-                       description=__doc__.splitlines()[0])
-    p.add_argument("graph", help="graph file (.mtx, .graph, edge list, .npz, .h5) or OGB folder")
-    p.add_argument("-k", "--parts", type=int, required=True, help="block rows (P/c)")
+    p = sub.add_parser(
+        "partition", help="partition a graph into k block rows and write the permuted graph",
+        description=__doc__.splitlines()[0] + " For 1.5D runs on P ranks with replication c, "
+        "use k = P/c.")
+    p.add_argument("graph", help="graph file (.mtx, .graph, edge list, .npz, .h5)")
+    p.add_argument("-k", "--parts", type=int, required=True, help="number of block rows")
     p.add_argument("--method", default=DEFAULT_METHOD,
                    help=f"one of {', '.join(METHODS)} (default {DEFAULT_METHOD})")
-    p.add_argument("--epsilon", type=float, default=0.03, help="allowed load imbalance")
+    p.add_argument("-o", "--output", required=True, help="output HDF5 file (.h5)")
+    p.add_argument("--epsilon", type=float, default=0.03,
+                   help="allowed load imbalance: max non-zeros per part <= (1+eps) x average")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None, help="Mt-KaHyPar threads")
-    p.add_argument("-o", "--out", required=True, help="output HDF5 file (written atomically)")
-    p.add_argument("--json", help="write the metrics as JSON here")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads for Mt-KaHyPar (default: all available cores)")
+    p.add_argument("--json", help="also write the metrics (with per-part values) as JSON")
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
-    from mpi4py import MPI
+def _source_perm(path: str, n: int) -> np.ndarray | None:
+    """The perm of an already relabelled .h5 input, so the output maps to the original ids."""
+    if Path(path).suffix.lower() not in (".h5", ".hdf5"):
+        return None
+    from ..data.h5graph import read_block_row
 
+    perm = read_block_row(path, 0, 0).perm
+    return None if perm is None or perm.shape != (n,) else perm
+
+
+def _partition(args) -> dict:
     from ..data.h5graph import write_graph
     from ..data.loaders import load_graph
     from ..partitioners import partition
 
-    if MPI.COMM_WORLD.Get_size() > 1:
-        raise SpmmgnnError("spmmgnn partition is an offline step: run it without mpiexec")
+    if args.parts < 1:
+        raise SpmmgnnError(f"-k must be a positive number of parts, got {args.parts}")
+    if Path(args.output).resolve() == Path(args.graph).resolve():
+        raise SpmmgnnError("the output file must differ from the input graph")
     g = load_graph(args.graph)
-    part = partition(g.adj, args.parts, method=args.method, epsilon=args.epsilon,
-                     seed=args.seed, threads=args.threads)
-    pg = g.permuted(part.perm)
-    write_graph(args.out, pg.adj, offsets=part.offsets, perm=part.perm, features=pg.features,
-                labels=pg.labels, masks=pg.masks or None,
-                num_classes=g.num_classes or None, directed=g.directed)
-    m = part.metrics.as_dict()
-    m.update(method=part.method, seconds=part.seconds, n=g.n, nnz=int(g.adj.nnz))
-    print(f"{g.name}: n={g.n} nnz={g.adj.nnz} -> {args.out} ({part.method}, "
-          f"{part.seconds:.2f} s)")
-    for key in ("k", "total_volume", "max_send", "send_imbalance", "max_recv",
-                "recv_imbalance", "max_nnz", "load_imbalance"):
-        v = m[key]
-        print(f"  {key:>15}: {v:.4f}" if isinstance(v, float) else f"  {key:>15}: {v}")
+    P = partition(g.adj, args.parts, method=args.method, epsilon=args.epsilon, seed=args.seed,
+                  threads=args.threads)
+    src = _source_perm(args.graph, g.n)
+    perm = P.perm if src is None else src[P.perm]
+    h = g.permuted(P.perm)
+    write_graph(args.output, h.adj, offsets=P.offsets, perm=perm, features=h.features,
+                labels=h.labels, masks=h.masks,
+                num_classes=h.num_classes if h.labels is not None else None,
+                directed=g.directed)
+    m = P.metrics
+    report = dict(graph=str(args.graph), output=str(args.output), method=P.method,
+                  n=g.n, matrix_nnz=int(g.adj.nnz), epsilon=args.epsilon, seed=args.seed,
+                  seconds=P.seconds, block_sizes=P.sizes.tolist(), **m.as_dict(per_part=True))
+    width = max(len(r[0]) for r in ROWS)
+    print(f"{g.name}: n={g.n:,} nnz={g.adj.nnz:,} -> k={P.k} block rows with {P.method} "
+          f"in {P.seconds:.1f} s")
+    for label, key, fmt in ROWS:
+        print(f"  {label:<{width}}  {fmt.format(report[key])}")
+    sizes = P.sizes
+    print(f"  {'block rows (vertices)':<{width}}  {int(sizes.min()):,} .. {int(sizes.max()):,}")
+    print(f"wrote {args.output}", flush=True)
     if args.json:
-        write_text_atomic(args.json, json.dumps(m | {"per_part": part.metrics.as_dict(True)},
-                                                indent=2))
+        write_text_atomic(args.json, json.dumps(report, indent=2))
+    return report
+
+
+def run(args) -> int:
+    check_on_root(MPI.COMM_WORLD, 0, lambda: _partition(args))
     return 0

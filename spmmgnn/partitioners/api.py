@@ -1,11 +1,19 @@
 """``partition(A, k, method=...)``: one entry point for every partitioner.
 
 A method is a base partitioner, optionally followed by ``+maxsend`` (the max-send-volume
-refinement of ``maxsend``), e.g. ``metis-vol+maxsend``. Every result is checked against the
-load cap (``model.load_cap``) and rebalanced if a base partitioner overshot it, so all methods
-return partitions with load imbalance <= epsilon whenever that is attainable.
+refinement of ``maxsend``), e.g. ``metis-vol+maxsend``:
 
-Graph methods (``metis-*``) symmetrize a directed A; the hypergraph methods (``kahypar``,
+* ``block``, ``random`` (``simple``); ``metis-cut``, ``metis-vol`` (METIS k-way with the
+  edge-cut / communication-volume objective); ``metis`` runs both objectives and keeps the
+  better result; ``kahypar``, ``mtkahypar`` (column-net hypergraph).
+* ``+maxsend``: the base partitions with half the epsilon (the rest of the load slack is left
+  to the refinement), then ``refine_max_send`` lowers the total and the maximum send volume.
+
+"Better" is the lower ``max send + total / k`` (the bottleneck plus the average send). Every
+result is checked against the load cap (``model.load_cap``) and rebalanced if a base
+partitioner overshot it, so all methods keep the load imbalance <= epsilon when possible.
+
+Graph methods (``metis*``) symmetrize a directed A; the hypergraph methods (``kahypar``,
 ``mtkahypar``) and the refinement model the exact volume of any A.
 """
 
@@ -16,6 +24,7 @@ import os
 import time
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..errors import SpmmgnnError
 from ..layout import Partition
@@ -26,11 +35,10 @@ from .metrics import metrics
 from .model import ColumnNet, as_square_csr, load_cap, row_loads
 from .simple import block_parts, random_parts
 
-BASE_METHODS = ("block", "random", "metis-cut", "metis-vol", "kahypar", "mtkahypar")
+BASE_METHODS = ("block", "random", "metis-cut", "metis-vol", "metis", "kahypar", "mtkahypar")
 REFINEMENT = "maxsend"
 METHODS = BASE_METHODS + tuple(f"{m}+{REFINEMENT}" for m in BASE_METHODS)
-ALIASES = {"metis": "metis-vol", "default": "DEFAULT"}
-DEFAULT_METHOD = "metis-vol+maxsend"
+DEFAULT_METHOD = "metis+maxsend"
 # the base partitioner of a refined method gets this fraction of epsilon, leaving the rest
 # of the load slack to the refinement (moves stall against a cap the base already touches)
 BASE_EPSILON_FRACTION = 0.5
@@ -42,17 +50,22 @@ def default_threads() -> int:
 
 
 def parse_method(method: str) -> tuple[str, bool]:
-    """(base partitioner, whether the max-send refinement follows) for a method name."""
+    """(base partitioner, whether the max-send refinement follows) for a method name;
+    ``default`` is ``DEFAULT_METHOD``."""
     name = str(method).strip().lower()
-    name = ALIASES.get(name, name)
-    if name == "DEFAULT":
+    if name == "default":
         name = DEFAULT_METHOD
     base, plus, rest = name.partition("+")
-    base = ALIASES.get(base, base)
     if base not in BASE_METHODS or (plus and rest != REFINEMENT):
         raise SpmmgnnError(f"unknown partitioning method {method!r}; choose one of "
                            f"{', '.join(METHODS)} (or 'default' = {DEFAULT_METHOD})")
     return base, bool(plus)
+
+
+def score(A: sp.csr_array, parts: np.ndarray, k: int) -> float:
+    """What "better" means when a method keeps the best of several partitions."""
+    m = metrics(A, parts, k)
+    return m.max_send + m.total_volume / k
 
 
 def _base_parts(base: str, A, k: int, loads: np.ndarray, cap: int, epsilon: float, seed: int,
@@ -61,7 +74,7 @@ def _base_parts(base: str, A, k: int, loads: np.ndarray, cap: int, epsilon: floa
         return block_parts(loads, k, cap)
     if base == "random":
         return random_parts(loads, k, cap, seed)
-    if base.startswith("metis"):
+    if base in ("metis-cut", "metis-vol"):
         return metis_parts(A, k, loads, epsilon, seed, objective=base.split("-")[1])
     if base == "kahypar":
         return kahypar_parts(A, k, loads, epsilon, seed, cn=cn)
@@ -81,7 +94,8 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise SpmmgnnError(f"the number of parts k must be a positive integer, got {k!r}")
     k = int(k)
-    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon >= 0):
+    if (isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating))
+            or not math.isfinite(epsilon) or epsilon < 0):
         raise SpmmgnnError(f"epsilon must be a non-negative number, got {epsilon!r}")
     base, refine = parse_method(method)
     threads = default_threads() if threads is None else int(threads)
@@ -94,21 +108,26 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     t0 = time.perf_counter()
     if k == 1 or n == 0:
         parts = np.zeros(n, dtype=np.int64)
-    elif n <= k:  # one vertex per part is optimal for the load and the only balanced choice
+    elif n <= k:  # one vertex per part: the only choice that respects the load cap
         parts = (np.random.default_rng(seed).permutation(k)[:n] if base == "random"
                  else np.arange(n, dtype=np.int64))
     else:
         cn = ColumnNet.from_matrix(A)
         base_eps = epsilon * BASE_EPSILON_FRACTION if refine else epsilon
         base_cap = load_cap(loads, k, base_eps)
-        parts = _base_parts(base, A, k, loads, base_cap, base_eps, seed, threads, cn)
-        if parts.shape != (n,) or (n and (parts.min() < 0 or parts.max() >= k)):
-            raise SpmmgnnError(f"{base} returned an invalid part vector")
-        if refine:
-            refine_options.setdefault("volume_cap", base_cap)
-            parts, _ = refine_max_send(cn, loads, parts, k, cap, seed=seed, **refine_options)
-        else:
-            parts, _ = rebalance(cn, loads, parts, k, cap)
+        candidates = []
+        for b in (("metis-cut", "metis-vol") if base == "metis" else (base,)):
+            p = _base_parts(b, A, k, loads, base_cap, base_eps, seed, threads, cn)
+            if p.shape != (n,) or p.min() < 0 or p.max() >= k:
+                raise SpmmgnnError(f"{b} returned an invalid part vector")
+            if refine:
+                options = dict(refine_options)
+                options.setdefault("volume_cap", base_cap)
+                p, _ = refine_max_send(cn, loads, p, k, cap, seed=seed, **options)
+            else:
+                p, _ = rebalance(cn, loads, p, k, cap)
+            candidates.append(p)
+        parts = min(candidates, key=lambda p: score(A, p, k))
     seconds = time.perf_counter() - t0
     result = Partition.from_parts(parts, k, method=f"{base}+{REFINEMENT}" if refine else base)
     result.metrics = metrics(A, parts, k)

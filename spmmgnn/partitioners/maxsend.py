@@ -4,24 +4,28 @@ Total-volume partitioners (METIS, KaHyPar) leave a few parts owning the columns 
 other part needs, so the busiest rank sends far more than the average (ICPP'24 Table 2).
 This stage starts from any partition and moves vertices to minimize
 
-    Phi = total volume + mu * sum_p max(0, send_p - T),    T = (1 + delta) * average send,
+    Phi = total volume + mu * sum_p pen(send_p),   pen(s) = e + e^2 / (2 gamma avg)
+    for the excess e = s - (1 + delta) avg > 0 (else 0),
 
-under the load cap, i.e. the total volume plus a penalty on the send volume above the
-average (the same two metrics Graph-VB targets; Acer, Selvitopi and Aykanat 2016). A move of
-v from part a to part b changes the connectivity of every net of v; the change of net c is
-charged to its owner part[c], so the gain is a connectivity-1 gain with net weights
-``1 + mu * [send of owner(c) > T]`` plus the exact send shift of v's own net from a to b.
+under the load cap: the total volume plus a convex penalty on send volume above the average
+(the two metrics Graph-VB optimizes; Acer, Selvitopi and Aykanat 2016). The quadratic term
+pushes hardest on the busiest parts; a linear penalty alone lets the maximum wander. A move
+of v from part a to b changes the connectivity of every net of v; the change of net c is
+charged to the part of its owner, so the gain is a connectivity-1 gain with net weights
+``1 + mu * pen'(send of the owner's part)`` plus the exact shift of the nets v owns.
 
-Machinery (all incremental, numba): per net a compact connectivity set (part, pin count) of
-at most min(k, |net|) slots; send/load/total updated per move, never recomputed. Passes:
-1. rebalance: vertices of parts above the load cap move out (best gain first);
-2. label-propagation rounds: every vertex, in random order, moves to its best feasible part
-   when Phi drops (exact check after the move, undone otherwise);
-3. pair rounds: a good move blocked by the load cap is paired with a compensating move out of
-   the full target part, accepted only when the pair lowers Phi (this is what single greedy
-   moves stall on);
-4. the best state seen (lowest max send whose total stays within ``volume_slack`` of the
-   input) is returned, so the refinement never raises the max send nor breaks the balance.
+Machinery (numba, all incremental: per net a compact connectivity set of (part, pin count)
+slots, at most min(k, |net|) of them; send, load, total and penalty updated per move):
+1. rebalance: vertices of parts above the load cap move out, best gain first;
+2. phase 1, total volume only, under a tighter cap (so that phase 2 has load slack: single
+   moves stall against a cap that every part already touches): label-propagation rounds
+   (each vertex to its best part if Phi drops, checked exactly and undone otherwise), then
+   localized FM passes (best-first move sequences through negative gains, rolled back to the
+   best prefix) until a pass gains less than ``min_gain``;
+3. phase 2, the same with the send penalty under the full cap;
+4. the best phase-2 state (lowest max send, then total, with the total within
+   ``volume_slack`` of phase 1's) is returned, so the refinement never raises the max send of
+   a balanced input nor breaks its balance.
 """
 
 from __future__ import annotations
@@ -32,7 +36,6 @@ import time
 import numpy as np
 from numba import njit
 
-from .coarsen import coarsen
 from .model import ColumnNet
 
 # ---------------------------------------------------------------- incremental state kernels
@@ -293,7 +296,7 @@ def _lp_round(order, part, vptr, vnets, optr, onets, owner, sptr, lam, cpart, cc
 @njit(cache=True)
 def _fm_pass(seeds, part, vptr, vnets, optr, onets, owner, sptr, lam, cpart, ccnt, S, L, w,
              tot, cap, T, mu, Mw, own, mark, touched, nptr, npins, locked, stamp, max_net,
-             max_push, max_fruitless, max_moves):
+             max_push, max_fruitless, max_moves, per_move, stats):
     """Localized FM: from each unlocked seed, repeatedly apply the best move in a priority
     queue of the seed's growing neighbourhood, negative gains included, each vertex at most
     once per pass; then roll back to the lowest Phi seen. The neighbourhood grows through nets
@@ -318,23 +321,29 @@ def _fm_pass(seeds, part, vptr, vnets, optr, onets, owner, sptr, lam, cpart, ccn
             continue
         heap.clear()
         heapq.heappush(heap, (-g, seed, b))
+        clock += 1
+        stamp[seed] = clock
         best_phi = tot[0] + mu * tot[1]
         nmoves = 0
         best_prefix = 0
         fruitless = 0
+        repush = 0
         while len(heap) > 0 and fruitless < max_fruitless and nmoves < max_moves:
             negg, v, b = heapq.heappop(heap)
+            stats[0] += 1
             if locked[v]:
                 continue
             b2, g2 = _best_move(v, part, vptr, vnets, optr, onets, owner, sptr, lam, cpart,
                                 ccnt, S, L, w, cap, T, mu, Mw, own, mark, touched, False)
             if b2 < 0:
                 continue
-            if b2 != b or abs(g2 + negg) > 1e-9:
-                if len(heap) > 0 and -g2 > heap[0][0]:
-                    heapq.heappush(heap, (-g2, v, b2))
-                    continue
+            if g2 < -negg - 1e-9 and repush < 8 and len(heap) > 0 and -g2 > heap[0][0]:
+                heapq.heappush(heap, (-g2, v, b2))  # stale and no longer the best: requeue
+                repush += 1
+                continue
+            repush = 0
             a = part[v]
+            stats[1] += 1
             _move(v, b2, part, vptr, vnets, optr, onets, owner, sptr, lam, cpart, ccnt, S, L,
                   w, tot, T)
             locked[v] = 1
@@ -350,7 +359,8 @@ def _fm_pass(seeds, part, vptr, vnets, optr, onets, owner, sptr, lam, cpart, ccn
                 fruitless = 0
             else:
                 fruitless += 1
-            clock += 1
+            if per_move:
+                clock += 1  # neighbours may re-enter the queue after every move
             pushed = 0
             for j in range(vptr[v], vptr[v + 1]):
                 c = vnets[j]
@@ -375,8 +385,11 @@ def _fm_pass(seeds, part, vptr, vnets, optr, onets, owner, sptr, lam, cpart, ccn
                                         cpart, ccnt, S, L, w, cap, T, mu, Mw, own, mark,
                                         touched, False)
                     pushed += 1
+                    stats[2] += 1
                     if bu >= 0:
                         heapq.heappush(heap, (-gu, u, bu))
+        stats[3] += nmoves - best_prefix
+        stats[4] += 1
         for t in range(nmoves - 1, best_prefix - 1, -1):
             _move(log_v[t], log_a[t], part, vptr, vnets, optr, onets, owner, sptr, lam, cpart,
                   ccnt, S, L, w, tot, T)
@@ -386,7 +399,7 @@ def _fm_pass(seeds, part, vptr, vnets, optr, onets, owner, sptr, lam, cpart, ccn
 
 
 class _State:
-    """Incremental partition state of one hypergraph level (the arrays the kernels update)."""
+    """Incremental partition state (the arrays the kernels update) and its passes."""
 
     def __init__(self, hg: ColumnNet, w: np.ndarray, part: np.ndarray, k: int, T: np.ndarray):
         self.hg, self.k, self.w, self.T = hg, k, w, T
@@ -406,6 +419,9 @@ class _State:
         self.own = np.zeros(k, dtype=np.int64)
         self.mark = np.zeros(k, dtype=np.int64)
         self.touched = np.zeros(k, dtype=np.int64)
+        self.locked = np.zeros(hg.n, dtype=np.int8)  # FM: moved in this pass
+        self.stamp = np.zeros(hg.n, dtype=np.int64)  # FM: queued in this step
+        self.fm_stats = np.zeros(5, dtype=np.int64)
 
     @property
     def total(self) -> int:
@@ -440,16 +456,16 @@ class _State:
                              self.mark, self.touched))
 
     def fm_pass(self, cap: int, mu: float, rng: np.random.Generator, max_net: int = 64,
-                max_push: int = 64, max_fruitless: int = 50, max_moves: int = 1000) -> float:
+                max_push: int = 16, max_fruitless: int = 25, max_moves: int = 1000,
+                per_move: bool = True) -> float:
         hg = self.hg
-        if not hasattr(self, "locked"):
-            self.locked = np.zeros(hg.n, dtype=np.int8)
-            self.stamp = np.zeros(hg.n, dtype=np.int64)
         self.stamp[:] = 0
         seeds = rng.permutation(hg.n)
+        self.fm_stats = np.zeros(5, dtype=np.int64)  # pops, moves, evaluations, undone, searches
         return float(_fm_pass(seeds, *self._args(), cap, self.T, mu, self.Mw, self.own,
                               self.mark, self.touched, hg.nptr, hg.npins, self.locked,
-                              self.stamp, max_net, max_push, max_fruitless, max_moves))
+                              self.stamp, max_net, max_push, max_fruitless, max_moves,
+                              per_move, self.fm_stats))
 
     def rebalance(self, cap: int, mu: float) -> bool:
         return bool(_rebalance(*self._args(), cap, self.T, mu, self.Mw, self.own, self.mark,
@@ -459,100 +475,63 @@ class _State:
 # ------------------------------------------------------------------------------- driver
 
 
-def _hierarchy(hg: ColumnNet, w: np.ndarray, part: np.ndarray, k: int, seed: int,
-               clusters_per_part: int, max_levels: int):
-    """Coarser levels of (hypergraph, loads, part) with the fine -> coarse maps."""
-    levels = [(hg, w, part)]
-    maps = []
-    max_w = max(1, int(w.sum() / (k * clusters_per_part)))
-    for level in range(max_levels):
-        h, lw, lp = levels[-1]
-        if h.n <= 2 * k:
-            break
-        h2, w2, cl = coarsen(h, lw, lp, max_w, seed + 7919 * (level + 1))
-        if h2.n > 0.9 * h.n:
-            break
-        p2 = np.empty(h2.n, dtype=np.int64)
-        p2[cl] = lp
-        levels.append((h2, w2, p2))
-        maps.append(cl)
-    return levels, maps
-
-
 def refine_max_send(cn: ColumnNet, loads: np.ndarray, parts: np.ndarray, k: int, cap: int,
                     *, mu: float = 1.0, delta: float = 0.01, gamma: float = 0.02,
                     volume_cap: int | None = None, volume_slack: float = 0.01,
-                    multilevel: bool = True, clusters_per_part: int = 16, max_levels: int = 12,
-                    coarse_rounds: int = 4, fine_rounds: int = 12, fm_passes: int = 3,
-                    min_gain: float = 1e-4,
+                    lp_rounds: int = 12, fm_passes: int = 20, min_gain: float = 1e-3,
+                    fm_push: int = 32, fm_fruitless: int = 50,
                     seed: int = 0) -> tuple[np.ndarray, dict]:
     """Refine ``parts`` (k parts, loads capped at ``cap``) to lower the maximum send volume.
 
-    Two V-cycles over partition-preserving coarsenings (``coarsen``): the first minimizes the
-    total volume alone under ``volume_cap`` (a tighter cap, which leaves load slack for the
-    second); the second minimizes Phi under ``cap``, whose send penalty of part p is
-    ``e + e^2 / (2 gamma avg)`` for its excess ``e = send_p - (1 + delta) avg``. ``mu = 0``
-    makes the stage a plain total-volume refinement. Returns the best fine-level state (lowest
-    max send, then total, among balanced states with max send not above the input's and
-    total within ``volume_slack`` of the lowest total before the send cycle), and a report.
+    Phase 1 minimizes the total volume alone under ``volume_cap`` (a tighter cap, which
+    leaves load slack for phase 2); phase 2 minimizes Phi under ``cap``, whose send penalty of
+    part p is ``e + e^2 / (2 gamma avg)`` for its excess ``e = send_p - (1 + delta) avg``.
+    Each phase runs label-propagation rounds, then FM passes, each until it gains less than
+    ``min_gain`` (relative). ``mu = 0`` makes the stage a plain total-volume refinement.
+    Returns the best state seen (lowest max send, then total, among balanced states whose
+    max send is not above the input's and whose total is within ``volume_slack`` of the
+    lowest total before phase 2) and a report dict.
     """
     w = loads.astype(np.int64)
     st = _State(cn, w, parts, k, np.zeros(2))
-    start = dict(total=st.total, max_send=st.max_send, max_load=int(st.L.max()))
     rng = np.random.default_rng(seed)
+    start = dict(total=st.total, max_send=st.max_send, max_load=int(st.L.max()))
     history: list[dict] = []
     balanced = st.rebalance(cap, mu)  # a no-op for a balanced input
     best = dict(key=st.key, parts=st.part.copy(), limit=np.inf)
 
-    def offer(s: _State) -> None:
-        if s.total <= best["limit"] and s.key < best["key"]:
-            best["key"], best["parts"] = s.key, s.part.copy()
+    def offer() -> None:
+        if st.total <= best["limit"] and st.key < best["key"]:
+            best["key"], best["parts"] = st.key, st.part.copy()
 
-    def rounds(s: _State, level: int, phase_mu: float, phase_cap: int, count: int,
-               fine: bool) -> None:
-        for kind in ("lp", "fm"):
-            for _ in range(count if kind == "lp" else fm_passes):
+    def phase(phase_mu: float, phase_cap: int, keep: bool) -> None:
+        for kind, count in (("lp", lp_rounds), ("fm", fm_passes)):
+            for _ in range(count):
                 t0 = time.perf_counter()
-                s.retarget(delta, gamma)
-                phi0 = s.phi(phase_mu)
+                st.retarget(delta, gamma)
+                phi0 = st.phi(phase_mu)
                 if kind == "lp":
-                    moved = s.lp_round(phase_cap, phase_mu, rng)
+                    moved = st.lp_round(phase_cap, phase_mu, rng)
                 else:
-                    s.fm_pass(phase_cap, phase_mu, rng)
-                    moved = -1
-                history.append(dict(level=level, kind=kind, mu=phase_mu, total=s.total,
-                                    max_send=s.max_send, moved=moved,
+                    st.fm_pass(phase_cap, phase_mu, rng, max_push=fm_push,
+                               max_fruitless=fm_fruitless)
+                    moved = int(st.fm_stats[1] - st.fm_stats[3])
+                history.append(dict(kind=kind, mu=phase_mu, total=st.total,
+                                    max_send=st.max_send, moved=moved,
                                     seconds=round(time.perf_counter() - t0, 3)))
-                if fine:
-                    offer(s)
-                if moved == 0 or phi0 - s.phi(phase_mu) < min_gain * max(phi0, 1.0):
+                if keep:
+                    offer()
+                if moved == 0 or phi0 - st.phi(phase_mu) < min_gain * max(phi0, 1.0):
                     break
 
-    def vcycle(part: np.ndarray, phase_mu: float, phase_cap: int, fine_state=None) -> _State:
-        levels, maps = (_hierarchy(cn, w, part, k, seed, clusters_per_part, max_levels)
-                        if multilevel else ([(cn, w, part)], []))
-        p = levels[-1][2]
-        for lev in range(len(levels) - 1, 0, -1):
-            h, lw, _ = levels[lev]
-            s = _State(h, lw, p, k, np.zeros(2))
-            rounds(s, lev, phase_mu, phase_cap, coarse_rounds, False)
-            p = s.part[maps[lev - 1]]
-        s = fine_state if fine_state is not None and not maps else _State(
-            cn, w, p, k, np.zeros(2))
-        rounds(s, 0, phase_mu, phase_cap, fine_rounds, phase_mu > 0)
-        return s
-
     tight = cap if volume_cap is None or mu == 0 else min(cap, int(volume_cap))
-    if tight < cap:  # leave load slack for the send cycle
+    if tight < cap:  # leave load slack for phase 2
         st.rebalance(tight, 0.0)
-    st = vcycle(st.part, 0.0, tight, st)
-    if mu == 0:
-        best["limit"] = np.inf
-        offer(st)
-    else:
-        best["limit"] = min(best["key"][1], st.total) * (1.0 + volume_slack)
-        offer(st)
-        st = vcycle(st.part, mu, cap, st)
+    phase(0.0, tight, False)
+    best["limit"] = np.inf if mu == 0 else min(best["key"][1], st.total) * (1.0 + volume_slack)
+    offer()
+    if mu > 0:
+        phase(mu, cap, True)
     report = dict(start=start, balanced=balanced, rounds=len(history), history=history,
                   end=dict(total=int(best["key"][1]), max_send=int(best["key"][0])))
     return best["parts"], report

@@ -33,8 +33,8 @@ def as_square_csr(A) -> sp.csr_array:
 
 def pattern(A: sp.csr_array) -> sp.csr_array:
     """0/1 int8 pattern of A with duplicates merged and explicit zeros kept (like ``metrics``)."""
-    P = sp.csr_array((np.ones(A.indices.size, dtype=np.int8), A.indices, A.indptr),
-                     shape=A.shape)
+    P = sp.csr_array((np.ones(A.indices.size, dtype=np.int8), A.indices.copy(),
+                      A.indptr.copy()), shape=A.shape)  # copies: never reorder the caller's A
     P.sum_duplicates()
     P.data[:] = 1
     return P

@@ -46,14 +46,33 @@ def _chain_split(prefix, k, cap):
     return bounds
 
 
+@njit(cache=True)
+def _min_bottleneck(prefix, k, lo):
+    """Smallest B >= lo such that k contiguous ranges of load <= B cover all rows."""
+    hi = prefix[prefix.size - 1]
+    if _fits(prefix, 0, k, lo):
+        return lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _fits(prefix, 0, k, mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 def block_parts(loads: np.ndarray, k: int, cap: int) -> np.ndarray:
-    """Part vector of k contiguous ranges balanced by load (rows when all loads are zero)."""
+    """Part vector of k contiguous ranges balanced by load (rows when all loads are zero).
+
+    Contiguous ranges cannot always meet ``cap`` (a heavy row at a range end); then the cap
+    is raised to the smallest bottleneck any contiguous cut achieves."""
     n = loads.size
     w = loads if loads.sum() > 0 else np.ones(n, dtype=np.int64)
     if loads.sum() == 0:
         cap = max(1, -(-n // k))
     prefix = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(w, out=prefix[1:])
+    cap = _min_bottleneck(prefix, k, int(cap))
     bounds = _chain_split(prefix, k, int(cap))
     return np.repeat(np.arange(k, dtype=np.int64), np.diff(bounds))
 

@@ -1,0 +1,74 @@
+"""``spmmgnn partition``: the permuted graph on disk, its block offsets and the metrics JSON."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import scipy.io
+import scipy.sparse as sp
+
+from spmmgnn.data.generators import sbm
+from spmmgnn.data.h5graph import read_block_row, read_offsets
+from spmmgnn.partitioners import metrics
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "spmmgnn.cli", "partition", *map(str, args)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+def test_partition_writes_the_permuted_graph(tmp_path):
+    A = sbm(600, 6, avg_degree=6, mixing=0.2, seed=0)
+    src = tmp_path / "g.npz"
+    sp.save_npz(src, sp.csr_matrix(A))
+    out, js = tmp_path / "g.h5", tmp_path / "m.json"
+    proc = cli(src, "-k", 4, "--method", "metis+maxsend", "-o", out, "--json", js)
+    assert proc.returncode == 0, proc.stderr
+    assert "max send volume" in proc.stdout and "load imbalance" in proc.stdout
+    offsets = read_offsets(out)
+    assert offsets.size == 5 and offsets[-1] == 600
+    whole = read_block_row(out)
+    perm = whole.perm
+    np.testing.assert_array_equal(np.sort(perm), np.arange(600))
+    # the file holds A relabelled: new row i is old row perm[i]
+    assert (whole.adj != sp.csr_array(A)[perm][:, perm]).nnz == 0
+    parts = np.empty(600, dtype=np.int64)
+    parts[perm] = np.repeat(np.arange(4), np.diff(offsets))
+    report = json.loads(js.read_text())
+    m = metrics(A, parts, 4)
+    assert report["total_volume"] == m.total_volume and report["max_send"] == m.max_send
+    assert report["send_volume"] == m.send_volume.tolist()
+    assert report["block_sizes"] == np.diff(offsets).tolist()
+    # each block row reads on its own
+    b = read_block_row(out, block=2)
+    assert b.adj.shape == (offsets[3] - offsets[2], 600)
+
+
+def test_partition_of_a_partitioned_file_keeps_original_ids(tmp_path):
+    A = sbm(300, 3, avg_degree=5, mixing=0.3, seed=1)
+    src = tmp_path / "g.mtx"
+    scipy.io.mmwrite(str(src), sp.coo_matrix(A))
+    first, second = tmp_path / "a.h5", tmp_path / "b.h5"
+    assert cli(src, "-k", 3, "--method", "random", "-o", first).returncode == 0
+    assert cli(first, "-k", 2, "--method", "metis-cut", "-o", second).returncode == 0
+    b = read_block_row(second)
+    assert (b.adj != sp.csr_array(A)[b.perm][:, b.perm]).nnz == 0
+
+
+def test_partition_errors_are_one_line(tmp_path):
+    src = tmp_path / "g.npz"
+    sp.save_npz(src, sp.csr_matrix(sbm(50, 2, seed=0)))
+    for args in (("-k", 0), ("-k", 2, "--method", "nope"), ("-k", 2, "--epsilon", -1)):
+        proc = cli(src, *args, "-o", tmp_path / "x.h5")
+        assert proc.returncode == 2
+        assert proc.stderr.startswith("spmmgnn partition: error:")
+        assert len(proc.stderr.strip().splitlines()) == 1
+    proc = cli(tmp_path / "missing.mtx", "-k", 2, "-o", tmp_path / "x.h5")
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+    assert not (tmp_path / "x.h5").exists()
