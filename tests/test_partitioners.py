@@ -220,6 +220,16 @@ def test_refinement_lowers_max_send_and_keeps_balance(base, seed):
         assert after.total_volume <= 1.01 * before.total_volume
 
 
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("base", ["random", "metis-vol", "mtkahypar"])
+def test_refined_method_never_sends_more_than_its_base(base, seed):
+    A = small_matrix(400, 0.02, seed, directed=True, empty_rows=5)
+    plain = partition(A, 6, method=base, seed=seed).metrics
+    refined = partition(A, 6, method=f"{base}+maxsend", seed=seed).metrics
+    assert refined.max_send <= plain.max_send
+    assert refined.load_imbalance <= EPS + 1e-12
+
+
 def test_refinement_helps_on_a_power_law_graph():
     from spmmgnn.data.generators import rmat
 

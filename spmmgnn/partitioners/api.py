@@ -6,8 +6,10 @@ refinement of ``maxsend``), e.g. ``metis-vol+maxsend``:
 * ``block``, ``random`` (``simple``); ``metis-cut``, ``metis-vol`` (METIS k-way with the
   edge-cut / communication-volume objective); ``metis`` runs both objectives and keeps the
   better result; ``kahypar``, ``mtkahypar`` (column-net hypergraph).
-* ``+maxsend``: the base partitions with half the epsilon (the rest of the load slack is left
-  to the refinement), then ``refine_max_send`` lowers the total and the maximum send volume.
+* ``+maxsend``: ``refine_max_send`` starts from the base partition (same epsilon) and
+  lowers the total and the maximum send volume; its total-volume phase runs under half the
+  epsilon, which leaves load slack for the max-send phase. It never returns a higher maximum
+  send than the base partition's.
 
 "Better" is the lower ``max send + total / k`` (the bottleneck plus the average send). Every
 result is checked against the load cap (``model.load_cap``) and rebalanced if a base
@@ -39,9 +41,9 @@ BASE_METHODS = ("block", "random", "metis-cut", "metis-vol", "metis", "kahypar",
 REFINEMENT = "maxsend"
 METHODS = BASE_METHODS + tuple(f"{m}+{REFINEMENT}" for m in BASE_METHODS)
 DEFAULT_METHOD = "metis+maxsend"
-# the base partitioner of a refined method gets this fraction of epsilon, leaving the rest
-# of the load slack to the refinement (moves stall against a cap the base already touches)
-BASE_EPSILON_FRACTION = 0.5
+# the total-volume phase of the refinement runs under this fraction of epsilon, leaving the
+# rest of the load slack to the max-send phase (moves stall against a cap every part touches)
+VOLUME_PHASE_EPSILON_FRACTION = 0.5
 
 
 def default_threads() -> int:
@@ -113,16 +115,15 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
                  else np.arange(n, dtype=np.int64))
     else:
         cn = ColumnNet.from_matrix(A)
-        base_eps = epsilon * BASE_EPSILON_FRACTION if refine else epsilon
-        base_cap = load_cap(loads, k, base_eps)
+        volume_cap = load_cap(loads, k, epsilon * VOLUME_PHASE_EPSILON_FRACTION)
         candidates = []
         for b in (("metis-cut", "metis-vol") if base == "metis" else (base,)):
-            p = _base_parts(b, A, k, loads, base_cap, base_eps, seed, threads, cn)
+            p = _base_parts(b, A, k, loads, cap, epsilon, seed, threads, cn)
             if p.shape != (n,) or p.min() < 0 or p.max() >= k:
                 raise SpmmgnnError(f"{b} returned an invalid part vector")
             if refine:
                 options = dict(refine_options)
-                options.setdefault("volume_cap", base_cap)
+                options.setdefault("volume_cap", volume_cap)
                 p, _ = refine_max_send(cn, loads, p, k, cap, seed=seed, **options)
             else:
                 p, _ = rebalance(cn, loads, p, k, cap)

@@ -478,7 +478,7 @@ class _State:
 def refine_max_send(cn: ColumnNet, loads: np.ndarray, parts: np.ndarray, k: int, cap: int,
                     *, mu: float = 1.0, delta: float = 0.01, gamma: float = 0.02,
                     volume_cap: int | None = None, volume_slack: float = 0.01,
-                    lp_rounds: int = 12, fm_passes: int = 20, min_gain: float = 1e-3,
+                    lp_rounds: int = 12, fm_passes: int = 20, min_gain: float = 3e-3,
                     fm_push: int = 32, fm_fruitless: int = 50,
                     seed: int = 0) -> tuple[np.ndarray, dict]:
     """Refine ``parts`` (k parts, loads capped at ``cap``) to lower the maximum send volume.
