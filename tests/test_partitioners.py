@@ -191,6 +191,12 @@ def test_reproducible_for_a_fixed_seed(graph, method):
     np.testing.assert_array_equal(a.parts, b.parts)
 
 
+def test_default_does_not_depend_on_the_thread_count(graph):
+    a = partition(graph, 5, method=DEFAULT_METHOD, seed=1, threads=1)
+    b = partition(graph, 5, method=DEFAULT_METHOD, seed=1, threads=2)
+    np.testing.assert_array_equal(a.parts, b.parts)
+
+
 def test_block_is_contiguous_and_balanced_by_nonzeros():
     loads = np.r_[np.full(50, 10), np.ones(500, dtype=np.int64)]
     parts = block_parts(loads, 4, load_cap(loads, 4, EPS))

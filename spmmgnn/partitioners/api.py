@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import scipy.sparse as sp
@@ -116,18 +117,30 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     else:
         cn = ColumnNet.from_matrix(A)
         volume_cap = load_cap(loads, k, epsilon * VOLUME_PHASE_EPSILON_FRACTION)
-        candidates = []
-        for b in (("metis-cut", "metis-vol") if base == "metis" else (base,)):
-            p = _base_parts(b, A, k, loads, cap, epsilon, seed, threads, cn)
-            if p.shape != (n,) or p.min() < 0 or p.max() >= k:
-                raise SpmmgnnError(f"{b} returned an invalid part vector")
+        bases = ("metis-cut", "metis-vol") if base == "metis" else (base,)
+
+        def finish(p: np.ndarray) -> np.ndarray:
             if refine:
                 options = dict(refine_options)
                 options.setdefault("volume_cap", volume_cap)
-                p, _ = refine_max_send(cn, loads, p, k, cap, seed=seed, **options)
-            else:
-                p, _ = rebalance(cn, loads, p, k, cap)
-            candidates.append(p)
+                return refine_max_send(cn, loads, p, k, cap, seed=seed, **options)[0]
+            return rebalance(cn, loads, p, k, cap)[0]
+
+        # with a second thread, a candidate's refinement (numba, no GIL) overlaps the next
+        # base partitioner; every candidate's result is independent of the thread count
+        pool = ThreadPoolExecutor(1) if threads > 1 and len(bases) > 1 else None
+        try:
+            candidates = []
+            for b in bases:
+                p = _base_parts(b, A, k, loads, cap, epsilon, seed, threads, cn)
+                if p.shape != (n,) or p.min() < 0 or p.max() >= k:
+                    raise SpmmgnnError(f"{b} returned an invalid part vector")
+                candidates.append(pool.submit(finish, p) if pool and b != bases[-1]
+                                  else finish(p))
+            candidates = [c.result() if isinstance(c, Future) else c for c in candidates]
+        finally:
+            if pool:
+                pool.shutdown(cancel_futures=True)
         parts = min(candidates, key=lambda p: score(A, p, k))
     seconds = time.perf_counter() - t0
     result = Partition.from_parts(parts, k, method=f"{base}+{REFINEMENT}" if refine else base)

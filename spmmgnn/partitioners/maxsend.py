@@ -41,21 +41,21 @@ from .model import ColumnNet
 # ---------------------------------------------------------------- incremental state kernels
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _hinge(s, T):
     """Send penalty of a part: e + q e^2 for the excess e = s - T[0] > 0 (q = T[1])."""
     e = s - T[0]
     return e + T[1] * e * e if e > 0 else 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _slope(s, T):
     """Marginal penalty of one more unit of send at s (the weight of a net owned there)."""
     e = s - T[0]
     return 1.0 + 2.0 * T[1] * e if e > 0 else 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _build(k, nptr, npins, owner, part, sptr, lam, cpart, ccnt, S, tot, T):
     """Connectivity sets of all nets, send volumes, total volume and penalty from scratch."""
     for p in range(k):
@@ -83,7 +83,7 @@ def _build(k, nptr, npins, owner, part, sptr, lam, cpart, ccnt, S, tot, T):
     tot[1] = _penalty(S, T)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _penalty(S, T):
     h = 0.0
     for p in range(S.size):
@@ -91,14 +91,14 @@ def _penalty(S, T):
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _add_send(p, d, S, tot, T):
     old = S[p]
     S[p] = old + d
     tot[1] += _hinge(S[p], T) - _hinge(old, T)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _move(v, b, part, vptr, vnets, optr, onets, owner, sptr, lam, cpart, ccnt, S, L, w, tot, T):
     """Move vertex v to part b, updating connectivity sets, send, load, total and penalty."""
     a = part[v]
@@ -143,7 +143,7 @@ def _move(v, b, part, vptr, vnets, optr, onets, owner, sptr, lam, cpart, ccnt, S
     L[b] += w[v]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _best_move(v, part, vptr, vnets, optr, onets, owner, sptr, lam, cpart, ccnt, S, L, w, cap,
                T, mu, Mw, own, mark, touched, any_part):
     """Best target part of v by (approximate) gain in Phi; (-1, -inf) if none is feasible.
@@ -226,7 +226,7 @@ def _best_move(v, part, vptr, vnets, optr, onets, owner, sptr, lam, cpart, ccnt,
 # ------------------------------------------------------------------------------- passes
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _rebalance(part, vptr, vnets, optr, onets, owner, sptr, lam, cpart, ccnt, S, L, w, tot,
                cap, T, mu, Mw, own, mark, touched, max_sweeps):
     """Move vertices out of parts above the cap, best gain (then lightest) first."""
@@ -271,7 +271,7 @@ def _rebalance(part, vptr, vnets, optr, onets, owner, sptr, lam, cpart, ccnt, S,
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _lp_round(order, part, vptr, vnets, optr, onets, owner, sptr, lam, cpart, ccnt, S, L, w,
               tot, cap, T, mu, Mw, own, mark, touched):
     """One label-propagation round: each vertex moves to its best feasible part if Phi drops
@@ -293,7 +293,7 @@ def _lp_round(order, part, vptr, vnets, optr, onets, owner, sptr, lam, cpart, cc
     return moved
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _fm_pass(seeds, part, vptr, vnets, optr, onets, owner, sptr, lam, cpart, ccnt, S, L, w,
              tot, cap, T, mu, Mw, own, mark, touched, nptr, npins, locked, stamp, max_net,
              max_push, max_fruitless, max_moves, per_move, stats):
