@@ -25,6 +25,7 @@ from bench.common import RESULTS, machine, write_json  # noqa: E402
 from spmmgnn.atomic import write_text_atomic  # noqa: E402
 from spmmgnn.data.generators import grid3d, rmat, sbm  # noqa: E402
 from spmmgnn.partitioners import BASE_METHODS, DEFAULT_METHOD, METHODS, partition  # noqa: E402
+from spmmgnn.partitioners.api import HUB_DEFAULT, REGULAR_DEFAULT  # noqa: E402
 
 COLUMNS = [("method", "method", "{}"), ("total_volume", "total vol", "{:,}"),
            ("max_send", "max send", "{:,}"), ("send_imbalance", "send imb", "{:.1%}"),
@@ -73,8 +74,9 @@ def checks(rows: list[dict]) -> list[str]:
 
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = ["# Partitioner comparison", "",
-             f"Default method: `{DEFAULT_METHOD}`; epsilon {meta['epsilon']}, seed "
-             f"{meta['seed']}, threads {meta['threads']}, {meta['machine']['cores']} cores.",
+             f"`default`: {HUB_DEFAULT} on graphs with hubs, else {REGULAR_DEFAULT}; "
+             f"epsilon {meta['epsilon']}, seed {meta['seed']}, threads {meta['threads']}, "
+             f"{meta['machine']['cores']} cores.",
              "Volumes are rows of X per SpMM (DESIGN.md); imbalance = max/avg - 1.", ""]
     keys = []
     for r in rows:
@@ -87,7 +89,10 @@ def markdown(rows: list[dict], meta: dict) -> str:
                   "|" + "|".join("---" if c == "method" else "---:" for c, _, _ in COLUMNS)
                   + "|"]
         for r in rs:
-            lines.append("| " + " | ".join(f.format(r[c]) for c, _, f in COLUMNS) + " |")
+            cells = [f.format(r[c]) for c, _, f in COLUMNS]
+            if r["method"] == DEFAULT_METHOD:
+                cells[0] = f"**default** ({r.get('resolved', '?')})"
+            lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     lines += ["## Targets of the default method", ""] + checks(rows) + [""]
     return "\n".join(lines)
@@ -100,7 +105,7 @@ def main(argv=None) -> int:
     ap.add_argument("--k", nargs="+", type=int, default=[4, 16, 64])
     ap.add_argument("--methods", nargs="+",
                     default=[m for m in BASE_METHODS if m != "metis"] + ["default"],
-                    help=f"any of {', '.join(METHODS)}, or 'default' ({DEFAULT_METHOD})")
+                    help=f"any of {', '.join(METHODS)}, or 'default'")
     ap.add_argument("--rmat-scale", type=int, default=16)
     ap.add_argument("--grid", type=int, default=64, help="grid side (n = side^3)")
     ap.add_argument("--sbm-n", type=int, default=1 << 16)
@@ -117,7 +122,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     meta = dict(epsilon=args.epsilon, seed=args.seed, threads=args.threads or machine()["cores"],
                 machine=machine(),
-                default_method=DEFAULT_METHOD)
+                default_method=f"{HUB_DEFAULT} with hubs, else {REGULAR_DEFAULT}")
     rows: list[dict] = []
     if args.append and out.with_suffix(".json").exists():
         rows = json.loads(out.with_suffix(".json").read_text())["rows"]
@@ -134,7 +139,7 @@ def main(argv=None) -> int:
                 P = partition(A, k, method=method, epsilon=args.epsilon, seed=args.seed,
                               threads=args.threads)
                 row = dict(graph=label, n=A.shape[0], nnz=int(A.nnz), method=method,
-                           seconds=P.seconds, **P.metrics.as_dict())
+                           resolved=P.method, seconds=P.seconds, **P.metrics.as_dict())
                 rows.append(row)
                 print(f"  k={k:3d} {method:20s} total {row['total_volume']:>9,} max send "
                       f"{row['max_send']:>8,} ({row['send_imbalance']:6.1%}) load imb "

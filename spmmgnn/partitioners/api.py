@@ -17,6 +17,12 @@ partitioner overshot it, so all methods keep the load imbalance <= epsilon when 
 
 Graph methods (``metis*``) symmetrize a directed A; the hypergraph methods (``kahypar``,
 ``mtkahypar``) and the refinement model the exact volume of any A.
+
+``default`` is the best combination measured by ``bench/partition.py``, chosen by the degree
+skew of A (``default_method``): on graphs with hubs (power-law, e.g. R-MAT) ``metis+maxsend``
+(Mt-KaHyPar is 35x slower than METIS there and its maximum send is 1.8-2.6x higher); on
+graphs without hubs (meshes, block models) ``mtkahypar+maxsend`` (Mt-KaHyPar's total volume
+is 2-12 % below METIS's there).
 """
 
 from __future__ import annotations
@@ -41,7 +47,11 @@ from .simple import block_parts, random_parts
 BASE_METHODS = ("block", "random", "metis-cut", "metis-vol", "metis", "kahypar", "mtkahypar")
 REFINEMENT = "maxsend"
 METHODS = BASE_METHODS + tuple(f"{m}+{REFINEMENT}" for m in BASE_METHODS)
-DEFAULT_METHOD = "metis+maxsend"
+DEFAULT_METHOD = "default"
+HUB_DEFAULT, REGULAR_DEFAULT = "metis+maxsend", "mtkahypar+maxsend"
+# degree skew rms(loads)/mean(loads) at which a graph counts as having hubs: R-MAT 2.8-5,
+# Erdos-Renyi and block models 1.0-1.1, meshes 1.0
+HUB_SKEW = 1.5
 # the total-volume phase of the refinement runs under this fraction of epsilon, leaving the
 # rest of the load slack to the max-send phase (moves stall against a cap every part touches)
 VOLUME_PHASE_EPSILON_FRACTION = 0.5
@@ -52,16 +62,24 @@ def default_threads() -> int:
         os.cpu_count() or 1)
 
 
-def parse_method(method: str) -> tuple[str, bool]:
+def default_method(loads: np.ndarray) -> str:
+    """What ``default`` means for a matrix with these row loads (non-zeros per row)."""
+    mean = float(loads.mean()) if loads.size else 0.0
+    skew = math.sqrt(float(np.mean(loads.astype(np.float64) ** 2))) / mean if mean > 0 else 1.0
+    return HUB_DEFAULT if skew >= HUB_SKEW else REGULAR_DEFAULT
+
+
+def parse_method(method: str, loads: np.ndarray | None = None) -> tuple[str, bool]:
     """(base partitioner, whether the max-send refinement follows) for a method name;
-    ``default`` is ``DEFAULT_METHOD``."""
+    ``default`` needs the row ``loads`` of the matrix (see ``default_method``)."""
     name = str(method).strip().lower()
-    if name == "default":
-        name = DEFAULT_METHOD
+    if name == DEFAULT_METHOD and loads is not None:
+        name = default_method(loads)
     base, plus, rest = name.partition("+")
     if base not in BASE_METHODS or (plus and rest != REFINEMENT):
         raise SpmmgnnError(f"unknown partitioning method {method!r}; choose one of "
-                           f"{', '.join(METHODS)} (or 'default' = {DEFAULT_METHOD})")
+                           f"{', '.join(METHODS)} or {DEFAULT_METHOD!r} ({HUB_DEFAULT} on "
+                           f"graphs with hubs, else {REGULAR_DEFAULT})")
     return base, bool(plus)
 
 
@@ -100,13 +118,14 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     if (isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating))
             or not math.isfinite(epsilon) or epsilon < 0):
         raise SpmmgnnError(f"epsilon must be a non-negative number, got {epsilon!r}")
-    base, refine = parse_method(method)
+    parse_method(method, np.ones(1))  # a bad name fails before any work
     threads = default_threads() if threads is None else int(threads)
     if threads < 1:
         raise SpmmgnnError(f"threads must be positive, got {threads}")
     A = as_square_csr(A)
     n = A.shape[0]
     loads = row_loads(A)
+    base, refine = parse_method(method, loads)
     cap = load_cap(loads, k, epsilon)
     t0 = time.perf_counter()
     if k == 1 or n == 0:
