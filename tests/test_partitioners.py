@@ -165,12 +165,12 @@ def test_input_matrix_is_not_modified():
 
 def test_empty_matrix_and_empty_rows():
     A = sp.csr_array((10, 10))
-    for method in ("block", "metis+maxsend"):
-        P = partition(A, 3, method=method)
+    for method in ("block", "metis+maxsend", DEFAULT_METHOD):
+        P = partition(A, 3, method=method, threads=1)
         check_valid(P, A, 3)
         assert P.metrics.total_volume == 0
     B = small_matrix(200, 0.03, 4, directed=True, empty_rows=60)
-    check_valid(partition(B, 4, method=DEFAULT_METHOD), B, 4)
+    check_valid(partition(B, 4, method=DEFAULT_METHOD, threads=1), B, 4)
 
 
 def test_directed_matrix_is_modelled_exactly():
