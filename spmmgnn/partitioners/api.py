@@ -33,14 +33,13 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..errors import SpmmgnnError
 from ..layout import Partition
 from .hypergraph import kahypar_parts, mtkahypar_parts
 from .maxsend import rebalance, refine_max_send
 from .metis import metis_parts
-from .metrics import metrics
+from .metrics import PartitionMetrics, metrics
 from .model import ColumnNet, as_square_csr, load_cap, row_loads
 from .simple import block_parts, random_parts
 
@@ -83,10 +82,9 @@ def parse_method(method: str, loads: np.ndarray | None = None) -> tuple[str, boo
     return base, bool(plus)
 
 
-def score(A: sp.csr_array, parts: np.ndarray, k: int) -> float:
+def score(m: PartitionMetrics) -> float:
     """What "better" means when a method keeps the best of several partitions."""
-    m = metrics(A, parts, k)
-    return m.max_send + m.total_volume / k
+    return m.max_send + m.total_volume / m.k
 
 
 def _base_parts(base: str, A, k: int, loads: np.ndarray, cap: int, epsilon: float, seed: int,
@@ -118,7 +116,6 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     if (isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating))
             or not math.isfinite(epsilon) or epsilon < 0):
         raise SpmmgnnError(f"epsilon must be a non-negative number, got {epsilon!r}")
-    parse_method(method, np.ones(1))  # a bad name fails before any work
     threads = default_threads() if threads is None else int(threads)
     if threads < 1:
         raise SpmmgnnError(f"threads must be positive, got {threads}")
@@ -128,6 +125,7 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     base, refine = parse_method(method, loads)
     cap = load_cap(loads, k, epsilon)
     t0 = time.perf_counter()
+    chosen = None
     if k == 1 or n == 0:
         parts = np.zeros(n, dtype=np.int64)
     elif n <= k:  # one vertex per part: the only choice that respects the load cap
@@ -160,9 +158,10 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
         finally:
             if pool:
                 pool.shutdown(cancel_futures=True)
-        parts = min(candidates, key=lambda p: score(A, p, k))
+        chosen, parts = min(((metrics(A, p, k), p) for p in candidates),
+                            key=lambda mp: score(mp[0]))
     seconds = time.perf_counter() - t0
     result = Partition.from_parts(parts, k, method=f"{base}+{REFINEMENT}" if refine else base)
-    result.metrics = metrics(A, parts, k)
+    result.metrics = metrics(A, parts, k) if chosen is None else chosen
     result.seconds = seconds
     return result
