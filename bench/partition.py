@@ -77,7 +77,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
              f"`default`: {HUB_DEFAULT} on graphs with hubs, else {REGULAR_DEFAULT}; "
              f"epsilon {meta['epsilon']}, seed {meta['seed']}, threads {meta['threads']}, "
              f"{meta['machine']['cores']} cores.",
-             "Volumes are rows of X per SpMM (DESIGN.md); imbalance = max/avg - 1.", ""]
+             "Volumes are rows of X per SpMM (docs/metrics.md); imbalance = max/avg - 1.", ""]
     keys = []
     for r in rows:
         if (r["graph"], r["k"]) not in keys:

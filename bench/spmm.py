@@ -15,12 +15,10 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from spmmgnn import DistSpMM, ProcessGrid, default_threads, set_threads
+from spmmgnn import ALGORITHMS, DistSpMM, ProcessGrid, default_threads, set_threads
 from spmmgnn.data.generators import random_graph, rmat
 
 from common import RESULTS, machine, pyplot, write_json
-
-ALGORITHMS = ["oblivious1d", "sparse1d", "oblivious15d", "sparse15d"]
 
 
 def make_graph(args):
@@ -107,7 +105,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--edge-factor", type=int, default=8)
     ap.add_argument("-f", "--features", type=int, nargs="+", default=[16, 128])
-    ap.add_argument("--algorithms", nargs="+", default=ALGORITHMS, choices=ALGORITHMS)
+    ap.add_argument("--algorithms", nargs="+", default=sorted(ALGORITHMS),
+                    choices=sorted(ALGORITHMS))
     ap.add_argument("--replication", type=int, nargs="+", default=[1])
     ap.add_argument("--partition", default="contiguous",
                     help="contiguous, or a method of spmmgnn.partitioners")

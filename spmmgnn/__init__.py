@@ -7,7 +7,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from .abort import install_abort_hook  # noqa: E402
-from .dist import ALGORITHMS, DistSpMM
+from .algorithms import ALGORITHMS, DistSpMM
 from .errors import SpmmgnnError
 from .grid import ProcessGrid
 from .layout import Partition

@@ -1,10 +1,131 @@
 """End the whole MPI job when one rank dies of an unhandled Python exception.
 
-(Filled in by the reliability work of issue 12; installed from ``spmmgnn/__init__``.)
+Without this, an exception on one rank (say, a bug in the user's script between two collective
+calls) ends that process while the others wait forever in their next collective. Like
+``python -m mpi4py``, importing ``spmmgnn`` installs a ``sys.excepthook`` (and a
+``threading.excepthook``) that, when the job has more than one rank, prints the traceback with
+every line prefixed by ``[rank r]`` and then calls ``MPI_Abort`` so every rank ends, with a
+non-zero exit status from ``mpiexec``.
+
+- Single-rank runs (and runs where MPI is not initialized or already finalized) are left to the
+  previous hooks: nothing changes there. The hook never initializes MPI itself.
+- Opt out with the environment variable ``SPMMGNN_ABORT_ON_EXCEPTION=0`` (read when spmmgnn is
+  imported), or call ``spmmgnn.abort.uninstall_abort_hook()``.
+- The hooks chain: a custom ``sys.excepthook`` installed before spmmgnn is called to print the
+  exception (a header naming the rank comes first), then the job is aborted.
+- An unhandled exception in a ``threading.Thread`` also aborts (the main thread would otherwise
+  carry on and may wait for the dead thread's part of a collective). ``SystemExit`` in a thread
+  is ignored, as Python does.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
+import traceback
 
-def install_abort_hook() -> None:
-    """Install the hook (no-op until implemented)."""
+ENV_VAR = "SPMMGNN_ABORT_ON_EXCEPTION"
+
+_previous_hook = None
+_previous_thread_hook = None
+
+
+def _enabled_by_env() -> bool:
+    return os.environ.get(ENV_VAR, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _mpi_world() -> tuple[int, int]:
+    """(rank, size) of COMM_WORLD, or (0, 1) when MPI is not usable (never initializes it)."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None:
+        return 0, 1
+    try:
+        if not mpi.Is_initialized() or mpi.Is_finalized():
+            return 0, 1
+        return mpi.COMM_WORLD.Get_rank(), mpi.COMM_WORLD.Get_size()
+    except Exception:  # a broken MPI state must not hide the user's exception
+        return 0, 1
+
+
+def _report(rank: int, size: int, exc_type, exc, tb, where: str, chained) -> None:
+    """Print the exception named by rank; use ``chained`` (a previous hook) if it is custom."""
+    name = getattr(exc_type, "__name__", str(exc_type))
+    head = (f"[rank {rank}] spmmgnn: unhandled {name} {where}on rank {rank} of {size}; "
+            f"aborting the MPI job (set {ENV_VAR}=0 to disable)\n")
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass
+    try:
+        sys.stderr.write(head)
+        if chained is not None:
+            chained()
+        else:
+            lines = "".join(traceback.format_exception(exc_type, exc, tb))
+            sys.stderr.write("".join(f"[rank {rank}] {ln}\n" for ln in lines.splitlines()))
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+def _abort(code: int = 1) -> None:
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None:
+        mpi.COMM_WORLD.Abort(code)
+
+
+def _excepthook(exc_type, exc, tb) -> None:
+    rank, size = _mpi_world()
+    previous = _previous_hook or sys.__excepthook__
+    if size <= 1:
+        previous(exc_type, exc, tb)
+        return
+    custom = previous is not sys.__excepthook__
+    _report(rank, size, exc_type, exc, tb, "",
+            (lambda: previous(exc_type, exc, tb)) if custom else None)
+    _abort(1)
+
+
+def _thread_excepthook(args) -> None:
+    rank, size = _mpi_world()
+    previous = _previous_thread_hook or threading.__excepthook__
+    if size <= 1 or issubclass(args.exc_type, SystemExit):
+        previous(args)
+        return
+    thread = getattr(args.thread, "name", "?")
+    custom = previous is not threading.__excepthook__
+    _report(rank, size, args.exc_type, args.exc_value, args.exc_traceback,
+            f"in thread {thread!r} ", (lambda: previous(args)) if custom else None)
+    _abort(1)
+
+
+def install_abort_hook(force: bool = False) -> bool:
+    """Install the hooks (idempotent). Returns whether they are installed.
+
+    Does nothing when ``$SPMMGNN_ABORT_ON_EXCEPTION`` is 0/false/no/off, unless ``force``.
+    """
+    global _previous_hook, _previous_thread_hook
+    if not force and not _enabled_by_env():
+        return False
+    if sys.excepthook is not _excepthook:
+        _previous_hook = sys.excepthook
+        sys.excepthook = _excepthook
+    if threading.excepthook is not _thread_excepthook:
+        _previous_thread_hook = threading.excepthook
+        threading.excepthook = _thread_excepthook
+    return True
+
+
+def uninstall_abort_hook() -> None:
+    """Restore the hooks that were in place before ``install_abort_hook``."""
+    global _previous_hook, _previous_thread_hook
+    if sys.excepthook is _excepthook:
+        sys.excepthook = _previous_hook or sys.__excepthook__
+    if threading.excepthook is _thread_excepthook:
+        threading.excepthook = _previous_thread_hook or threading.__excepthook__
+    _previous_hook = _previous_thread_hook = None
+
+
+def is_installed() -> bool:
+    return sys.excepthook is _excepthook

@@ -1,8 +1,15 @@
 """The ``spmmgnn`` command: one sub-command per module in ``spmmgnn.commands``.
 
-Errors: a SpmmgnnError (bad input, collectively agreed) prints one line on rank 0 and every
-rank exits with status 2; any other exception prints its traceback and aborts the MPI job so
-no rank is left hanging in a collective.
+Failures never leave a rank hanging, whatever ``$SPMMGNN_ABORT_ON_EXCEPTION`` says:
+
+- a SpmmgnnError (bad input) agreed on by every rank prints one line on rank 0 and every rank
+  exits with status 2; one raised by a single rank prints ``rank r: error: ...`` and aborts
+  the job with status 2;
+- any other exception is a bug: the rank prints ``spmmgnn CMD: rank r: <cause>`` and its
+  traceback, then aborts the MPI job (status 1; plain exit 1 on a single rank);
+- SIGINT / SIGTERM (``mpiexec`` forwards both to every rank) print ``rank r: interrupted by
+  SIGINT`` (or SIGTERM) and end the job with status 130 / 143 (an abort under several ranks,
+  in case only some ranks got the signal). Open atomic writes remove their temporary files.
 """
 
 from __future__ import annotations
@@ -10,10 +17,20 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import signal
 import sys
 import traceback
 
-from .errors import SpmmgnnError
+from .errors import RankFailed, SpmmgnnError
+
+
+class Terminated(BaseException):
+    """Raised in the main thread by SIGTERM (a BaseException, like KeyboardInterrupt, so
+    ``except Exception`` blocks do not swallow it)."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,25 +45,55 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _end(comm, code: int) -> int:
+    """Flush, then abort the job when it has several ranks (so none is left waiting)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if comm.Get_size() > 1:
+        comm.Abort(code)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     from mpi4py import MPI
 
-    rank = MPI.COMM_WORLD.Get_rank()
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    prog = "spmmgnn"
     try:
+        args = build_parser().parse_args(argv)
+        prog = f"spmmgnn {args.command}"
         return int(args.func(args) or 0)
     except SpmmgnnError as exc:
-        if rank == 0:
-            print(f"spmmgnn {args.command}: error: {exc}", file=sys.stderr, flush=True)
-        return 2
+        if exc.collective or size == 1:  # every rank has it: rank 0 says it, all exit
+            if rank == 0:
+                print(f"{prog}: error: {exc}", file=sys.stderr, flush=True)
+            return 2
+        print(f"{prog}: rank {rank} of {size}: error: {exc}", file=sys.stderr)
+        return _end(comm, 2)
     except KeyboardInterrupt:
-        return 130
-    except Exception:
-        traceback.print_exc()
-        sys.stderr.flush()
-        if MPI.COMM_WORLD.Get_size() > 1:
-            MPI.COMM_WORLD.Abort(1)
-        return 1
+        print(f"{prog}: rank {rank} of {size}: interrupted by SIGINT", file=sys.stderr)
+        return _end(comm, 130)
+    except Terminated:
+        print(f"{prog}: rank {rank} of {size}: terminated by SIGTERM", file=sys.stderr)
+        return _end(comm, 143)
+    except RankFailed as exc:  # another rank's bug, with its traceback in the message
+        print(f"{prog}: rank {rank} of {size}: stopping because {exc}", file=sys.stderr)
+        return _end(comm, 1)
+    except Exception as exc:
+        print(f"{prog}: rank {rank} of {size}: internal error {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        text = traceback.format_exc()
+        sys.stderr.write("".join(f"[rank {rank}] {ln}\n" for ln in text.splitlines()))
+        return _end(comm, 1)
 
 
 if __name__ == "__main__":

@@ -20,17 +20,6 @@ from .errors import SpmmgnnError
 CHUNK_ROWS = 4096  # bounds the temporaries of the cast codecs
 
 
-def mix64(*words: int) -> int:
-    """splitmix64 over a sequence of integers (Python side, to derive per-call keys)."""
-    z = 0
-    for w in words:
-        z = (z ^ (int(w) & 0xFFFFFFFFFFFFFFFF)) + 0x9E3779B97F4A7C15 & 0xFFFFFFFFFFFFFFFF
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EB & 0xFFFFFFFFFFFFFFFF
-        z ^= z >> 31
-    return z
-
-
 class Codec:
     name = "codec"
     param_bytes = 0

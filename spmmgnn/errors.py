@@ -1,12 +1,49 @@
-"""One error type, and collective agreement on errors so no rank hangs in a collective."""
+"""One error type, and collective agreement on errors so no rank hangs in a collective.
+
+Two kinds of failure, treated differently:
+
+- **User errors** (bad input, a missing or unreadable file): ``SpmmgnnError``, and ``OSError``
+  raised while a step reads the user's files. Made collective with ``agree``; every rank raises
+  the same one-line ``SpmmgnnError`` (the command line prints it once and exits with status 2).
+  The file loaders turn their parsers' errors (``ValueError`` from numpy/scipy on malformed
+  text, ...) into ``SpmmgnnError`` themselves, so a ``ValueError`` or ``TypeError`` that reaches
+  ``check_on_root`` is treated as a bug, not as bad input.
+- **Programming errors** (any other exception): ``fail_together`` keeps the traceback. The rank
+  that failed re-raises its own exception unchanged; every other rank raises ``RankFailed``
+  whose message names the failing rank and carries its traceback text, so whichever rank ends
+  the job first (the abort hook, or the command line's handler) prints the cause.
+"""
 
 from __future__ import annotations
+
+import traceback
 
 from mpi4py import MPI
 
 
 class SpmmgnnError(Exception):
-    """Bad input or a failed collective check; the message is meant for the user."""
+    """Bad input or a failed collective check; the message is meant for the user.
+
+    ``collective`` is True when every rank raised it together (``agree``); a rank that raises
+    one on its own leaves the others in their next collective, so the command line aborts then.
+    """
+
+    collective = False
+
+
+def _collective_error(message: str) -> SpmmgnnError:
+    exc = SpmmgnnError(message)
+    exc.collective = True
+    return exc
+
+
+class RankFailed(RuntimeError):
+    """Another rank hit a programming error in a step all ranks take together."""
+
+    def __init__(self, rank: int, text: str):
+        super().__init__(f"rank {rank} failed with {text.rstrip()}")
+        self.rank = rank
+        self.text = text
 
 
 def agree(comm: MPI.Comm, error: str | None) -> None:
@@ -18,7 +55,7 @@ def agree(comm: MPI.Comm, error: str | None) -> None:
     """
     if comm.Get_size() == 1:
         if error is not None:
-            raise SpmmgnnError(error)
+            raise _collective_error(error)
         return
     failing = comm.allreduce(0 if error is None else 1, op=MPI.SUM)
     if failing == 0:
@@ -26,19 +63,50 @@ def agree(comm: MPI.Comm, error: str | None) -> None:
     first = comm.allreduce(comm.Get_rank() if error is not None else comm.Get_size(), op=MPI.MIN)
     message = comm.bcast(error, root=first)
     suffix = f" (rank {first}" + (f" and {failing - 1} other rank(s))" if failing > 1 else ")")
-    raise SpmmgnnError(message + suffix)
+    raise _collective_error(message + suffix)
+
+
+def fail_together(comm: MPI.Comm, exc: BaseException | None) -> None:
+    """Collective: if any rank passes an exception (a bug), every rank raises.
+
+    The lowest failing rank's traceback is sent to all; a failing rank re-raises its own
+    exception (traceback intact), the others raise ``RankFailed(rank, traceback_text)``.
+    """
+    if comm.Get_size() == 1:
+        if exc is not None:
+            raise exc
+        return
+    rank, size = comm.Get_rank(), comm.Get_size()
+    first = comm.allreduce(rank if exc is not None else size, op=MPI.MIN)
+    if first == size:
+        return
+    text = None
+    if rank == first:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    text = comm.bcast(text, root=first)
+    if exc is not None:
+        raise exc
+    raise RankFailed(first, text)
 
 
 def check_on_root(comm: MPI.Comm, root: int, fn) -> object:
-    """Run ``fn()`` on root only; a SpmmgnnError/ValueError it raises is raised on every rank.
+    """Run ``fn()`` on root only and make its failure collective. Returns fn's result on root,
+    None elsewhere.
 
-    Returns fn's result on root, None elsewhere.
+    A ``SpmmgnnError`` or ``OSError`` (user error) becomes the same one-line SpmmgnnError on
+    every rank. Any other exception is a bug: root re-raises it with its traceback and the
+    other ranks raise ``RankFailed`` carrying that traceback (see the module docstring).
     """
-    result, error = None, None
+    result, error, crash = None, None, None
     if comm.Get_rank() == root:
         try:
             result = fn()
-        except (SpmmgnnError, ValueError, TypeError, OSError) as exc:
+        except SpmmgnnError as exc:
             error = str(exc)
+        except OSError as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # a bug: keep it, with its traceback, for fail_together
+            crash = exc
+    fail_together(comm, crash)
     agree(comm, error)
     return result

@@ -1,9 +1,13 @@
 """The P/c x c process grid: P/c block rows, each replicated on c ranks.
 
-Rank r sits at (block row i, replica j) with ``i = r // c`` and ``j = r % c``. The *row
-communicator* joins the c replicas of one block row; the *column communicator* joins one
-rank per block row (same replica index). 1D is ``replication=1``: the row communicator is
-a single rank and the column communicator is the whole world.
+Rank r sits at (block row i, replica j) with ``i = r // c`` and ``j = r % c``. Like the
+named dimensions of a DTensor ``DeviceMesh``, the grid has two dimensions, ``"block_row"``
+(size P/c) and ``"replica"`` (size c), and one communicator along each:
+
+* ``across_block_rows``: one rank per block row, all with my replica index -- where halo
+  exchanges and block broadcasts happen (the whole world in 1D);
+* ``across_replicas``: the c replicas of my block row -- where 1.5D partial results are
+  all-reduced (a single rank in 1D).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from dataclasses import dataclass, field
 from mpi4py import MPI
 
 from .errors import agree
+
+DIMS = ("block_row", "replica")
 
 
 @dataclass
@@ -33,8 +39,21 @@ class ProcessGrid:
         self.rank = self.comm.Get_rank()
         self.size = size
         self.block_row, self.replica = divmod(self.rank, c)
-        self.row_comm = self.comm.Split(color=self.block_row, key=self.replica)
-        self.col_comm = self.comm.Split(color=self.replica, key=self.block_row)
+        self.across_replicas = self.comm.Split(color=self.block_row, key=self.replica)
+        self.across_block_rows = self.comm.Split(color=self.replica, key=self.block_row)
+
+    def comm_along(self, dim: str) -> MPI.Comm:
+        """The communicator along grid dimension ``dim`` ("block_row" or "replica")."""
+        if dim == "block_row":
+            return self.across_block_rows
+        if dim == "replica":
+            return self.across_replicas
+        raise ValueError(f"grid dimensions are {DIMS}, got {dim!r}")
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(P/c, c), in the order of ``DIMS``."""
+        return self.n_block_rows, self.replication
 
     @property
     def n_block_rows(self) -> int:

@@ -6,28 +6,69 @@ Like PETSc's star forest it has two directions over the same index lists:
 * ``reduce``: partial sums computed for ghost rows -> added into the owners' rows (the
   transpose, used for ``A^T Y`` without storing A^T).
 
-Each call is one ``Alltoallv`` whose counts and displacements are fixed at plan time; rows
-travel as a contiguous MPI type so counts never depend on the feature width, and the buffers
-are reused across calls. Every byte that leaves or enters the rank is counted.
+Each direction has begin/end verbs, like ``PetscSFBcastBegin/End``: ``start_bcast`` packs
+(and encodes) the rows and posts one non-blocking ``Ialltoallv``; the returned ``Exchange``
+is finished later, so the caller multiplies its diagonal block while the rows travel.
+Counts and displacements are fixed at plan time; rows travel as a contiguous MPI type so
+counts never depend on the feature width, and buffers are reused across calls (one set per
+``slot``, so several exchanges may be in flight at once). Every byte is counted.
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 from mpi4py import MPI
 
 from . import kernels
-from .codecs import CastCodec, Codec, mix64
-from .errors import SpmmgnnError, agree
+from .codecs import CastCodec, Codec
+from .errors import agree
+from .hashing import mix64
 from .stats import CommStats
 
 NO_INDEX = np.zeros(0, dtype=np.int64)
 
 
-def _displs(counts: np.ndarray) -> np.ndarray:
+def displacements(counts: np.ndarray) -> np.ndarray:
+    """Exclusive prefix sum: where each peer's rows start in a packed buffer."""
     d = np.zeros_like(counts)
     np.cumsum(counts[:-1], out=d[1:])
     return d
+
+
+class Exchange:
+    """One row exchange in flight. ``finish`` waits for it and lands the rows:
+
+    * bcast: into the ghost buffer given to ``start_bcast`` (decoded when a codec is used);
+    * reduce: added into ``out_local`` at the rows peers computed partial sums for.
+    """
+
+    def __init__(self, plan: HaloPlan, request: MPI.Request, recv: np.ndarray, stats: CommStats,
+                 codec: Codec | None, target: np.ndarray | None):
+        self.plan, self.request, self.recv, self.stats = plan, request, recv, stats
+        self.codec, self.target = codec, target
+        self.posted = time.perf_counter()
+        self.done = False
+
+    def finish(self, out_local: np.ndarray | None = None) -> None:
+        stats = self.stats
+        stats.seconds_exchange_hidden += time.perf_counter() - self.posted
+        with stats.timing("seconds_exchange"):
+            self.request.Wait()
+        self.done = True
+        plan, codec = self.plan, self.codec
+        if self.target is not None:  # bcast
+            if codec is not None:
+                with stats.timing("seconds_codec"):
+                    codec.decode(self.recv, self.target, NO_INDEX, accumulate=False)
+            return
+        if codec is None:
+            with stats.timing("seconds_exchange"):
+                plan.scatter_add(self.recv, out_local)
+        else:
+            with stats.timing("seconds_codec"):
+                codec.decode(self.recv, out_local, plan.send_idx, accumulate=True)
 
 
 class HaloPlan:
@@ -35,34 +76,39 @@ class HaloPlan:
 
     ``owner_offsets[q]:owner_offsets[q+1]`` is the range of global rows held by rank q of
     ``comm``; ``ghost_ids`` are the sorted global rows this rank needs from others (never its
-    own). Collective over ``comm``.
+    own). Collective over ``comm``; every check is agreed, so a bad plan on one rank is an
+    error on all of them.
     """
 
     def __init__(self, comm: MPI.Comm, owner_offsets: np.ndarray, ghost_ids: np.ndarray,
                  seed: int = 0, stream: int | None = None):
         self.comm = comm
-        self._key_base = mix64(seed, comm.Get_rank() if stream is None else stream)
-        self._calls = 0
         size, me = comm.Get_size(), comm.Get_rank()
+        self._key_base = mix64(seed, me if stream is None else stream)
         owner_offsets = np.asarray(owner_offsets, dtype=np.int64)
         ghost_ids = np.asarray(ghost_ids, dtype=np.int64)
+        error = None
         if owner_offsets.size != size + 1:
-            raise SpmmgnnError("halo plan: one row range per rank of the communicator expected")
-        if ghost_ids.size and np.any(np.diff(ghost_ids) <= 0):
-            raise SpmmgnnError("halo plan: ghost ids must be sorted and unique")
+            error = "halo plan: one row range per rank of the communicator expected"
+        elif ghost_ids.size and np.any(np.diff(ghost_ids) <= 0):
+            error = "halo plan: ghost ids must be sorted and unique"
+        elif ghost_ids.size and (ghost_ids[0] < 0 or ghost_ids[-1] >= owner_offsets[-1]):
+            error = "halo plan: a ghost id lies outside the global row range"
+        agree(comm, error)
         self.recv_counts = np.diff(np.searchsorted(ghost_ids, owner_offsets)).astype(np.int64)
-        if self.recv_counts[me] != 0:
-            raise SpmmgnnError("halo plan: a rank cannot list its own rows as ghosts")
+        agree(comm, None if self.recv_counts[me] == 0 else
+              "halo plan: a rank cannot list its own rows as ghosts")
         self.send_counts = np.empty(size, dtype=np.int64)
         comm.Alltoall(self.recv_counts, self.send_counts)
-        self.recv_displs = _displs(self.recv_counts)
-        self.send_displs = _displs(self.send_counts)
+        self.recv_displs = displacements(self.recv_counts)
+        self.send_displs = displacements(self.send_counts)
         requested = np.empty(int(self.send_counts.sum()), dtype=np.int64)
         comm.Alltoallv([ghost_ids, (self.recv_counts, self.recv_displs), MPI.INT64_T],
                        [requested, (self.send_counts, self.send_displs), MPI.INT64_T])
         lo, hi = owner_offsets[me], owner_offsets[me + 1]
-        if requested.size and (requested.min() < lo or requested.max() >= hi):
-            raise SpmmgnnError("halo plan: a peer requested rows this rank does not own")
+        agree(comm, None if not requested.size or (requested.min() >= lo
+                                                   and requested.max() < hi) else
+              "halo plan: a peer requested rows this rank does not own")
         self.send_idx = (requested - lo).astype(np.int64)
         self.n_send = int(self.send_counts.sum())
         self.n_ghost = int(ghost_ids.size)
@@ -77,13 +123,17 @@ class HaloPlan:
     def recv_volume(self) -> int:
         return self.n_ghost
 
-    def buffer(self, name: str, rows: int, f: int, dtype) -> np.ndarray:
-        """A reusable (rows x f) buffer, allocated on first use for this (name, f, dtype)."""
-        key = (name, f, np.dtype(dtype))
+    def buffer(self, name: str, rows: int, f: int, dtype, slot: int = 0) -> np.ndarray:
+        """A reusable (rows x f) buffer, allocated on first use for (name, f, dtype, slot)."""
+        key = (name, f, np.dtype(dtype), slot)
         buf = self._buffers.get(key)
         if buf is None:
             buf = self._buffers[key] = np.empty((rows, f), dtype=dtype)
         return buf
+
+    def scatter_add(self, rows: np.ndarray, out_local: np.ndarray) -> None:
+        """out_local[send_idx[i]] += rows[i] (partial sums peers computed for my rows)."""
+        kernels.scatter_add(rows, self.send_idx, out_local, kernels.column_split(rows.shape[1]))
 
     def _row_type(self, row_bytes: int) -> MPI.Datatype:
         t = self._types.get(row_bytes)
@@ -91,9 +141,9 @@ class HaloPlan:
             t = self._types[row_bytes] = MPI.BYTE.Create_contiguous(row_bytes).Commit()
         return t
 
-    def alltoallv_rows(self, send: np.ndarray, recv: np.ndarray, forward: bool,
-                       stats: CommStats, param_bytes: int = 0) -> None:
-        """Move whole rows of ``send`` into ``recv`` (C-contiguous, same row width in bytes).
+    def _post(self, send: np.ndarray, recv: np.ndarray, forward: bool, stats: CommStats,
+              param_bytes: int = 0) -> MPI.Request:
+        """Post one Ialltoallv of whole rows of ``send`` into ``recv`` and count its bytes.
 
         forward: send_counts out / recv_counts in (bcast); otherwise the reverse (reduce).
         """
@@ -103,13 +153,14 @@ class HaloPlan:
                           if forward else
                           (self.recv_counts, self.recv_displs, self.send_counts, self.send_displs))
         with stats.timing("seconds_exchange"):
-            self.comm.Alltoallv([send, (sc, sd), rt], [recv, (rc, rd), rt])
+            request = self.comm.Ialltoallv([send, (sc, sd), rt], [recv, (rc, rd), rt])
         stats.exchanges += 1
         rows_out = int(sc.sum())
         stats.bytes_sent += rows_out * row_bytes
         stats.bytes_received += int(rc.sum()) * row_bytes
         stats.payload_bytes_sent += rows_out * (row_bytes - param_bytes)
         stats.param_bytes_sent += rows_out * param_bytes
+        return request
 
     @staticmethod
     def _passthrough(codec: Codec | None, dtype) -> bool:
@@ -117,46 +168,57 @@ class HaloPlan:
         return codec is None or (isinstance(codec, CastCodec) and codec.wire == np.dtype(dtype))
 
     def _encode(self, codec: Codec, x: np.ndarray, idx: np.ndarray, rows: int, name: str,
-                stats: CommStats) -> np.ndarray:
-        """Encode rows into a reusable byte buffer; NaN/Inf anywhere is a collective error."""
-        buf = self.buffer(name, rows, codec.row_bytes(x.shape[1]), np.uint8)
-        self._calls += 1
+                stats: CommStats, key: int, slot: int) -> np.ndarray:
+        """Encode rows into a reusable byte buffer; NaN/Inf anywhere is a collective error.
+
+        ``key`` selects the stochastic-rounding stream: the same key gives the same bits."""
+        buf = self.buffer(name, rows, codec.row_bytes(x.shape[1]), np.uint8, slot)
         with stats.timing("seconds_codec"):
-            bad = codec.encode(x, idx, buf, mix64(self._key_base, self._calls))
+            bad = codec.encode(x, idx, buf, mix64(self._key_base, key))
         agree(self.comm, f"{bad} row(s) with NaN or Inf reached the {codec.name} codec"
               if bad else None)
         return buf
 
-    def bcast(self, x_local: np.ndarray, ghost: np.ndarray, stats: CommStats,
-              codec: Codec | None = None) -> None:
-        """ghost[:] = the rows of X named by this rank's ghost columns (fetched from owners)."""
+    def start_bcast(self, x_local: np.ndarray, ghost: np.ndarray, stats: CommStats,
+                    codec: Codec | None = None, key: int = 0, slot: int = 0) -> Exchange:
+        """Begin ghost[:] = the rows of X named by this rank's ghost columns; ``finish()``
+        the returned exchange before reading ``ghost``."""
         f = x_local.shape[1]
         if self._passthrough(codec, x_local.dtype):
-            send = self.buffer("send", self.n_send, f, x_local.dtype)
+            send = self.buffer("send", self.n_send, f, x_local.dtype, slot)
             with stats.timing("seconds_exchange"):
                 kernels.gather_rows(x_local, self.send_idx, send)
-            self.alltoallv_rows(send, ghost, forward=True, stats=stats)
-            return
-        send = self._encode(codec, x_local, self.send_idx, self.n_send, "enc_send", stats)
-        recv = self.buffer("enc_recv", self.n_ghost, send.shape[1], np.uint8)
-        self.alltoallv_rows(send, recv, forward=True, stats=stats,
-                            param_bytes=codec.param_bytes)
-        with stats.timing("seconds_codec"):
-            codec.decode(recv, ghost, NO_INDEX, accumulate=False)
+            return Exchange(self, self._post(send, ghost, True, stats), ghost, stats, None,
+                            ghost)
+        send = self._encode(codec, x_local, self.send_idx, self.n_send, "enc_send", stats, key,
+                            slot)
+        recv = self.buffer("enc_recv", self.n_ghost, send.shape[1], np.uint8, slot)
+        request = self._post(send, recv, True, stats, param_bytes=codec.param_bytes)
+        return Exchange(self, request, recv, stats, codec, ghost)
 
-    def reduce(self, ghost_partial: np.ndarray, out_local: np.ndarray, stats: CommStats,
-               codec: Codec | None = None) -> None:
-        """out_local[rows peers computed for me] += their partial sums for my rows."""
+    def start_reduce(self, ghost_partial: np.ndarray, stats: CommStats,
+                     codec: Codec | None = None, key: int = 0, slot: int = 0) -> Exchange:
+        """Begin sending partial sums for ghost rows to their owners; ``finish(out_local)``
+        adds the partial sums peers computed for my rows into ``out_local``. ``ghost_partial``
+        must stay untouched until then."""
         f = ghost_partial.shape[1]
         if self._passthrough(codec, ghost_partial.dtype):
-            recv = self.buffer("send", self.n_send, f, ghost_partial.dtype)
-            self.alltoallv_rows(ghost_partial, recv, forward=False, stats=stats)
-            with stats.timing("seconds_exchange"):
-                kernels.scatter_add(recv, self.send_idx, out_local, kernels.column_split(f))
-            return
-        send = self._encode(codec, ghost_partial, NO_INDEX, self.n_ghost, "enc_recv", stats)
-        recv = self.buffer("enc_send", self.n_send, send.shape[1], np.uint8)
-        self.alltoallv_rows(send, recv, forward=False, stats=stats,
-                            param_bytes=codec.param_bytes)
-        with stats.timing("seconds_codec"):
-            codec.decode(recv, out_local, self.send_idx, accumulate=True)
+            recv = self.buffer("partial_recv", self.n_send, f, ghost_partial.dtype, slot)
+            return Exchange(self, self._post(ghost_partial, recv, False, stats), recv, stats,
+                            None, None)
+        send = self._encode(codec, ghost_partial, NO_INDEX, self.n_ghost, "enc_partial", stats,
+                            key, slot)
+        recv = self.buffer("enc_partial_recv", self.n_send, send.shape[1], np.uint8, slot)
+        request = self._post(send, recv, False, stats, param_bytes=codec.param_bytes)
+        return Exchange(self, request, recv, stats, codec, None)
+
+    def bcast(self, x_local: np.ndarray, ghost: np.ndarray, stats: CommStats,
+              codec: Codec | None = None, key: int = 0) -> None:
+        """Blocking ``start_bcast`` + ``finish``."""
+        self.start_bcast(x_local, ghost, stats, codec, key).finish()
+
+    def reduce(self, ghost_partial: np.ndarray, out_local: np.ndarray, stats: CommStats,
+               codec: Codec | None = None, key: int = 0) -> None:
+        """Blocking ``start_reduce`` + ``finish``: out_local[rows peers computed for me] +=
+        their partial sums for my rows."""
+        self.start_reduce(ghost_partial, stats, codec, key).finish(out_local)

@@ -95,7 +95,7 @@ class Partition:
         return p
 
 
-def resolve_partition(spec, n: int, k: int) -> Partition:
+def resolve_partition(spec, n: int, k: int, what: str = "partition") -> Partition:
     """Turn the user's ``partition=`` argument into a Partition of n vertices into k blocks.
 
     ``None`` -> near-equal contiguous blocks; a Partition -> checked as is; a sequence of
@@ -107,20 +107,20 @@ def resolve_partition(spec, n: int, k: int) -> Partition:
     if isinstance(spec, Partition):
         if spec.n != n or spec.k != k:
             raise SpmmgnnError(
-                f"partition is for n={spec.n} vertices in k={spec.k} blocks, but the matrix "
+                f"{what} is for n={spec.n} vertices in k={spec.k} blocks, but the matrix "
                 f"has n={n} rows and the grid has {k} block rows")
         return spec
     arr = np.asarray(spec)
     if arr.ndim != 1:
-        raise SpmmgnnError(f"partition must be 1-D (block sizes or a part vector), got {arr.shape}")
+        raise SpmmgnnError(f"{what} must be 1-D (block sizes or a part vector), got {arr.shape}")
     if arr.size == k and arr.size != n:
         return Partition.from_sizes(arr, n)
     if arr.size == n and arr.size != k:
         return Partition.from_parts(arr, k)
     if arr.size == n == k:
         raise SpmmgnnError(
-            f"partition of length {n} is ambiguous when n == number of block rows; pass "
+            f"{what} of length {n} is ambiguous when n == number of block rows; pass "
             "spmmgnn.Partition.from_sizes(...) or spmmgnn.Partition.from_parts(..., k)")
     raise SpmmgnnError(
-        f"partition has length {arr.size}: expected {k} block sizes (one per block row) or a "
+        f"{what} has length {arr.size}: expected {k} block sizes (one per block row) or a "
         f"part vector of length n={n}")

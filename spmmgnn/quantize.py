@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .hashing import splitmix64
+
 _JIT = dict(parallel=True, cache=True, nogil=True, boundscheck=False)
 CONST, BAD = np.uint16(0xFFFF), np.uint16(0xFFFE)
 PARAM_BYTES = 4
@@ -30,14 +32,6 @@ def payload_bytes(f: int, bits: int) -> int:
 
 def row_bytes(f: int, bits: int) -> int:
     return PARAM_BYTES + payload_bytes(f, bits)
-
-
-@njit(cache=True, inline="always")
-def splitmix64(z):
-    z = z + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
 
 
 @njit(**_JIT)

@@ -15,8 +15,12 @@ class CommStats:
     (halo bcast/reduce, or block-row broadcasts), payload plus codec parameters.
     ``payload_bytes_sent`` + ``param_bytes_sent`` = ``bytes_sent`` (codec parameters, e.g. the
     per-row range of the integer codecs, are the second part).
-    ``allreduce_bytes``: the partial-result all-reduce over the row communicator (1.5D), counted
-    as the local buffer size per call.
+    ``allreduce_bytes``: the partial-result all-reduce over the replicas (1.5D), counted as the
+    local buffer size per call.
+    ``seconds_exchange`` is *exposed* exchange time: the rank waited in packing, posting or
+    completing an exchange. ``seconds_exchange_hidden`` is the time an exchange was in flight
+    while the rank computed (posted, not yet waited for): an upper bound on the transfer time
+    hidden behind computation (how much of it MPI progressed is MPI's business).
     """
 
     bytes_sent: int = 0
@@ -29,6 +33,7 @@ class CommStats:
     exchanges: int = 0
     allreduces: int = 0
     seconds_exchange: float = 0.0
+    seconds_exchange_hidden: float = 0.0
     seconds_multiply: float = 0.0
     seconds_allreduce: float = 0.0
     seconds_codec: float = 0.0

@@ -7,6 +7,8 @@ import os
 import numba
 from mpi4py import MPI
 
+from .errors import agree
+
 ENV_VAR = "SPMMGNN_THREADS"
 
 
@@ -19,14 +21,43 @@ def ranks_on_this_node(comm: MPI.Comm = MPI.COMM_WORLD) -> int:
         node.Free()
 
 
+def _affinity() -> set[int]:
+    if hasattr(os, "sched_getaffinity"):
+        return set(os.sched_getaffinity(0))
+    return set(range(os.cpu_count() or 1))
+
+
+def fair_share(mine: set[int], node_sets: list[set[int]]) -> int:
+    """Threads for a rank bound to cores ``mine`` when the ranks of its node are bound to
+    ``node_sets`` (its own included): each of its cores counts 1 / (ranks that may run on
+    it). Unbound ranks on a node of C cores get C / ranks; ranks bound to disjoint cores get
+    all of theirs."""
+    share = sum(1.0 / max(1, sum(core in s for s in node_sets)) for core in mine)
+    return max(1, int(share + 1e-9))
+
+
 def default_threads(comm: MPI.Comm = MPI.COMM_WORLD) -> int:
-    """``$SPMMGNN_THREADS`` if set, else cores / ranks on this node (at least 1). Collective."""
-    local = ranks_on_this_node(comm)
-    env = os.environ.get(ENV_VAR)
+    """``$SPMMGNN_THREADS`` if set, else this rank's fair share of the cores it may run on,
+    given the affinity sets of the ranks on its node (``fair_share``). Collective."""
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        mine = _affinity()
+        node_sets = [set(s) for s in node.allgather(sorted(mine))]
+    finally:
+        node.Free()
+    env = os.environ.get(ENV_VAR, "").strip()
+    error = None
     if env:
-        return max(1, int(env))
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, (cores or 1) // local)
+        try:
+            value = int(env)
+            if value < 1:
+                raise ValueError
+        except ValueError:
+            error = f"${ENV_VAR} must be a positive integer, got {env!r}"
+    agree(comm, error)
+    if env:
+        return value
+    return fair_share(mine, node_sets)
 
 
 def set_threads(n: int) -> int:

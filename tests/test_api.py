@@ -7,7 +7,7 @@ import pytest
 from .mpi import run_cli, run_mpi_json
 
 ERRORS = ["wrong_shape_one_rank", "nan_one_rank", "int_dtype", "partition_wrong_length",
-          "partition_out_of_range", "sizes_wrong_sum", "not_square", "matrix_inf",
+          "partition_out_of_range", "sizes_wrong_sum", "col_partition_wrong_length", "matrix_inf",
           "unknown_algorithm", "grid_does_not_divide", "scatter_wrong_rows"]
 _cache: dict = {}
 

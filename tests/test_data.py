@@ -192,8 +192,8 @@ def test_tfidf_and_svd():
 
 
 def test_wordnet_converter_writes_hdf5(tmp_path):
-    from spmmgnn.commands.datasets import write_partitioned
     from spmmgnn.data.h5graph import read_block_row
+    from spmmgnn.data.partitioned import write_partitioned
     from spmmgnn.data.wordnet import wordnet_graph
 
     g = wordnet_graph(make_wordnet(tmp_path / "wn"), dim=3, seed=0)
@@ -217,9 +217,10 @@ def test_real_wordnet():
 
 # ------------------------------------------------------------------ HDF5 via datasets
 def test_convert_ogb_folder_to_partitioned_hdf5(tmp_path):
-    from spmmgnn.commands.datasets import info, write_partitioned
+    from spmmgnn.commands.datasets import info
     from spmmgnn.data.h5graph import read_block_row
     from spmmgnn.data.loaders import load_graph
+    from spmmgnn.data.partitioned import write_partitioned
 
     g = load_graph(make_ogb(tmp_path / "ogbn-tiny"))
     out = tmp_path / "tiny.h5"

@@ -12,7 +12,7 @@ from spmmgnn.partitioners import metrics
 
 
 def brute_force(A, parts, k):
-    """Count the DESIGN.md definitions directly with sets."""
+    """Count the docs/metrics.md definitions directly with sets."""
     A = sp.csr_array(A).tocoo()
     n = A.shape[0]
     nets = [{parts[c]} for c in range(n)]

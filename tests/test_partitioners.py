@@ -28,7 +28,7 @@ EPS = 0.03
 
 
 def brute_metrics(A, parts, k):
-    """The DESIGN.md definitions, literally: one Python loop per column."""
+    """The docs/metrics.md definitions, literally: one Python loop per column."""
     A = sp.csc_array(A)
     n = A.shape[0]
     send = np.zeros(k, dtype=np.int64)

@@ -10,13 +10,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from spmmgnn import ALGORITHMS
 from spmmgnn.data.csbm import csbm
-from spmmgnn.dist import ALGORITHMS, _load_algorithms
 from spmmgnn.nn import aggregate_first, build_model, dropout_mask
 
 from .mpi import mpiexec, run_cli, run_mpi, run_mpi_json
 
-_load_algorithms()
 RTOL = 1e-4
 _cache: dict[int, dict] = {}
 
@@ -186,7 +185,7 @@ def test_train_cli_json_and_breakdown(tmp_path):
 def test_hdf5_blocks_give_the_same_training(tmp_path):
     """A file written with 3 block rows, trained at P=3 (each rank reads its file block) and
     at P=2 (contiguous ranges of the file): one computation, one loss curve."""
-    from spmmgnn.commands.datasets import write_partitioned
+    from spmmgnn.data.partitioned import write_partitioned
 
     h5 = tmp_path / "g.h5"
     write_partitioned(csbm(n=1500), h5, parts=3)

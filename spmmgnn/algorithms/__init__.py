@@ -1,3 +1,18 @@
-"""One module per distributed SpMM algorithm; importing registers them by name."""
+"""The distributed SpMM algorithms, one module per paper algorithm, and their registry.
 
-from . import oblivious1d, oblivious15d, sparse1d, sparse15d  # noqa: F401
+``ALGORITHMS`` maps each name to its class; it is filled here, on import, from the explicit
+table below (``spmmgnn`` imports this package, so it is complete after ``import spmmgnn``).
+Shared pieces: ``base`` (layouts, rows in/out, validation, statistics), ``ghost`` (the
+sparsity-aware owned/ghost product with its halo plan), ``block_broadcast`` (the oblivious
+stage loop), ``replication`` (1.5D stages and the all-reduce across replicas).
+"""
+
+from .base import ALGORITHMS, DistSpMM
+from .oblivious1d import Oblivious1D
+from .oblivious15d import Oblivious15D
+from .sparse1d import Sparse1D
+from .sparse15d import Sparse15D
+
+ALGORITHMS.update({cls.name: cls for cls in (Oblivious1D, Sparse1D, Oblivious15D, Sparse15D)})
+
+__all__ = ["ALGORITHMS", "DistSpMM", "Oblivious15D", "Oblivious1D", "Sparse15D", "Sparse1D"]

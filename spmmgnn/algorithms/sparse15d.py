@@ -1,62 +1,52 @@
 """Sparsity-aware 1.5D SpMM on a P/c x c grid (ICPP'24, Algorithm 2).
 
 Block row i of A and X lives on the c ranks P(i, :). Replica j multiplies only the block
-columns of its stages (``stages_of``): it fetches the rows NnzCols(i, q) of X for q in its
-stages, from P(q, j) in its column communicator, multiplies, and the c partial results are
-summed by an all-reduce over the row communicator P(i, :).
+columns of its stages: it fetches the rows NnzCols(i, q) of X for q in its stages, from
+P(q, j) across block rows, multiplies, and the c partial results are summed by an
+all-reduce across the replicas P(i, :).
 
-This is Algorithm 1 restricted to the replica's block columns, plus the row all-reduce. The
-s stages are fused into one Alltoallv on the column communicator: stage q's rows come from a
-different peer, so the one call moves exactly the union of the per-stage messages (the
-per-stage counts are reported by ``stage_volumes``). With c = 1 it is Algorithm 1, with the
-same numbers and the same bytes. ``A^T Y`` runs the plan backwards, then the same all-reduce.
+This is Algorithm 1 restricted to the replica's block columns, plus the all-reduce. The s
+stages are fused into one all-to-allv: stage q's rows come from a different peer, so the one
+call moves exactly the union of the per-stage messages (``stage_volumes`` lists them). With
+c = 1 it is Algorithm 1, with the same numbers and the same bytes. ``A^T Y`` runs the plan
+backwards, then the same all-reduce.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
-from mpi4py import MPI
 
-from ..convert import mpi_float_type
-from ..dist import register
-from ..stages import stages_of
-from .sparse1d import Sparse1D
+from .base import DistSpMM
+from .ghost import GhostProduct, resolve_codecs
+from .replication import Replication
 
 
-def restrict_to_stages(block_row: sp.csr_array, offsets: np.ndarray, stages: range):
-    """Keep only the columns of block columns ``stages`` (global numbering kept)."""
-    if len(stages) == 0:
-        return sp.csr_array(block_row.shape)
-    lo, hi = int(offsets[stages.start]), int(offsets[stages.stop])
-    keep = (block_row.indices >= lo) & (block_row.indices < hi)
-    rows = np.repeat(np.arange(block_row.shape[0]), np.diff(block_row.indptr))
-    return sp.csr_array((block_row.data[keep], (rows[keep], block_row.indices[keep])),
-                        shape=block_row.shape)
+class Sparse15D(DistSpMM):
+    name = "sparse15d"
 
+    def __init__(self, grid, partition, block_row, col_partition=None,
+                 codec: str | None = None, codec_backward: str | None = "same",
+                 codec_seed: int = 0, **options):
+        super().__init__(grid, partition, block_row, col_partition, **options)
+        self.codec, self.codec_backward = resolve_codecs(grid.comm, codec, codec_backward)
+        self.replication = Replication(grid)
+        self.stages = self.replication.stages
+        mine = self.replication.restrict(block_row, self.col_offsets)
+        self.product = GhostProduct(mine, grid.across_block_rows, self.col_offsets,
+                                    self.col_lo, self.col_hi, self.codec, self.codec_backward,
+                                    seed=codec_seed, stream=grid.rank)
+        self.plan = self.product.plan
 
-def row_allreduce(grid, out: np.ndarray, stats) -> None:
-    """Sum the c replicas' partial results in place, over the row communicator only (an
-    all-reduce over all P ranks would count every block row c times)."""
-    if grid.replication == 1:
-        return
-    with stats.timing("seconds_allreduce"):
-        grid.row_comm.Allreduce(MPI.IN_PLACE, [out, mpi_float_type(out.dtype)], op=MPI.SUM)
-    stats.allreduces += 1
-    stats.allreduce_bytes += out.nbytes
+    def local_nnz(self) -> int:
+        return self.product.nnz
 
+    def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
+        self.product.matmul(x, out, self.stats, key)
+        self.replication.allreduce(out, self.stats)
 
-@register("sparse15d")
-class Sparse15D(Sparse1D):
-    one_dimensional = False
-
-    def multiplied_columns(self, block_row: sp.csr_array) -> sp.csr_array:
-        self.stages = stages_of(self.grid.n_block_rows, self.grid.replication,
-                                self.grid.replica)
-        return restrict_to_stages(block_row, self.offsets, self.stages)
-
-    def finish(self, out: np.ndarray) -> None:
-        row_allreduce(self.grid, out, self.stats)
+    def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
+        self.product.matmul_t(y, out, self.stats, key)
+        self.replication.allreduce(out, self.stats)
 
     def stage_volumes(self) -> dict[str, dict[int, int]]:
         """Rows received per stage (block column q) and rows sent to each block row."""

@@ -18,8 +18,9 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ..data.csbm import DEFAULTS, random_split
-from ..errors import SpmmgnnError, check_on_root
+from ..data.csbm import DEFAULTS
+from ..data.partitioned import write_partitioned
+from ..errors import check_on_root
 
 
 def add_parser(sub) -> None:
@@ -56,28 +57,6 @@ def add_parser(sub) -> None:
     i = s.add_parser("info", help="describe an HDF5 graph file")
     i.add_argument("path")
     p.set_defaults(func=run)
-
-
-def write_partitioned(graph, path, parts: int = 1, partitioner: str = "none",
-                      seed: int = 0) -> dict:
-    """Partition ``graph`` into ``parts`` block rows, relabel, and write it atomically."""
-    from ..data.h5graph import write_graph
-    from ..layout import Partition
-    from ..training.data import make_partition
-
-    if parts < 1:
-        raise SpmmgnnError("--parts must be >= 1")
-    graph.validate()
-    if graph.labels is not None and not all(m in graph.masks for m in ("train", "val", "test")):
-        graph.masks = random_split(graph.n, seed, labelled=graph.labels >= 0)
-    part = make_partition(graph.adj, parts, partitioner, seed) or Partition.contiguous(graph.n,
-                                                                                       parts)
-    g = graph if part.is_identity else graph.permuted(part.perm)
-    write_graph(path, g.adj, offsets=part.offsets, perm=part.perm, features=g.features,
-                labels=g.labels, masks=g.masks, num_classes=g.num_classes or None,
-                directed=g.directed)
-    return dict(n=g.n, nnz=int(g.adj.nnz), parts=parts, sizes=part.sizes.tolist(),
-                partition=part.method)
 
 
 def info(path) -> str:
@@ -127,11 +106,11 @@ def run(args) -> int:
         t0 = time.perf_counter()
         g = _build(args)
         t1 = time.perf_counter()
-        written = write_partitioned(g, args.out, args.parts, args.partitioner, args.seed)
-        return (f"wrote {args.out}: {g.name} n={written['n']} nnz={written['nnz']} "
+        part = write_partitioned(g, args.out, args.parts, args.partitioner, args.seed)
+        return (f"wrote {args.out}: {g.name} n={g.n} nnz={int(g.adj.nnz)} "
                 f"features={None if g.features is None else g.features.shape[1]} "
-                f"classes={g.num_classes} block rows={written['parts']} "
-                f"({written['partition']}) in {t1 - t0:.1f} s + {time.perf_counter() - t1:.1f} s")
+                f"classes={g.num_classes} block rows={part.k} "
+                f"({part.method}) in {t1 - t0:.1f} s + {time.perf_counter() - t1:.1f} s")
 
     message = check_on_root(comm, 0, work)
     if comm.rank == 0:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 from mpi4py import MPI
 
 from ..atomic import write_text_atomic
@@ -46,35 +45,20 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _source_perm(path: str, n: int) -> np.ndarray | None:
-    """The perm of an already relabelled .h5 input, so the output maps to the original ids."""
-    if Path(path).suffix.lower() not in (".h5", ".hdf5"):
-        return None
-    from ..data.h5graph import read_block_row
-
-    perm = read_block_row(path, 0, 0).perm
-    return None if perm is None or perm.shape != (n,) else perm
-
-
 def _partition(args) -> dict:
-    from ..data.h5graph import write_graph
     from ..data.loaders import load_graph
-    from ..partitioners import partition
+    from ..data.partitioned import source_perm, write_partitioned
 
     if args.parts < 1:
         raise SpmmgnnError(f"-k must be a positive number of parts, got {args.parts}")
     if Path(args.output).resolve() == Path(args.graph).resolve():
         raise SpmmgnnError("the output file must differ from the input graph")
+    if args.method in ("none", "contiguous"):
+        raise SpmmgnnError(f"--method {args.method} does not partition; choose a partitioner")
     g = load_graph(args.graph)
-    P = partition(g.adj, args.parts, method=args.method, epsilon=args.epsilon, seed=args.seed,
-                  threads=args.threads)
-    src = _source_perm(args.graph, g.n)
-    perm = P.perm if src is None else src[P.perm]
-    h = g.permuted(P.perm)
-    write_graph(args.output, h.adj, offsets=P.offsets, perm=perm, features=h.features,
-                labels=h.labels, masks=h.masks,
-                num_classes=h.num_classes if h.labels is not None else None,
-                directed=g.directed)
+    P = write_partitioned(g, args.output, args.parts, args.method, seed=args.seed,
+                          epsilon=args.epsilon, threads=args.threads,
+                          original_perm=source_perm(args.graph, g.n))
     m = P.metrics
     report = dict(graph=str(args.graph), output=str(args.output), method=P.method,
                   n=g.n, matrix_nnz=int(g.adj.nnz), epsilon=args.epsilon, seed=args.seed,

@@ -8,15 +8,14 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from ..algorithms import ALGORITHMS, DistSpMM
 from ..atomic import write_text_atomic
-from ..dist import ALGORITHMS, DistSpMM, _load_algorithms
 from ..errors import SpmmgnnError
 from ..grid import ProcessGrid
 from ..threads import default_threads, set_threads
 
 
 def add_parser(sub) -> None:
-    _load_algorithms()
     p = sub.add_parser("spmm", help="distributed SpMM on a generated graph, checked vs scipy")
     p.add_argument("--graph", choices=["rmat", "random"], default="rmat")
     p.add_argument("--scale", type=int, default=14, help="R-MAT scale (2**scale vertices)")

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from mpi4py import MPI
 
+from ..algorithms import ALGORITHMS
 from ..atomic import write_text_atomic
 from ..codecs import CODECS
 from ..data.csbm import DEFAULTS
-from ..dist import ALGORITHMS, _load_algorithms
 from ..errors import SpmmgnnError, check_on_root
 from ..grid import ProcessGrid
 from ..nn.models import MODELS
@@ -26,14 +26,14 @@ H5_SUFFIXES = {".h5", ".hdf5"}
 
 
 def add_parser(sub) -> None:
-    _load_algorithms()
     p = sub.add_parser("train", help="full-batch GCN / GraphSAGE training over MPI",
                        description=__doc__.splitlines()[0],
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     d = p.add_argument_group("data")
     d.add_argument("--dataset", default="csbm",
                    help="'csbm' (synthetic, default), a project HDF5 file (each rank reads its "
-                        "own block row), an OGB-style folder, or any graph file spmmgnn loads")
+                        "own block row), an OGB-style folder, a PyG .pt file (torch.save of a "
+                        "Data or of its to_dict()), or any graph file spmmgnn loads")
     d.add_argument("--csbm-n", type=int, default=DEFAULTS["n"], help="CSBM vertices")
     d.add_argument("--csbm-degree", type=float, default=DEFAULTS["avg_degree"],
                    help="CSBM average degree")

@@ -1,9 +1,10 @@
 """Read graphs from the supported file formats into a ``Graph``.
 
 Formats, chosen by extension (or folder): Matrix Market ``.mtx``, METIS ``.graph``,
-whitespace edge lists (``.txt``/``.el``/``.edges``/``.tsv``: ``src dst [weight]`` per line,
-``#``/``%`` comments), scipy ``.npz`` (``scipy.sparse.save_npz``), and the project's
-``.h5``. Every reader turns malformed input into one SpmmgnnError naming the file.
+whitespace edge lists (``.txt``/``.el``/``.edges``/``.tsv``: ``src dst [weight]`` per
+line, ``#``/``%`` comments), scipy ``.npz`` (``scipy.sparse.save_npz``), PyG ``.pt``
+(``torch.save`` of a ``Data`` or its ``to_dict()``) and the project's ``.h5``.
+Every reader turns malformed input into one SpmmgnnError naming the file.
 """
 
 from __future__ import annotations
@@ -117,8 +118,14 @@ def load_h5(path) -> Graph:
                  num_classes=b.num_classes, name=Path(path).stem)
 
 
+def load_pt(path) -> Graph:
+    from .pyg import load_pt as load
+
+    return load(path)
+
+
 LOADERS = {".mtx": load_mtx, ".npz": load_npz, ".graph": load_metis, ".h5": load_h5,
-           ".hdf5": load_h5, **{s: load_edge_list for s in EDGE_LIST_SUFFIXES}}
+           ".hdf5": load_h5, ".pt": load_pt, **{s: load_edge_list for s in EDGE_LIST_SUFFIXES}}
 
 
 def load_graph(path) -> Graph:

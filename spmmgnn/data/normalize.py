@@ -11,7 +11,7 @@ Offline (``gcn_norm``/``mean_norm``) works on a whole CSR. Distributed
 (``gcn_norm_block_row``/``mean_norm_block_row``) works on one rank's block row (rows lo:hi,
 global columns): the row scaling is local; the column scaling of GCN needs the degrees of the
 ghost columns, which every rank fetches once from their owners with two ``Alltoallv`` calls
-over the column communicator (one rank per block row), so no rank ever sees the whole graph
+over ``grid.across_block_rows`` (one rank per block row), so no rank ever sees the whole graph
 and the matrix handed to ``DistSpMM`` is exactly the offline one. Nothing is densified.
 """
 
@@ -111,7 +111,7 @@ def gcn_norm_block_row(block: sp.csr_array, offsets: np.ndarray, comm: MPI.Comm,
     """Distributed GCN normalization of this rank's block row.
 
     ``comm`` has one rank per block row, rank b owning rows offsets[b]:offsets[b+1] (the
-    grid's column communicator); ``block`` holds rows lo:hi with global column ids.
+    grid's ``across_block_rows``); ``block`` holds rows lo:hi with global column ids.
     """
     b = comm.Get_rank() if block_index is None else block_index
     lo = int(offsets[b])

@@ -14,20 +14,15 @@ import numpy as np
 import torch
 from numba import njit, prange, uint64
 
-
-@njit(inline="always")
-def _mix(z):
-    z = (z ^ (z >> uint64(30))) * uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> uint64(27))) * uint64(0x94D049BB133111EB)
-    return z ^ (z >> uint64(31))
+from ..hashing import mix64, splitmix64
 
 
 @njit(parallel=True, cache=True, nogil=True, boundscheck=False)
 def _mask_kernel(key, vertex_ids, f, threshold, scale, out):
     for i in prange(vertex_ids.shape[0]):
-        base = _mix(key ^ (uint64(vertex_ids[i]) * uint64(0x9E3779B97F4A7C15)))
+        base = splitmix64(key ^ (uint64(vertex_ids[i]) * uint64(0x9E3779B97F4A7C15)))
         for k in range(f):
-            h = _mix(base + uint64(k) * uint64(0xD1B54A32D192ED03))
+            h = splitmix64(base + uint64(k) * uint64(0xD1B54A32D192ED03))
             out[i, k] = scale if (h >> uint64(40)) >= threshold else 0.0
 
 
@@ -36,11 +31,11 @@ def _relu_dropout_kernel(z, key, vertex_ids, threshold, scale, out):
     """out = relu(z) * mask in one pass (mask from the hash, never stored)."""
     f = z.shape[1]
     for i in prange(z.shape[0]):
-        base = _mix(key ^ (uint64(vertex_ids[i]) * uint64(0x9E3779B97F4A7C15)))
+        base = splitmix64(key ^ (uint64(vertex_ids[i]) * uint64(0x9E3779B97F4A7C15)))
         for k in range(f):
             v = z[i, k]
             if v > 0:
-                h = _mix(base + uint64(k) * uint64(0xD1B54A32D192ED03))
+                h = splitmix64(base + uint64(k) * uint64(0xD1B54A32D192ED03))
                 out[i, k] = v * scale if (h >> uint64(40)) >= threshold else 0.0
             else:
                 out[i, k] = 0.0
@@ -57,10 +52,7 @@ def _relu_dropout_backward_kernel(out, grad, scale, grad_in):
 
 def stream_key(seed: int, step: int, layer: int) -> np.uint64:
     """The 64-bit key of one dropout site (seed, training step, layer)."""
-    mask64 = (1 << 64) - 1
-    z = (int(seed) * 0x2545F4914F6CDD1D + int(step) * 0x9E3779B97F4A7C15
-         + int(layer) * 0xD6E8FEB86659FD93 + 0x632BE59BD9B4E019) & mask64
-    return np.uint64(z)
+    return np.uint64(mix64(seed, step, layer))
 
 
 def dropout_mask(vertex_ids: np.ndarray, f: int, p: float, seed: int, step: int, layer: int,

@@ -1,14 +1,16 @@
-"""GCN and GraphSAGE-mean layers on a distributed adjacency.
+"""GCN and GraphSAGE-mean layers on a distributed operator: ``layer(x, op)``, like PyG's
+``conv(x, edge_index)`` with the graph given as a ``DistSpMM``.
 
 A layer multiplies by the (normalized) adjacency once. It chooses the order that moves fewer
 dense columns through the SpMM, counting the backward too:
 
-- ``(Â H) W`` ships ``f_in`` columns forward, plus ``f_in`` backward if H needs a gradient;
-- ``Â (H W)`` ships ``f_out`` forward, plus ``f_out`` backward whenever W is trained.
+- ``(A H) W`` ships ``f_in`` columns forward, plus ``f_in`` backward if H needs a gradient;
+- ``A (H W)`` ships ``f_out`` forward, plus ``f_out`` backward whenever W is trained.
 
-So the first layer (H = the input features, no gradient) prefers ``(Â X) W`` unless
-``2 f_out < f_in``; a square hidden layer prefers ``Â (H W)`` only in inference. Both orders
-give the same values and gradients (up to rounding).
+So the first layer (H = the input features, no gradient) prefers ``(A X) W`` unless
+``2 f_out < f_in``; a square hidden layer ships the same number of columns either way
+(training or inference) and keeps ``(A H) W``. Both orders give the same values and gradients (up to
+rounding).
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ import math
 import torch
 from torch import nn
 
-from .spmm_function import GraphOperator
+from ..algorithms.base import DistSpMM
+from .spmm_function import spmm
 
 
 def aggregate_first(f_in: int, f_out: int, input_needs_grad: bool, training: bool) -> bool:
-    """True when ``(Â H) W`` ships no more columns than ``Â (H W)``."""
+    """True when ``(A H) W`` ships no more columns than ``A (H W)``."""
     cost_ah = f_in * (2 if input_needs_grad else 1)
     cost_hw = f_out * (2 if training else 1)
     return cost_ah <= cost_hw
@@ -39,23 +42,28 @@ def glorot_(w: torch.Tensor) -> torch.Tensor:
         return w.uniform_(-bound, bound)
 
 
-def aggregate_linear(h: torch.Tensor, graph: GraphOperator, weight: torch.Tensor,
-                     bias: torch.Tensor | None,
-                     aggregated: torch.Tensor | None = None) -> torch.Tensor:
-    """``Â h W + b`` in the order that ships fewer columns; ``aggregated`` is a precomputed
-    ``Â h`` (constant input), used when given."""
+def aggregate_linear(h: torch.Tensor, op: DistSpMM, weight: torch.Tensor,
+                     bias: torch.Tensor | None, aggregated: torch.Tensor | None = None,
+                     stream: int | None = None) -> torch.Tensor:
+    """``A h W + b`` in the order that ships fewer columns; ``aggregated`` is a precomputed
+    ``A h`` (constant input), used when given."""
     grad_on = torch.is_grad_enabled()
     if aggregated is None and aggregate_first(weight.shape[0], weight.shape[1],
                                               grad_on and h.requires_grad, grad_on):
-        aggregated = graph.aggregate(h)
+        aggregated = spmm(op, h, stream)
     if aggregated is not None:
         return _linear(aggregated, weight, bias)
-    z = graph.aggregate(h @ weight)
+    z = spmm(op, h @ weight, stream)
     return z if bias is None else z + bias
 
 
-class GCNLayer(nn.Module):
-    """``Â H W + b`` with ``Â = D^-1/2 (A + I) D^-1/2`` (Kipf & Welling)."""
+class GCNConv(nn.Module):
+    """``A H W + b``; with ``A = D^-1/2 (A + I) D^-1/2`` (build the operator with
+    ``normalize="gcn"``) this is Kipf & Welling's layer and PyG's ``GCNConv``.
+
+    ``forward(x, op, aggregated=None, stream=None)``: ``x`` this rank's rows, ``op`` the
+    distributed operator, ``aggregated`` a precomputed ``A x`` (constant input), ``stream``
+    keys a codec's rounding (see ``spmmgnn.nn.spmm``)."""
 
     def __init__(self, f_in: int, f_out: int, bias: bool = True):
         super().__init__()
@@ -63,14 +71,14 @@ class GCNLayer(nn.Module):
         self.weight = nn.Parameter(glorot_(torch.empty(f_in, f_out)))
         self.bias = nn.Parameter(torch.zeros(f_out)) if bias else None
 
-    def forward(self, h: torch.Tensor, graph: GraphOperator,
-                aggregated: torch.Tensor | None = None) -> torch.Tensor:
-        """``aggregated``: a precomputed ``Â h`` (constant input), used when given."""
-        return aggregate_linear(h, graph, self.weight, self.bias, aggregated)
+    def forward(self, x: torch.Tensor, op: DistSpMM, aggregated: torch.Tensor | None = None,
+                stream: int | None = None) -> torch.Tensor:
+        return aggregate_linear(x, op, self.weight, self.bias, aggregated, stream)
 
 
-class SAGELayer(nn.Module):
-    """GraphSAGE with mean aggregation: ``H W_self + (D^-1 A H) W_neigh + b``."""
+class SAGEConv(nn.Module):
+    """GraphSAGE with mean aggregation: ``H W_self + (A H) W_neigh + b`` with ``A`` the
+    row-stochastic ``D^-1 A`` (``normalize="mean"``). Same ``forward`` as ``GCNConv``."""
 
     def __init__(self, f_in: int, f_out: int, bias: bool = True):
         super().__init__()
@@ -79,11 +87,11 @@ class SAGELayer(nn.Module):
         self.weight_neigh = nn.Parameter(glorot_(torch.empty(f_in, f_out)))
         self.bias = nn.Parameter(torch.zeros(f_out)) if bias else None
 
-    def forward(self, h: torch.Tensor, graph: GraphOperator,
-                aggregated: torch.Tensor | None = None) -> torch.Tensor:
-        neigh = aggregate_linear(h, graph, self.weight_neigh, self.bias, aggregated)
-        return torch.addmm(neigh, h, self.weight_self)  # one GEMM pass adds the self term
+    def forward(self, x: torch.Tensor, op: DistSpMM, aggregated: torch.Tensor | None = None,
+                stream: int | None = None) -> torch.Tensor:
+        neigh = aggregate_linear(x, op, self.weight_neigh, self.bias, aggregated, stream)
+        return torch.addmm(neigh, x, self.weight_self)  # one GEMM pass adds the self term
 
 
-LAYERS = {"gcn": GCNLayer, "sage": SAGELayer}
+LAYERS = {"gcn": GCNConv, "sage": SAGEConv}
 NORMALIZATION = {"gcn": "gcn", "sage": "mean"}

@@ -3,7 +3,9 @@
 Layer l: ``dropout -> conv -> [LayerNorm] -> ReLU`` (no norm/ReLU after the last layer, which
 outputs class logits). Dropout before the first layer is ``input_dropout`` (0 by default);
 dropout between layers is ``dropout``. Dropout masks are keyed by global vertex ids
-(``nn.dropout``), so a run is the same computation on any number of ranks.
+(``nn.dropout``), so a run is the same computation on any number of ranks; a codec's rounding
+is keyed by (seed, step, layer) through the SpMM's ``stream``, so a resumed run repeats the
+uninterrupted one with any codec.
 
 When the first layer sees constant input (no input dropout, no gradient w.r.t. the features)
 the aggregation ``Â X`` is the same every epoch; with ``cache_input_aggregation`` it is
@@ -16,12 +18,15 @@ features. The embedding starts at zero so the other weights are the same with or
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
+from ..algorithms.base import DistSpMM
+from ..hashing import mix64
 from .dropout import relu_dropout, vertex_dropout
 from .layers import LAYERS, NORMALIZATION
-from .spmm_function import GraphOperator
+from .spmm_function import spmm
 
 MODELS = tuple(LAYERS)
 
@@ -54,54 +59,61 @@ class GNN(nn.Module):
         self._cache: tuple | None = None
         self._label_cache: tuple | None = None
 
-    def _input_aggregation(self, x: torch.Tensor, graph: GraphOperator) -> torch.Tensor | None:
+    def _stream(self, step: int, layer: int) -> int:
+        return mix64(self.seed, step, layer)
+
+    def _input_aggregation(self, x: torch.Tensor, op: DistSpMM) -> torch.Tensor | None:
         if (not self.cache_input_aggregation or x.requires_grad
                 or (self.training and self.input_dropout > 0)):
             return None
-        key = (id(graph), id(x), x._version, x.dtype)
+        key = (id(op), id(x), x._version, x.dtype)
         if self._cache is None or self._cache[0] != key:
             with torch.no_grad():
-                self._cache = (key, graph.aggregate(x))
+                self._cache = (key, spmm(op, x, self._stream(-1, 0)))
         return self._cache[1]
 
-    def _label_aggregation(self, label_input: torch.Tensor, graph: GraphOperator,
+    def _label_aggregation(self, label_input: torch.Tensor, op: DistSpMM,
                            dtype: torch.dtype) -> torch.Tensor:
-        """``Â (M Y)``: the aggregated one-hot labels of the rows that show them (constant)."""
-        key = (id(graph), id(label_input), label_input._version, dtype)
+        """``A (M Y)``: the aggregated one-hot labels of the rows that show them (constant)."""
+        key = (id(op), id(label_input), label_input._version, dtype)
         if self._label_cache is None or self._label_cache[0] != key:
             known = label_input >= 0
             onehot = torch.zeros(label_input.shape[0], self.label_embedding.num_embeddings,
                                  dtype=dtype)
             onehot[known, label_input[known]] = 1
             with torch.no_grad():
-                self._label_cache = (key, graph.aggregate(onehot))
+                self._label_cache = (key, spmm(op, onehot, self._stream(-1, 1)))
         return self._label_cache[1]
 
-    def forward(self, x: torch.Tensor, graph: GraphOperator, step: int = 0,
+    def forward(self, x: torch.Tensor, op: DistSpMM, step: int = 0,
+                vertex_ids: np.ndarray | None = None,
                 label_input: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits for this rank's rows. ``step`` (the epoch) keys the dropout masks;
-        ``label_input`` (class id, or -1) selects rows that get their label's embedding.
+        """Logits for this rank's rows. ``step`` (the epoch) keys the dropout masks and the
+        codec streams; ``vertex_ids`` (global id of each local row, default the operator's
+        ``row_ids()``) key the dropout masks; ``label_input`` (class id, or -1) selects rows
+        that get their label's embedding.
 
         With labels shown, the first layer's input is ``X + M E[y]``; its aggregation is
         ``Â X + (Â M Y) E`` by linearity, so both constant parts stay cached."""
+        ids = op.row_ids() if vertex_ids is None else vertex_ids
         h = x
-        first = self._input_aggregation(x, graph)
+        first = self._input_aggregation(x, op)
         if self.label_embedding is not None and label_input is not None:
             known = (label_input >= 0).unsqueeze(1).to(x.dtype)
             h = x + self.label_embedding(label_input.clamp(min=0)) * known
             if first is not None:
-                first = first + (self._label_aggregation(label_input, graph, x.dtype)
+                first = first + (self._label_aggregation(label_input, op, x.dtype)
                                  @ self.label_embedding.weight)
         if self.training and self.input_dropout > 0:
-            h = vertex_dropout(h, graph.vertex_ids, self.input_dropout, self.seed, step, 0)
+            h = vertex_dropout(h, ids, self.input_dropout, self.seed, step, 0)
         last = len(self.convs) - 1
         for i, conv in enumerate(self.convs):
-            h = conv(h, graph, first if i == 0 else None)
+            h = conv(h, op, first if i == 0 else None, self._stream(step, i))
             if i < last:
                 if self.norms is not None:
                     h = self.norms[i](h)
                 if self.training and self.dropout > 0:  # the dropout of layer i+1's input
-                    h = relu_dropout(h, graph.vertex_ids, self.dropout, self.seed, step, i + 1)
+                    h = relu_dropout(h, ids, self.dropout, self.seed, step, i + 1)
                 else:
                     h = torch.relu(h)
         return h

@@ -2,7 +2,7 @@
 
 METIS partitions undirected graphs, so a non-symmetric A is symmetrized (pattern of A + A^T).
 For a symmetric A the volume objective (each vertex counted once per other part among its
-neighbours) is exactly the total volume of DESIGN.md; for a directed A it is an estimate and
+neighbours) is exactly the total volume of docs/metrics.md; for a directed A it is an estimate and
 only the hypergraph methods see the true cost. Vertex weights are the row non-zeros (the
 compute load; at least 1 so empty rows still count), edges are unweighted.
 """

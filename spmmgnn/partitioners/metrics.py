@@ -1,4 +1,4 @@
-"""Communication metrics of a row partition (DESIGN.md), vectorized.
+"""Communication metrics of a row partition (docs/metrics.md), vectorized.
 
 For the matrix ``A`` that the SpMM applies (``A @ X``; this is ``A^T`` in the GCN equation
 ``Z = A^T H W``) and a part vector on its rows (which also places the rows of X):

@@ -2,7 +2,7 @@
 
 For the matrix ``A`` the SpMM applies and a part vector on its rows, the communication of
 column c is the net {c} U {r : A[r, c] != 0} (the owner vertex c is a pin of its own net), so
-the connectivity-1 cost of this *column-net* hypergraph equals the total volume of DESIGN.md
+the connectivity-1 cost of this *column-net* hypergraph equals the total volume of docs/metrics.md
 exactly, for any A (directed, non-symmetric, with or without a diagonal).
 
 Vertex v "is in" the nets of the columns of row v of ``B = pattern(A) + I``; net c "holds" the
@@ -41,7 +41,7 @@ def pattern(A: sp.csr_array) -> sp.csr_array:
 
 
 def row_loads(A: sp.csr_array) -> np.ndarray:
-    """Compute load per vertex: the stored non-zeros of its row (DESIGN.md)."""
+    """Compute load per vertex: the stored non-zeros of its row (docs/metrics.md)."""
     return np.diff(A.indptr).astype(np.int64)
 
 

@@ -20,14 +20,14 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
+from ..algorithms.base import DistSpMM
 from ..data.csbm import random_split
 from ..data.graph import Graph
 from ..data.normalize import normalize, normalize_block_row
-from ..dist import DistSpMM
+from ..data.pyg import graph_from_pyg
 from ..errors import SpmmgnnError, agree, check_on_root
 from ..grid import ProcessGrid
 from ..layout import Partition
-from ..nn.spmm_function import GraphOperator
 
 SPLITS = ("train", "val", "test")
 
@@ -36,7 +36,8 @@ SPLITS = ("train", "val", "test")
 class LocalData:
     """What one rank trains on: its rows of everything, and global sizes."""
 
-    graph: GraphOperator
+    op: DistSpMM                      # the normalized adjacency on the grid
+    vertex_ids: np.ndarray            # source-graph id of each local row (keys dropout)
     features: torch.Tensor            # n_local x f
     labels: torch.Tensor              # n_local int64 (-1 = unlabelled)
     masks: dict[str, torch.Tensor]    # n_local bool, per split
@@ -55,7 +56,7 @@ class LocalData:
 def _global_counts(grid: ProcessGrid, masks: dict[str, np.ndarray]) -> dict[str, int]:
     local = np.array([int(masks[s].sum()) for s in SPLITS], dtype=np.int64)
     total = np.empty_like(local)
-    grid.col_comm.Allreduce(local, total, op=MPI.SUM)
+    grid.across_block_rows.Allreduce(local, total, op=MPI.SUM)
     return dict(zip(SPLITS, (int(t) for t in total), strict=True))
 
 
@@ -103,7 +104,8 @@ def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
                      algorithm: str = "sparse1d", partitioner: str = "none", seed: int = 0,
                      dtype: torch.dtype = torch.float32, root: int = 0,
                      symmetrize: bool = False, partition=None, **op_options) -> LocalData:
-    """Collective. ``graph`` is used on ``root`` only (others pass None).
+    """Collective. ``graph`` is used on ``root`` only (others pass None): a ``Graph``, or a
+    PyTorch Geometric ``Data`` (or dict of its tensors; see ``data.pyg``).
 
     ``partition`` (root only): a part vector, block sizes or ``Partition`` used instead of
     ``partitioner``.
@@ -112,7 +114,8 @@ def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
     np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
 
     def prepare():
-        g = _check_learnable(graph, seed)
+        g = _check_learnable(graph if isinstance(graph, Graph) else graph_from_pyg(graph),
+                             seed)
         A = g.adj
         if symmetrize:
             A = ((A + A.T) > 0).astype(np.float64)
@@ -136,7 +139,8 @@ def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
     masks = {s: extra[:, 1 + i] > 0.5 for i, s in enumerate(SPLITS)}
     vertex_ids = op.partition.perm[op.lo:op.hi]
     return LocalData(
-        graph=GraphOperator(op, vertex_ids), features=torch.from_numpy(x_local),
+        op=op, vertex_ids=np.ascontiguousarray(vertex_ids, dtype=np.int64),
+        features=torch.from_numpy(x_local),
         labels=torch.from_numpy(labels), masks={s: torch.from_numpy(m) for s, m in masks.items()},
         num_classes=meta["num_classes"], counts=_global_counts(grid, masks), n=meta["n"],
         nnz=meta["nnz"], name=meta["name"],
@@ -172,7 +176,7 @@ def load_h5_distributed(path, grid: ProcessGrid, normalization: str,
     except (SpmmgnnError, OSError, KeyError, ValueError) as exc:
         error = str(exc)
     agree(comm, error)
-    A_hat = normalize_block_row(block.adj, normalization, partition.offsets, grid.col_comm)
+    A_hat = normalize_block_row(block.adj, normalization, partition.offsets, grid.across_block_rows)
     op = DistSpMM.from_block_row(A_hat, grid, partition, algorithm=algorithm, validate=False,
                                  **op_options)
     vertex_ids = (block.perm[lo:hi] if block.perm is not None
@@ -186,13 +190,14 @@ def load_h5_distributed(path, grid: ProcessGrid, normalization: str,
         masks = {s: full[s][lo:hi] & labelled for s in SPLITS}
     num_classes = block.num_classes or int(comm.allreduce(int(labels.max(initial=-1)),
                                                           op=MPI.MAX)) + 1
-    nnz = int(grid.col_comm.allreduce(int(A_hat.nnz), op=MPI.SUM))
+    nnz = int(grid.across_block_rows.allreduce(int(A_hat.nnz), op=MPI.SUM))
     np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
     features = np.ascontiguousarray(block.features, dtype=np_dtype)
     counts = _global_counts(grid, masks)
     agree(comm, None if counts["train"] > 0 else f"{path}: the training mask is empty")
     return LocalData(
-        graph=GraphOperator(op, vertex_ids), features=torch.from_numpy(features),
+        op=op, vertex_ids=np.ascontiguousarray(vertex_ids, dtype=np.int64),
+        features=torch.from_numpy(features),
         labels=torch.from_numpy(labels), masks={s: torch.from_numpy(m) for s, m in masks.items()},
         num_classes=num_classes, counts=counts, n=n, nnz=nnz, name=Path(path).stem,
         info=dict(path=str(path), file_blocks=file_blocks,

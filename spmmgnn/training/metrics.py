@@ -1,7 +1,8 @@
 """Masked loss and accuracy over the global masks, reduced over the ranks with distinct rows.
 
-Every sum is over the column communicator (one rank per block row): replicas of a block row
-(1.5D) hold the same rows and would count them ``c`` times over the whole world.
+Every sum is over the grid's ``across_block_rows`` communicator (one rank per block row):
+replicas of a block row (1.5D) hold the same rows and would count them ``c`` times over the
+whole world.
 """
 
 from __future__ import annotations

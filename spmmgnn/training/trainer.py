@@ -89,11 +89,15 @@ class Trainer:
         config.check()
         self.data = data
         self.config = config
-        self.grid = data.graph.grid
+        self.grid = data.op.grid
         self.comm = self.grid.comm
-        self.reduce_comm = self.grid.col_comm
+        self.reduce_comm = self.grid.across_block_rows
         self.dtype = DTYPES[config.dtype]
         self.x = data.features.to(self.dtype)
+        op = data.op
+        if op.symmetric is None:  # a lossy codec keeps its own backward direction
+            lossy = getattr(op, "codec", None) or getattr(op, "codec_backward", None)
+            op.symmetric = False if lossy else op.probe_symmetry()
         self._label_propagation_split()
         self.model = build_model(
             config.model, data.num_features, config.hidden, data.num_classes, config.layers,
@@ -129,7 +133,7 @@ class Trainer:
         self.label_input, self.loss_mask, self.loss_count = None, train, d.counts["train"]
         if rate <= 0:
             return
-        ids = d.graph.vertex_ids
+        ids = d.vertex_ids
         shown = torch.from_numpy(uniform_by_id(ids, self.config.seed + 0x4C50) < rate) & train
         self.label_input = torch.where(shown, d.labels, torch.full_like(d.labels, -1))
         self.loss_mask = train & ~shown
@@ -181,12 +185,13 @@ class Trainer:
     # ------------------------------------------------------------------ one epoch
     def train_step(self, epoch: int) -> dict:
         """Forward, backward, gradient all-reduce, Adam step. Returns the row for history."""
-        d, op = self.data, self.data.graph.op
+        d, op = self.data, self.data.op
         t0 = time.perf_counter()
         s0 = _spmm_seconds(op)
         self.model.train()
         self.flat.zero_()
-        logits = self.model(self.x, d.graph, step=epoch, label_input=self.label_input)
+        logits = self.model(self.x, op, step=epoch, vertex_ids=d.vertex_ids,
+                            label_input=self.label_input)
         loss_sum = masked_loss_sum(logits, d.labels, self.loss_mask)
         (loss_sum / self.loss_count).backward()
         t1 = time.perf_counter()
@@ -218,7 +223,8 @@ class Trainer:
         """Global loss/accuracy on train/val/test with dropout off."""
         d = self.data
         self.model.eval()
-        logits = self.model(self.x, d.graph, label_input=self.label_input)
+        logits = self.model(self.x, d.op, vertex_ids=d.vertex_ids,
+                            label_input=self.label_input)
         return evaluate(logits, d.labels, d.masks, d.counts, self.reduce_comm)
 
     # ------------------------------------------------------------------ the loop
@@ -263,7 +269,7 @@ class Trainer:
 
     def summary(self, wall: float) -> dict:
         """Run summary (same on all ranks except ``ranks``, gathered on rank 0 only)."""
-        op = self.data.graph.op
+        op = self.data.op
         ran = [r for r in self.history if r["epoch"] >= self.start_epoch]
         steady = ran[1:] if len(ran) > 1 else ran  # epoch 1 includes JIT compilation
         mine = {k: float(sum(r["breakdown"][k] for r in steady) / max(1, len(steady)))

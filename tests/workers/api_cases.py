@@ -66,8 +66,9 @@ def main() -> None:
         A if comm.rank == 0 else None, grid, partition=np.full(n, comm.size)))
     expect_error("sizes_wrong_sum", lambda: spmmgnn.DistSpMM.from_scipy(
         A if comm.rank == 0 else None, grid, partition=[n + 1] + [0] * (comm.size - 1)))
-    expect_error("not_square", lambda: spmmgnn.DistSpMM.from_scipy(
-        sp.random(n, n + 1, density=0.1, format="csr") if comm.rank == 0 else None, grid))
+    expect_error("col_partition_wrong_length", lambda: spmmgnn.DistSpMM.from_scipy(
+        sp.random(n, n + 1, density=0.1, format="csr") if comm.rank == 0 else None, grid,
+        col_partition=np.zeros(n, dtype=np.int64)))
     Anan = A.copy()
     Anan.data[0] = np.inf
     expect_error("matrix_inf", lambda: spmmgnn.DistSpMM.from_scipy(

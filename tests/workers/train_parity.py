@@ -16,8 +16,8 @@ import torch
 from mpi4py import MPI
 
 import spmmgnn
+from spmmgnn import ALGORITHMS
 from spmmgnn.data.csbm import csbm
-from spmmgnn.dist import ALGORITHMS, _load_algorithms
 from spmmgnn.training import TrainConfig, Trainer, distribute_graph
 
 GRAPH = dict(n=200, avg_degree=5.0, num_features=10, num_classes=4, homophily=0.6, signal=1.0,
@@ -36,7 +36,6 @@ comm = MPI.COMM_WORLD
 P = comm.size
 torch.set_num_threads(1)
 spmmgnn.set_threads(1)
-_load_algorithms()
 
 
 def graph_for(spec):
@@ -85,7 +84,7 @@ for name, c, spec in plans():
                           cache_input_aggregation=spec.get("cache", True))
         out = Trainer(data, cfg).fit()
         row.update(losses=[h["loss"] for h in out["history"]], final=out["final"],
-                   symmetric=data.graph.symmetric, sizes=data.info["sizes"])
+                   symmetric=data.op.symmetric, sizes=data.info["sizes"])
     except Exception as exc:  # report, don't hang: every rank fails the same way here
         row["error"] = f"{type(exc).__name__}: {exc}"
         if comm.rank == 0:

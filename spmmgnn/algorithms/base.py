@@ -1,0 +1,403 @@
+"""``DistSpMM``: a sparse m x n matrix A spread by block rows over a ProcessGrid, multiplied
+with tall-skinny dense matrices whose rows are spread the same way.
+
+Two layouts, as PETSc's MPIAIJ has: the *row layout* places the m rows of A and of the
+output ``A @ X`` (``partition``), the *column layout* places the n rows of the input X
+(``col_partition``). Block row i of both lives on the ranks of grid block row i. A square A
+uses one layout for both unless told otherwise. ``matmul_t`` swaps the sides: its input is
+laid out like the rows of A, its output like the columns.
+
+Construction is collective and builds the plan once (layouts, local splits, halo plan, index
+lists, counts); ``matmul`` / ``matmul_t`` only move and multiply numbers. Each subclass in
+this package implements one paper algorithm; the registry ``ALGORITHMS`` (filled by the
+package's ``__init__``) maps names to classes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from ..convert import FLOAT_DTYPES, is_torch, like_input, mpi_float_type, to_numpy
+from ..errors import SpmmgnnError, agree, check_on_root
+from ..grid import ProcessGrid
+from ..hashing import mix64, uniform_by_id
+from ..layout import Partition, resolve_partition
+from ..stats import CommStats
+
+ALGORITHMS: dict[str, type[DistSpMM]] = {}
+SIDES = ("input", "output")
+
+
+def _check_matrix(A, k: int, partition, col_partition):
+    """Root-side validation and relabelling of the user's matrix."""
+    if not sp.issparse(A):
+        raise SpmmgnnError(f"A must be a scipy.sparse matrix, got {type(A).__name__}")
+    if A.ndim != 2:
+        raise SpmmgnnError(f"A must be two-dimensional, got shape {A.shape}")
+    A = sp.csr_array(A)
+    if A.dtype.kind not in "fiub":
+        raise SpmmgnnError(f"A must hold real numbers, got dtype {A.dtype}")
+    A = A.astype(np.float64)
+    if A.nnz and not np.all(np.isfinite(A.data)):
+        raise SpmmgnnError("A has NaN or Inf entries")
+    m, n = A.shape
+    rows = resolve_partition(partition, m, k, what="partition (rows of A)")
+    if col_partition is None and m == n:
+        cols = rows
+    else:
+        cols = resolve_partition(col_partition, n, k, what="col_partition (columns of A)")
+    if not (rows.is_identity and cols.is_identity):
+        A = A[rows.perm][:, cols.perm]
+    A = sp.csr_array(A)
+    A.sum_duplicates()
+    A.sort_indices()
+    return A, rows, cols
+
+
+class DistSpMM:
+    """Distributed SpMM operator. Build with ``from_scipy``, ``from_block_row`` or
+    ``from_edge_index`` (on this class with ``algorithm=``, or on an algorithm's class)."""
+
+    name: ClassVar[str] = "base"
+
+    def __init__(self, grid: ProcessGrid, partition: Partition, block_row: sp.csr_array,
+                 col_partition: Partition | None = None, validate: bool = True,
+                 **unknown):
+        if unknown:
+            raise SpmmgnnError(f"{self.name}: unknown options {sorted(unknown)}"
+                               + (" (codecs compress the row exchange of the sparse "
+                                  "algorithms)" if {"codec", "codec_backward"} & set(unknown)
+                                  else ""))
+        self.grid = grid
+        self.partition = partition
+        self.col_partition = partition if col_partition is None else col_partition
+        self.row_offsets = partition.offsets
+        self.col_offsets = self.col_partition.offsets
+        self.m, self.n = int(self.row_offsets[-1]), int(self.col_offsets[-1])
+        b = grid.block_row
+        self.block = b
+        self.lo, self.hi = int(self.row_offsets[b]), int(self.row_offsets[b + 1])
+        self.col_lo, self.col_hi = int(self.col_offsets[b]), int(self.col_offsets[b + 1])
+        self.n_local = self.hi - self.lo              # rows of A @ X (and of Y in matmul_t)
+        self.n_local_in = self.col_hi - self.col_lo    # rows of X (and of A.T @ Y)
+        self.stats = CommStats()
+        self.validate = bool(validate)
+        self.symmetric: bool | None = None  # A.T == A; set by probe_symmetry() or the user
+        self._auto_stream = 0
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.m, self.n
+
+    def row_ids(self) -> np.ndarray:
+        """Original (caller's) index of each local row of A and of ``A @ X``."""
+        return self.partition.perm[self.lo:self.hi]
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Row layout block offsets (equal to the column layout's for square A)."""
+        return self.row_offsets
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def from_scipy(cls, A, grid: ProcessGrid | None = None, algorithm: str | None = None,
+                   partition=None, col_partition=None, root: int = 0, **options) -> DistSpMM:
+        """Collective. Root passes scipy sparse ``A`` (m x n; others may pass None).
+
+        ``partition`` places the rows of A (and of ``A @ X``): None (near-equal contiguous
+        blocks), a list of block sizes, a part vector (rows are relabelled so blocks are
+        contiguous; the permutation is kept) or a ``Partition``. ``col_partition`` does the
+        same for the columns of A (the rows of X); for square A it defaults to
+        ``partition``, else to near-equal blocks. Only root's values are used.
+        """
+        grid = grid or ProcessGrid()
+        comm = grid.comm
+        algo_cls = cls._algorithm_class(algorithm, comm)
+        got = check_on_root(comm, root, lambda: _check_matrix(A, grid.n_block_rows, partition,
+                                                              col_partition))
+        Ap, rows, cols = got if got is not None else (None, None, None)
+        if comm.Get_size() > 1:
+            rows, cols, shape_nnz = comm.bcast(
+                (rows, cols, None if Ap is None else (Ap.shape, int(Ap.nnz))), root=root)
+        else:
+            shape_nnz = (Ap.shape, int(Ap.nnz))
+        agree(comm, algo_cls.preflight(grid, shape_nnz[0], shape_nnz[1]))
+        block_row = _scatter_block_rows(comm, grid, root, Ap, rows)
+        return algo_cls(grid, rows, block_row, col_partition=cols, **options)
+
+    @classmethod
+    def from_block_row(cls, block_row, grid: ProcessGrid, partition: Partition,
+                       algorithm: str | None = None, col_partition: Partition | None = None,
+                       **options) -> DistSpMM:
+        """Collective. Each rank passes its own block row (CSR, relabelled global columns).
+
+        This is the path for data read block by block from disk: no rank holds all of A.
+        """
+        algo_cls = cls._algorithm_class(algorithm, grid.comm)
+        cols = partition if col_partition is None else col_partition
+        error = None
+        b = grid.block_row
+        rows = int(partition.offsets[b + 1] - partition.offsets[b])
+        if not sp.issparse(block_row) or block_row.shape != (rows, cols.n):
+            shape = getattr(block_row, "shape", None)
+            error = (f"block row {b} must be a sparse {rows} x {cols.n} matrix, got "
+                     f"{type(block_row).__name__} of shape {shape}")
+        elif partition.k != grid.n_block_rows or cols.k != grid.n_block_rows:
+            error = (f"the layouts have {partition.k} and {cols.k} blocks but the grid has "
+                     f"{grid.n_block_rows} block rows (P/c)")
+        agree(grid.comm, error)
+        nnz = int(grid.across_block_rows.allreduce(int(block_row.nnz), op=MPI.SUM))
+        agree(grid.comm, algo_cls.preflight(grid, (partition.n, cols.n), nnz))
+        return algo_cls(grid, partition, sp.csr_array(block_row, dtype=np.float64),
+                        col_partition=cols, **options)
+
+    @classmethod
+    def from_edge_index(cls, edge_index, num_nodes: int, grid: ProcessGrid | None = None,
+                        algorithm: str | None = None, edge_weight=None,
+                        normalize: str | None = None, root: int = 0, **options) -> DistSpMM:
+        """Collective. A graph in PyTorch Geometric's convention: ``edge_index[0]`` are
+        sources, ``edge_index[1]`` targets, and aggregation happens at the target, so the
+        operator is ``A[target, source] = weight`` (duplicates summed, like PyG's scatter-add).
+
+        ``normalize="gcn"`` applies ``D^-1/2 (A + I) D^-1/2`` with remaining self loops (PyG's
+        ``gcn_norm``), ``"mean"`` the row-stochastic mean. Only root's values are used;
+        numpy arrays and torch tensors are accepted.
+        """
+        from ..data.normalize import normalize as normalize_matrix
+        from ..data.pyg import edge_index_adjacency
+
+        def build():
+            A = edge_index_adjacency(edge_index, num_nodes, edge_weight)
+            return A if normalize is None else normalize_matrix(A, normalize)
+
+        grid = grid or ProcessGrid()
+        agree(grid.comm, None if normalize in (None, "gcn", "mean") else
+              f"normalize must be None, 'gcn' or 'mean', got {normalize!r}")
+        A = check_on_root(grid.comm, root, build)
+        return cls.from_scipy(A, grid, algorithm=algorithm, root=root, **options)
+
+    @classmethod
+    def preflight(cls, grid: ProcessGrid, shape: tuple[int, int], nnz: int) -> str | None:
+        """Called on every rank before construction with the global shape and non-zeros;
+        an algorithm that cannot run (e.g. memory) returns the reason. Default: fine."""
+        return None
+
+    @classmethod
+    def _algorithm_class(cls, algorithm: str | None, comm: MPI.Comm) -> type[DistSpMM]:
+        if algorithm is None:
+            if cls is DistSpMM:
+                algorithm = "sparse1d"
+            else:
+                return cls
+        error = None
+        if algorithm not in ALGORITHMS:
+            error = f"unknown algorithm {algorithm!r}; choose one of {sorted(ALGORITHMS)}"
+        elif cls is not DistSpMM and ALGORITHMS[algorithm] is not cls:
+            error = f"{cls.__name__}.from_*: algorithm={algorithm!r} names another class"
+        agree(comm, error)
+        return ALGORITHMS[algorithm]
+
+    # ---------------------------------------------------------------- rows in / out
+    def _side(self, side: str) -> tuple[Partition, int]:
+        if side not in SIDES:
+            raise SpmmgnnError(f"side must be 'input' or 'output', got {side!r}")
+        return ((self.col_partition, self.n_local_in) if side == "input"
+                else (self.partition, self.n_local))
+
+    def scatter_rows(self, X, root: int = 0, side: str = "input"):
+        """Collective. Root passes a full dense matrix in original order; every rank gets its
+        block row's rows (numpy or torch, like root's input).
+
+        ``side="input"``: X has n rows (the input of ``matmul``); ``"output"``: m rows (the
+        input of ``matmul_t``)."""
+        comm = self.grid.comm
+        part, n_local = self._side(side)
+
+        def check():
+            x = to_numpy(X)
+            if x.ndim == 1:
+                x = x.reshape(-1, 1)
+            if x.ndim != 2 or x.shape[0] != part.n:
+                raise SpmmgnnError(f"scatter_rows: X must have {part.n} rows ({side} side), "
+                                   f"got shape {tuple(x.shape)}")
+            if x.dtype not in FLOAT_DTYPES:
+                raise SpmmgnnError(f"X must be float32 or float64, got {x.dtype}")
+            return np.ascontiguousarray(x[part.perm]), x.shape[1], x.dtype.str
+
+        got = check_on_root(comm, root, check)
+        xp, f, dt = got if got is not None else (None, None, None)
+        f, dt, as_torch = comm.bcast((f, dt, is_torch(X)), root=root)
+        local = np.empty((n_local, f), dtype=np.dtype(dt))
+        self._rows_collective(xp, local, part.offsets, root, scatter=True)
+        return _as_kind(local, as_torch)
+
+    def gather_rows(self, Z_local, root: int = 0, side: str = "output"):
+        """Collective. The full matrix in original order on root, None elsewhere.
+
+        ``side="output"``: this rank's rows of ``A @ X``; ``"input"``: of ``A.T @ Y``."""
+        part, n_local = self._side(side)
+        z = self._check_local(Z_local, "gather_rows", n_local)
+        comm = self.grid.comm
+        full = np.empty((part.n, z.shape[1]), dtype=z.dtype) if comm.Get_rank() == root else None
+        self._rows_collective(full, z, part.offsets, root, scatter=False)
+        if full is None:
+            return None
+        out = np.empty_like(full)
+        out[part.perm] = full
+        return _as_kind(out, is_torch(Z_local))
+
+    def _rows_collective(self, full, local, offsets: np.ndarray, root: int,
+                         scatter: bool) -> None:
+        """Scatterv/Gatherv of block rows between root and the ranks with root's replica
+        index, then a broadcast to the other replicas of each block row."""
+        grid = self.grid
+        root_row, root_rep = divmod(root, grid.replication)
+        f = local.shape[1]
+        mpitype = mpi_float_type(local.dtype)
+        counts = np.diff(offsets) * f
+        displs = offsets[:-1] * f
+        if grid.replica == root_rep:
+            spec = [full, (counts, displs), mpitype] if grid.rank == root else None
+            if scatter:
+                grid.across_block_rows.Scatterv(spec, [local, mpitype], root=root_row)
+            else:
+                grid.across_block_rows.Gatherv([local, mpitype], spec, root=root_row)
+        if scatter and grid.replication > 1:
+            grid.across_replicas.Bcast([local, mpitype], root=root_rep)
+
+    # ---------------------------------------------------------------- multiply
+    def matmul(self, X_local, stream: int | None = None):
+        """Collective. This rank's rows of ``A @ X``, given this rank's rows of X.
+
+        ``stream`` keys the stochastic rounding of a codec (same stream, same bits: a
+        resumed run repeats the uninterrupted one); None draws the next value of a
+        per-operator counter."""
+        x = self._check_local(X_local, "matmul", self.n_local_in)
+        out = np.empty((self.n_local, x.shape[1]), dtype=x.dtype)
+        self.stats.calls_matmul += 1
+        self._matmul(x, out, self._key(stream, 0))
+        return like_input(out, X_local)
+
+    def matmul_t(self, Y_local, stream: int | None = None):
+        """Collective. This rank's rows of ``A.T @ Y``, given this rank's rows of Y."""
+        y = self._check_local(Y_local, "matmul_t", self.n_local)
+        out = np.empty((self.n_local_in, y.shape[1]), dtype=y.dtype)
+        self.stats.calls_matmul_t += 1
+        self._matmul_t(y, out, self._key(stream, 1))
+        return like_input(out, Y_local)
+
+    def _key(self, stream: int | None, direction: int) -> int:
+        if stream is None:
+            self._auto_stream += 1
+            return mix64(0xA570, self._auto_stream, direction)
+        return mix64(stream, direction)
+
+    def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
+        raise NotImplementedError
+
+    def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
+        raise NotImplementedError
+
+    def _check_local(self, x, what: str, rows: int) -> np.ndarray:
+        """Validate this rank's rows; collective (one small allreduce) unless validate=False,
+        so a wrong shape on one rank is an error everywhere instead of a hang."""
+        arr = to_numpy(x)
+        if not self.validate:
+            return arr
+        error = None
+        if arr.ndim != 2 or arr.shape[0] != rows:
+            error = (f"{what}: expected this rank's {rows} rows as a 2-D array, got "
+                     f"shape {tuple(arr.shape)}")
+        elif arr.dtype not in FLOAT_DTYPES:
+            error = f"{what}: expected float32 or float64, got {arr.dtype}"
+        elif arr.shape[1] < 1:
+            error = f"{what}: the dense matrix needs at least one column"
+        elif not np.all(np.isfinite(arr)):
+            error = f"{what}: input has NaN or Inf values"
+        comm = self.grid.comm
+        if comm.Get_size() == 1:
+            agree(comm, error)
+            return arr
+        f = arr.shape[1] if arr.ndim == 2 else 0
+        probe = np.array([error is not None, f, -f, arr.itemsize, -arr.itemsize], dtype=np.int64)
+        seen = np.empty_like(probe)
+        comm.Allreduce(probe, seen, op=MPI.MAX)
+        mismatch = seen[1] != -seen[2] or seen[3] != -seen[4]
+        if seen[0] or mismatch:
+            if error is None and mismatch:
+                error = f"{what}: ranks disagree on the number of columns or the dtype"
+            agree(comm, error)
+        return arr
+
+    def probe_symmetry(self, seed: int = 12345) -> bool:
+        """Collective: is ``A.T == A``? Compares ``A x`` with ``A.T x`` for two random vectors
+        (float64; a non-symmetric A is caught with probability 1). Sets ``self.symmetric``;
+        the statistics are left as they were."""
+        same_layout = (self.partition is self.col_partition
+                       or (np.array_equal(self.row_offsets, self.col_offsets)
+                           and np.array_equal(self.partition.perm, self.col_partition.perm)))
+        if not same_layout:  # the same for every rank: no collective needed to agree
+            self.symmetric = False
+            return False
+        saved = dataclasses.replace(self.stats)
+        ids = np.arange(self.lo, self.hi, dtype=np.int64)
+        x = np.column_stack([uniform_by_id(ids, seed + k) - 0.5 for k in range(2)])
+        ax, atx = self.matmul(x), self.matmul_t(x)
+        local = np.array([np.abs(ax - atx).max(initial=0.0), np.abs(ax).max(initial=0.0)])
+        worst = np.empty_like(local)
+        self.grid.comm.Allreduce(local, worst, op=MPI.MAX)
+        self.stats = saved
+        self.symmetric = bool(worst[0] <= 1e-10 * max(worst[1], 1e-300))
+        return self.symmetric
+
+    # ---------------------------------------------------------------- reporting
+    def comm_stats(self) -> dict:
+        """This rank's cumulative counters (bytes, calls, seconds) as a dict."""
+        d = self.stats.as_dict()
+        d.update(algorithm=self.name, rank=self.grid.rank, rows=self.n_local)
+        return d
+
+    def reset_stats(self) -> None:
+        self.stats.reset()
+
+    def local_nnz(self) -> int:
+        raise NotImplementedError
+
+
+def _as_kind(y: np.ndarray, as_torch: bool):
+    if as_torch:
+        import torch
+        return torch.from_numpy(y)
+    return y
+
+
+def _scatter_block_rows(comm: MPI.Comm, grid: ProcessGrid, root: int, A, rows: Partition):
+    """Root sends every rank the CSR rows of its block row (replicas get the same rows)."""
+    me = comm.Get_rank()
+    offsets = rows.offsets
+    if me == root:
+        mine = None
+        for dest in range(comm.Get_size()):
+            b = dest // grid.replication
+            piece = A[int(offsets[b]):int(offsets[b + 1])]
+            if dest == root:
+                mine = piece
+                continue
+            comm.send((piece.shape, int(piece.nnz)), dest=dest, tag=11)
+            comm.Send([piece.indptr.astype(np.int64), MPI.INT64_T], dest=dest, tag=12)
+            comm.Send([piece.indices.astype(np.int64), MPI.INT64_T], dest=dest, tag=13)
+            comm.Send([piece.data, MPI.DOUBLE], dest=dest, tag=14)
+        return sp.csr_array(mine)
+    shape, nnz = comm.recv(source=root, tag=11)
+    indptr = np.empty(shape[0] + 1, dtype=np.int64)
+    indices = np.empty(nnz, dtype=np.int64)
+    data = np.empty(nnz, dtype=np.float64)
+    comm.Recv([indptr, MPI.INT64_T], source=root, tag=12)
+    comm.Recv([indices, MPI.INT64_T], source=root, tag=13)
+    comm.Recv([data, MPI.DOUBLE], source=root, tag=14)
+    return sp.csr_array((data, indices, indptr), shape=shape)

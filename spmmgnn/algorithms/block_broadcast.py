@@ -1,0 +1,81 @@
+"""What the two sparsity-oblivious algorithms share (CAGNET): stage q broadcasts the whole
+block row X_q from its owner over the ranks across block rows, and every rank multiplies
+its block A_iq with it; the transpose reduces A_iq^T Y_i onto the owner of q.
+
+Bytes are counted as the logical payload: the root of a stage sends its block to its peers,
+each peer receives it once (what a tree or pipeline does underneath is MPI's business).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from ..convert import mpi_float_type
+from ..local_matrix import split_block_columns
+from ..stats import CommStats
+
+
+def count_stage(stats: CommStats, size: int, root: bool, block_bytes: int,
+                into_root: bool) -> None:
+    """Logical bytes of one stage among ``size`` ranks. Broadcast: the root sends its block
+    to size-1 peers, each receives it once. Reduce (``into_root``): the reverse."""
+    fan = (size - 1) * block_bytes if root else block_bytes
+    stats.exchanges += 1
+    if root != into_root:
+        stats.bytes_sent += fan
+        stats.payload_bytes_sent += fan
+    else:
+        stats.bytes_received += fan
+
+
+class BlockBroadcast:
+    """The stages (block columns) ``stages`` of one block row, multiplied by broadcasting."""
+
+    def __init__(self, block_row: sp.csr_array, comm: MPI.Comm, col_offsets: np.ndarray,
+                 stages: range):
+        self.comm = comm
+        self.stages = stages
+        blocks = split_block_columns(block_row, col_offsets)
+        self.blocks = {q: blocks[q] for q in stages}
+        self.sizes = np.diff(col_offsets)
+        self._buf: dict = {}
+
+    @property
+    def nnz(self) -> int:
+        return sum(b.nnz for b in self.blocks.values())
+
+    def _stage_buffer(self, f: int, dtype) -> np.ndarray:
+        key = (f, np.dtype(dtype))
+        if key not in self._buf:
+            self._buf[key] = np.empty((int(self.sizes.max(initial=0)), f), dtype=dtype)
+        return self._buf[key]
+
+    def matmul(self, x: np.ndarray, out: np.ndarray, stats: CommStats) -> None:
+        comm, me = self.comm, self.comm.Get_rank()
+        mpitype, buf = mpi_float_type(x.dtype), self._stage_buffer(x.shape[1], x.dtype)
+        out[...] = 0
+        for q in self.stages:
+            src = x if q == me else buf[: self.sizes[q]]
+            with stats.timing("seconds_exchange"):
+                comm.Bcast([src, mpitype], root=q)
+            count_stage(stats, comm.Get_size(), q == me, src.nbytes, into_root=False)
+            with stats.timing("seconds_multiply"):
+                self.blocks[q].matmul(src, out, accumulate=True)
+
+    def matmul_t(self, y: np.ndarray, out: np.ndarray, stats: CommStats) -> None:
+        comm, me = self.comm, self.comm.Get_rank()
+        mpitype, buf = mpi_float_type(y.dtype), self._stage_buffer(y.shape[1], y.dtype)
+        out[...] = 0
+        for q in self.stages:
+            part = buf[: self.sizes[q]]
+            with stats.timing("seconds_multiply"):
+                self.blocks[q].t_matmul(y, part, accumulate=False)
+            with stats.timing("seconds_exchange"):
+                if q == me:
+                    comm.Reduce(MPI.IN_PLACE, [part, mpitype], op=MPI.SUM, root=q)
+                    out += part
+                else:
+                    comm.Reduce([part, mpitype], None, op=MPI.SUM, root=q)
+            count_stage(stats, comm.Get_size(), q == me, part.nbytes, into_root=True)

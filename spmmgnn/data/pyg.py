@@ -1,0 +1,113 @@
+"""PyTorch Geometric data without requiring PyG: a ``Data`` object (or anything with its
+attributes, or its ``to_dict()``) in-process, or saved with ``torch.save`` to a ``.pt`` file.
+
+Direction is PyG's: ``edge_index[0]`` are sources, ``edge_index[1]`` targets, aggregation at
+the target, so the adjacency is ``A[target, source] = edge_weight`` (1 when absent; duplicate
+edges are summed). Features ``x``, labels ``y`` (or -1 / missing) and the boolean
+``train_mask`` / ``val_mask`` / ``test_mask`` are taken when present.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..convert import to_numpy
+from ..errors import SpmmgnnError
+from .graph import Graph
+
+SPLITS = ("train", "val", "test")
+PYG_DATA_CLASSES = ("torch_geometric.data.",)
+
+
+def _get(data, key: str):
+    if isinstance(data, dict):
+        return data.get(key)
+    return getattr(data, key, None)
+
+
+def edge_index_adjacency(edge_index, num_nodes: int, edge_weight=None,
+                         what: str = "edge_index") -> sp.csr_array:
+    """``A[target, source] = weight`` (n x n CSR, duplicates summed) from PyG's edge_index."""
+    ei = to_numpy(edge_index)
+    if ei.ndim != 2 or ei.shape[0] != 2 or ei.dtype.kind not in "iu":
+        raise SpmmgnnError(f"{what}: edge_index must be an integer array of shape (2, E), "
+                           f"got {ei.dtype} {tuple(ei.shape)}")
+    n = int(num_nodes)
+    if ei.size and (ei.min() < 0 or ei.max() >= n):
+        raise SpmmgnnError(f"{what}: edge_index holds vertex ids outside [0, {n})")
+    w = (np.ones(ei.shape[1]) if edge_weight is None
+         else to_numpy(edge_weight).astype(np.float64).reshape(-1))
+    if w.shape[0] != ei.shape[1]:
+        raise SpmmgnnError(f"{what}: edge_weight has {w.shape[0]} values for "
+                           f"{ei.shape[1]} edges")
+    A = sp.csr_array((w, (ei[1].astype(np.int64), ei[0].astype(np.int64))), shape=(n, n))
+    A.sum_duplicates()
+    return A
+
+
+def graph_from_pyg(data, name: str = "pyg") -> Graph:
+    """A ``Graph`` from a PyG ``Data`` (or a dict of its tensors)."""
+    edge_index = _get(data, "edge_index")
+    if edge_index is None:
+        raise SpmmgnnError(f"{name}: the PyG data has no edge_index")
+    x, y = _get(data, "x"), _get(data, "y")
+    n = _get(data, "num_nodes")
+    if n is None:
+        n = x.shape[0] if x is not None else int(to_numpy(edge_index).max(initial=-1)) + 1
+    A = edge_index_adjacency(edge_index, int(n), _get(data, "edge_weight"), name)
+    labels = None
+    if y is not None:
+        labels = to_numpy(y).reshape(-1).astype(np.int64)
+    masks = {}
+    for s in SPLITS:
+        m = _get(data, f"{s}_mask")
+        if m is not None:
+            masks[s] = to_numpy(m).reshape(-1).astype(bool)
+    g = Graph(adj=A, features=None if x is None else np.asarray(to_numpy(x), dtype=np.float32),
+              labels=labels, masks=masks, directed=True, name=name,
+              num_classes=int(labels.max(initial=-1)) + 1 if labels is not None else 0)
+    return g.validate()
+
+
+def load_pt(path) -> Graph:
+    """A ``.pt`` file from ``torch.save(data)`` or ``torch.save(data.to_dict())``.
+
+    Read with ``torch.load(weights_only=True)``: besides tensors, only PyG's own data classes
+    (``torch_geometric.data.*``, needs PyG installed) are allowed; anything else is refused."""
+    import importlib
+
+    import torch
+
+    try:
+        wanted = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
+    except Exception as exc:  # not a zip checkpoint, truncated, ...
+        raise SpmmgnnError(f"cannot read graph {path}: not a torch .pt file "
+                           f"({type(exc).__name__}: {exc})") from None
+    foreign = [g for g in wanted if not g.startswith(PYG_DATA_CLASSES)]
+    if foreign:
+        raise SpmmgnnError(f"cannot read graph {path}: it holds objects other than tensors "
+                           f"and PyG data ({', '.join(foreign[:3])}); refusing to unpickle "
+                           "them (weights_only=True)")
+    allowed = []
+    for name in wanted:  # PyG's own data containers only
+        module, _, attr = name.rpartition(".")
+        try:
+            allowed.append(getattr(importlib.import_module(module), attr))
+        except (ImportError, AttributeError):
+            raise SpmmgnnError(f"cannot read graph {path}: it holds a PyG {attr}; install "
+                               "torch_geometric or save data.to_dict() instead") from None
+    try:
+        with torch.serialization.safe_globals(allowed):
+            data = torch.load(str(path), weights_only=True, map_location="cpu")
+    except Exception as exc:  # torch raises several types for foreign or corrupt files
+        raise SpmmgnnError(f"cannot read graph {path}: not a PyG/torch .pt file readable "
+                           f"with weights_only=True ({type(exc).__name__}: {exc})") from None
+    if hasattr(data, "to_dict"):
+        data = data.to_dict()
+    if not isinstance(data, dict):
+        raise SpmmgnnError(f"cannot read graph {path}: expected a PyG Data or a dict of "
+                           f"tensors, got {type(data).__name__}")
+    return graph_from_pyg(data, name=Path(path).stem)
