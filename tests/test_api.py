@@ -9,6 +9,27 @@ from .mpi import run_cli, run_mpi_json
 ERRORS = ["wrong_shape_one_rank", "nan_one_rank", "int_dtype", "partition_wrong_length",
           "partition_out_of_range", "sizes_wrong_sum", "col_partition_wrong_length", "matrix_inf",
           "unknown_algorithm", "grid_does_not_divide", "scatter_wrong_rows"]
+def expected(case: str, P: int) -> list[str]:
+    """What each message must say (the problem, the values, where), for n = 31 rows."""
+    last_rows = {1: 31, 3: 10}[P]  # 31 rows in P near-equal blocks: the last rank's share
+    where = ["(rank 0)"] if P > 1 else []  # one rank: no need to say which
+    return {
+        "wrong_shape_one_rank": ["matmul", f"{last_rows} rows", f"({last_rows + 1}, 3)"]
+        + ([f"(rank {P - 1})"] if P > 1 else []),
+        "nan_one_rank": ["NaN or Inf", *where],
+        "int_dtype": ["float32 or float64", "int64"],
+        "ranks_disagree_on_f": ["disagree on the number of columns"],
+        "partition_wrong_length": ["partition (rows of A)", "length 34", "n=31"],
+        "partition_out_of_range": [f"[0, {P})", f"[{P}, {P}]"],
+        "sizes_wrong_sum": ["sum to 32", "31 rows"],
+        "col_partition_wrong_length": ["col_partition (columns of A)", "length 31", "n=32"],
+        "matrix_inf": ["NaN or Inf"],
+        "unknown_algorithm": ["'nope'", "sparse1d"],
+        "grid_does_not_divide": [f"c={P + 1}", f"P={P}"],
+        "scatter_wrong_rows": ["31 rows", "(30, 2)"],
+    }[case]
+
+
 _cache: dict = {}
 
 
@@ -38,6 +59,8 @@ def test_errors_are_collective(P, case, tmp_path_factory):
     assert len(msgs) == P
     assert all(m is not None for m in msgs), f"{case}: some rank did not raise: {msgs}"
     assert len(set(msgs)) == 1, f"{case}: ranks raised different messages: {msgs}"
+    for fragment in expected(case, P):
+        assert fragment in msgs[0], f"{case}: {fragment!r} not in {msgs[0]!r}"
 
 
 def test_cli_error_is_one_line_and_nonzero():

@@ -1,4 +1,4 @@
-"""numba kernels against scipy/numpy, single process, 1 and 2 threads."""
+"""numba kernels against scipy/numpy, single process, 1, 2 and 3 threads."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from spmmgnn import kernels, set_threads
 from spmmgnn.local_matrix import LocalCSR, split_block_columns, split_columns
 
 
-@pytest.fixture(params=[1, 2])
+@pytest.fixture(params=[1, 2, 3])
 def threads(request):
-    set_threads(request.param)
+    assert set_threads(request.param) == request.param  # never clamped (see conftest)
     yield request.param
     set_threads(1)
 

@@ -223,7 +223,9 @@ def test_refinement_lowers_max_send_and_keeps_balance(base, seed):
     cn = ColumnNet.from_matrix(A)
     parts, report = refine_max_send(cn, loads, start.parts, k, cap, seed=seed)
     before, after = start.metrics, metrics(A, parts, k)
-    assert after.max_send <= before.max_send
+    # strictly better, by a margin an identity "refinement" cannot meet (measured: 7-55 %)
+    assert after.max_send <= 0.95 * before.max_send, (before.max_send, after.max_send)
+    assert not np.array_equal(parts, start.parts)
     assert after.nnz.max() <= cap
     assert report["end"] == dict(total=after.total_volume, max_send=after.max_send)
     if base != "random":

@@ -9,6 +9,11 @@ from spmmgnn.stages import stage_ranges
 
 from .mpi import run_mpi_json
 
+# replica j's block columns, written out: k % c replicas take one stage more, in order
+STAGES = {(1, 1): [0, 1], (2, 1): [0, 2], (3, 1): [0, 3], (4, 1): [0, 4], (2, 2): [0, 1, 2],
+          (1, 2): [0, 1, 1], (4, 2): [0, 2, 4], (3, 3): [0, 1, 2, 3], (5, 2): [0, 3, 5],
+          (3, 2): [0, 2, 3], (2, 4): [0, 1, 2, 2, 2], (7, 3): [0, 3, 5, 7], (6, 3): [0, 2, 4, 6]}
+
 GRIDS = [(2, 1), (4, 2), (6, 2), (8, 2), (9, 3)]
 TOL = {"float32": 1e-5, "float64": 1e-12}
 _cache: dict = {}
@@ -35,7 +40,7 @@ def test_matches_scipy(P, c, tmp_path_factory):
 def expected_rows(r, block, replica, c):
     """(rows sent, rows received) by P(block, replica) in the forward exchange."""
     k = len(r["sizes"])
-    b = stage_ranges(k, c)
+    b = STAGES[k, c]
     stages = range(b[replica], b[replica + 1])
     if r["algorithm"] == "sparse15d":
         pair = np.array(r["pair_volume"])  # pair[p, q]: rows p sends to q
@@ -63,6 +68,11 @@ def test_bytes_equal_prediction(P, c, tmp_path_factory):
             block_bytes = r["sizes"][st["block"]] * row_bytes
             assert fwd["allreduce_bytes"] == (block_bytes if c > 1 else 0), label
             assert bwd["allreduce_bytes"] == (block_bytes if c > 1 else 0), label
+
+
+def test_stage_ranges_written_out():
+    for (k, c), expected in STAGES.items():
+        assert list(stage_ranges(k, c)) == expected, (k, c)
 
 
 def test_stages_spread_evenly():

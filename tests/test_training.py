@@ -174,6 +174,14 @@ def test_train_cli_json_and_breakdown(tmp_path):
     assert r["P"] == 2 and r["epochs_run"] == 30 and len(r["history"]) == 30
     assert set(r["breakdown"]) == {"spmm_local", "exchange", "allreduce", "dense", "other"}
     assert all(set(h["breakdown"]) == set(r["breakdown"]) for h in r["history"])
+    for h in r["history"]:  # the parts are times that add up to the epoch
+        parts = h["breakdown"]
+        assert all(v >= 0 for v in parts.values()), parts
+        assert sum(parts.values()) == pytest.approx(h["seconds"], rel=1e-9), parts
+        for key in ("spmm_local", "exchange", "allreduce", "dense"):  # P = 2: all happen
+            assert parts[key] > 0, (key, parts)
+    assert r["epoch_seconds"] == pytest.approx(
+        np.mean([h["seconds"] for h in r["history"][1:]]), rel=1e-9)
     assert r["final"]["test_acc"] > 0.6
     assert r["history"][-1]["loss"] < r["history"][0]["loss"]
     assert len(r["ranks"]) == 2 and all(x["bytes_sent"] > 0 for x in r["ranks"])

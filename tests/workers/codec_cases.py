@@ -45,7 +45,8 @@ def main() -> None:
                             send=m.send_volume.tolist(), recv=m.recv_volume.tolist()))
     if comm.rank == 0:
         with open(path, "w") as fh:
-            json.dump(dict(A=A.toarray().tolist(), X=X.tolist(), results=out), fh)
+            json.dump(dict(A=A.toarray().tolist(), X=X.tolist(), results=out,
+                           offsets=op.row_offsets.tolist()), fh)
 
 
 if __name__ == "__main__":
