@@ -8,8 +8,9 @@ Failures never leave a rank hanging, whatever ``$SPMMGNN_ABORT_ON_EXCEPTION`` sa
 - any other exception is a bug: the rank prints ``spmmgnn CMD: rank r: <cause>`` and its
   traceback, then aborts the MPI job (status 1; plain exit 1 on a single rank);
 - SIGINT / SIGTERM (``mpiexec`` forwards both to every rank) print ``rank r: interrupted by
-  SIGINT`` (or SIGTERM) and end the job with status 130 / 143 (an abort under several ranks,
-  in case only some ranks got the signal). Open atomic writes remove their temporary files.
+  SIGINT`` (``terminated by SIGTERM``) and end the job with status 130 / 143 (an abort under
+  several ranks, in case only some ranks got the signal).
+  Open atomic writes remove their temporary files.
 """
 
 from __future__ import annotations

@@ -82,6 +82,9 @@ def test_rectangular_bytes_from_layouts(P, tmp_path_factory):
             assert fwd_sent.tolist() == (g.sum(axis=0) * width).tolist(), label
             assert bwd_sent.tolist() == (g.sum(axis=1) * width).tolist(), label
             assert bwd_recv.tolist() == (g.sum(axis=0) * width).tolist(), label
+        elif r["algorithm"] == "prepost1d":  # cover sizes: checked exactly in test_prepost
+            assert np.all(fwd_recv <= g.sum(axis=1) * width), label
+            assert fwd_recv.sum() == fwd_sent.sum() == bwd_sent.sum() == bwd_recv.sum(), label
         else:
             assert fwd_sent.tolist() == (col_sizes * (k - 1) * width).tolist(), label
             assert fwd_recv.tolist() == ((col_sizes.sum() - col_sizes) * width).tolist(), label

@@ -31,7 +31,8 @@ def add_parser(sub) -> None:
         "partition", help="partition a graph into k block rows and write the permuted graph",
         description=__doc__.splitlines()[0] + " For 1.5D runs on P ranks with replication c, "
         "use k = P/c.")
-    p.add_argument("graph", help="graph file (.mtx, .graph, edge list, .npz, .h5)")
+    p.add_argument("graph", help="graph file (.mtx, .graph, edge list, .npz, .pt, .h5) or "
+                   "OGB-style folder; every format: (u, v) = edge u -> v, aggregated at v")
     p.add_argument("-k", "--parts", type=int, required=True, help="number of block rows")
     p.add_argument("--method", default=DEFAULT_METHOD,
                    help=f"one of {', '.join(METHODS)} (default {DEFAULT_METHOD})")

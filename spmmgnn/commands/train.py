@@ -33,7 +33,9 @@ def add_parser(sub) -> None:
     d.add_argument("--dataset", default="csbm",
                    help="'csbm' (synthetic, default), a project HDF5 file (each rank reads its "
                         "own block row), an OGB-style folder, a PyG .pt file (torch.save of a "
-                        "Data or of its to_dict()), or any graph file spmmgnn loads")
+                        "Data or of its to_dict()), or any graph file spmmgnn loads (.mtx, .graph, "
+                        "edge list, .npz; every format: (u, v) = edge u -> v, aggregated at "
+                        "v)")
     d.add_argument("--csbm-n", type=int, default=DEFAULTS["n"], help="CSBM vertices")
     d.add_argument("--csbm-degree", type=float, default=DEFAULTS["avg_degree"],
                    help="CSBM average degree")

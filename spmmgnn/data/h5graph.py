@@ -80,46 +80,116 @@ def write_graph(path, adj, offsets=None, perm=None, features=None, labels=None, 
             h[f"masks/{name}"] = np.asarray(m, dtype=bool)
 
 
+# h5py raises these (and OSError) for corrupt files; readers turn them into SpmmgnnError
+H5_ERRORS = (OSError, KeyError, ValueError, TypeError, IndexError, RuntimeError, OverflowError,
+             AttributeError)
+
+
 def _open(path) -> h5py.File:
     try:
         h = h5py.File(path, "r")
-    except OSError as exc:
+    except H5_ERRORS as exc:
         raise SpmmgnnError(f"cannot open graph file {path}: {exc}") from None
-    if h.attrs.get("format") != FORMAT:
+    try:
+        ok = h.attrs.get("format") == FORMAT
+    except H5_ERRORS:
+        ok = False
+    if not ok:
         h.close()
         raise SpmmgnnError(f"{path} is not a {FORMAT} HDF5 file")
     return h
 
 
+def _corrupt(path, exc: Exception) -> SpmmgnnError:
+    return SpmmgnnError(f"cannot read graph file {path}: corrupt ({type(exc).__name__}: {exc})")
+
+
+def _dataset(h: h5py.File, path, key: str, shape0: int | None = None,
+             kinds: str = "iuf") -> h5py.Dataset:
+    """``h[key]`` after checking its kind, first dimension and that its size fits the file
+    (``loaders.MAX_INFLATION`` times the file size: nothing larger is ever allocated)."""
+    from .loaders import MAX_INFLATION
+
+    ds = h[key]
+    if not isinstance(ds, h5py.Dataset) or ds.dtype.kind not in kinds or ds.ndim < 1:
+        raise SpmmgnnError(f"{path}: {key} is not a numeric array")
+    if shape0 is not None and ds.shape[0] != shape0:
+        raise SpmmgnnError(f"{path}: {key} has {ds.shape[0]} rows, expected {shape0}")
+    if ds.size * ds.dtype.itemsize > MAX_INFLATION * h.id.get_filesize() + 2**16:
+        raise SpmmgnnError(f"{path}: {key} declares {ds.shape}, more than the file holds")
+    return ds
+
+
+def _offsets(h: h5py.File, path) -> tuple[int, np.ndarray]:
+    """The checked vertex count and block offsets."""
+    n = h.attrs["n"]
+    if not isinstance(n, (int, np.integer)) or n < 0:
+        raise SpmmgnnError(f"{path}: attribute n must be a non-negative integer, got {n!r}")
+    n = int(n)
+    _dataset(h, path, "adj/indptr", n + 1, "iu")
+    offsets = _dataset(h, path, "offsets", None, "iu")[...].astype(np.int64)
+    if (offsets.ndim != 1 or offsets.size < 2 or offsets[0] != 0 or offsets[-1] != n
+            or np.any(np.diff(offsets) < 0)):
+        raise SpmmgnnError(f"{path}: block offsets must rise from 0 to n = {n}")
+    return n, offsets
+
+
 def read_offsets(path) -> np.ndarray:
     with _open(path) as h:
-        return h["offsets"][...]
+        try:
+            return _offsets(h, path)[1]
+        except SpmmgnnError:
+            raise
+        except H5_ERRORS as exc:
+            raise _corrupt(path, exc) from None
+
+
+def _adjacency(h: h5py.File, path, n: int, lo: int, hi: int) -> sp.csr_array:
+    indptr = _dataset(h, path, "adj/indptr", n + 1, "iu")[lo:hi + 1].astype(np.int64)
+    nnz = _dataset(h, path, "adj/indices", None, "iu").shape[0]
+    if np.any(np.diff(indptr) < 0) or indptr[0] < 0 or indptr[-1] > nnz:
+        raise SpmmgnnError(f"{path}: adj/indptr is not a valid CSR row pointer")
+    a, b = int(indptr[0]), int(indptr[-1])
+    indices = h["adj/indices"][a:b].astype(np.int64)
+    data = (_dataset(h, path, "adj/data", nnz)[a:b] if "adj/data" in h else np.ones(b - a))
+    if indices.size and (indices.min() < 0 or indices.max() >= n):
+        raise SpmmgnnError(f"{path}: column index out of range in rows {lo}:{hi}")
+    return sp.csr_array((data.astype(np.float64), indices, indptr - a), shape=(hi - lo, n))
+
+
+def _block_row(h: h5py.File, path, lo, hi, block) -> BlockRow:
+    n, offsets = _offsets(h, path)
+    if block is not None:
+        if not 0 <= block < offsets.size - 1:
+            raise SpmmgnnError(f"{path} has {offsets.size - 1} block rows, no block {block}")
+        lo, hi = int(offsets[block]), int(offsets[block + 1])
+    lo = 0 if lo is None else int(lo)
+    hi = n if hi is None else int(hi)
+    if not 0 <= lo <= hi <= n:
+        raise SpmmgnnError(f"{path}: rows {lo}:{hi} are outside 0:{n}")
+    features = (_dataset(h, path, "features", n, "f")[lo:hi] if "features" in h else None)
+    if features is not None and features.ndim != 2:
+        raise SpmmgnnError(f"{path}: features must be n x f")
+    return BlockRow(
+        lo=lo, hi=hi, n=n, adj=_adjacency(h, path, n, lo, hi), features=features,
+        labels=_dataset(h, path, "labels", n, "iu")[lo:hi] if "labels" in h else None,
+        masks={m: _dataset(h, path, f"masks/{m}", n, "biu")[lo:hi].astype(bool)
+               for m in MASKS if f"masks/{m}" in h},
+        num_classes=int(h.attrs.get("num_classes", 0)),
+        offsets=offsets, perm=_dataset(h, path, "perm", n, "iu")[...] if "perm" in h else None,
+    )
 
 
 def read_block_row(path, lo: int | None = None, hi: int | None = None,
                    block: int | None = None) -> BlockRow:
-    """Read rows lo:hi (or block row ``block``) without touching the rest of the file."""
+    """Read rows lo:hi (or block row ``block``) without touching the rest of the file.
+
+    ``adj`` is stored as ``Graph.adj`` (row = target) and returned as-is. Every inconsistency
+    of a corrupt file (sizes, offsets, indices) is one SpmmgnnError naming it."""
     with _open(path) as h:
-        n = int(h.attrs["n"])
-        offsets = h["offsets"][...]
-        if block is not None:
-            if not 0 <= block < offsets.size - 1:
-                raise SpmmgnnError(f"{path} has {offsets.size - 1} block rows, no block {block}")
-            lo, hi = int(offsets[block]), int(offsets[block + 1])
-        lo = 0 if lo is None else int(lo)
-        hi = n if hi is None else int(hi)
-        indptr = h["adj/indptr"][lo:hi + 1].astype(np.int64)
-        a, b = int(indptr[0]), int(indptr[-1])
-        indices = h["adj/indices"][a:b].astype(np.int64)
-        data = h["adj/data"][a:b] if "adj/data" in h else np.ones(b - a)
-        if indices.size and (indices.min() < 0 or indices.max() >= n):
-            raise SpmmgnnError(f"{path}: column index out of range in rows {lo}:{hi}")
-        adj = sp.csr_array((data.astype(np.float64), indices, indptr - a), shape=(hi - lo, n))
-        return BlockRow(
-            lo=lo, hi=hi, n=n, adj=adj,
-            features=h["features"][lo:hi] if "features" in h else None,
-            labels=h["labels"][lo:hi] if "labels" in h else None,
-            masks={m: h[f"masks/{m}"][lo:hi] for m in MASKS if f"masks/{m}" in h},
-            num_classes=int(h.attrs.get("num_classes", 0)),
-            offsets=offsets, perm=h["perm"][...] if "perm" in h else None,
-        )
+        try:
+            return _block_row(h, path, lo, hi, block)
+        except SpmmgnnError:
+            raise
+        except H5_ERRORS as exc:
+            raise _corrupt(path, exc) from None

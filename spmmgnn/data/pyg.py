@@ -1,7 +1,8 @@
 """PyTorch Geometric data without requiring PyG: a ``Data`` object (or anything with its
 attributes, or its ``to_dict()``) in-process, or saved with ``torch.save`` to a ``.pt`` file.
 
-Direction is PyG's: ``edge_index[0]`` are sources, ``edge_index[1]`` targets, aggregation at
+Direction is PyG's (and every format's: (u, v) = edge u -> v, aggregated at v):
+``edge_index[0]`` are sources, ``edge_index[1]`` targets, aggregation at
 the target, so the adjacency is ``A[target, source] = edge_weight`` (1 when absent; duplicate
 edges are summed). Features ``x``, labels ``y`` (or -1 / missing) and the boolean
 ``train_mask`` / ``val_mask`` / ``test_mask`` are taken when present.
@@ -28,10 +29,21 @@ def _get(data, key: str):
     return getattr(data, key, None)
 
 
+def _array(value, what: str, kinds: str) -> np.ndarray:
+    """``value`` as a numpy array whose dtype kind is one of ``kinds``, else SpmmgnnError."""
+    try:
+        arr = to_numpy(value)
+    except (TypeError, ValueError, RuntimeError) as exc:  # e.g. bfloat16 or sparse tensors
+        raise SpmmgnnError(f"{what}: not convertible to a numpy array ({exc})") from None
+    if arr.dtype.kind not in kinds:
+        raise SpmmgnnError(f"{what}: expected a numeric array, got {arr.dtype}")
+    return arr
+
+
 def edge_index_adjacency(edge_index, num_nodes: int, edge_weight=None,
                          what: str = "edge_index") -> sp.csr_array:
     """``A[target, source] = weight`` (n x n CSR, duplicates summed) from PyG's edge_index."""
-    ei = to_numpy(edge_index)
+    ei = _array(edge_index, what, "biufcUSOV")
     if ei.ndim != 2 or ei.shape[0] != 2 or ei.dtype.kind not in "iu":
         raise SpmmgnnError(f"{what}: edge_index must be an integer array of shape (2, E), "
                            f"got {ei.dtype} {tuple(ei.shape)}")
@@ -39,7 +51,7 @@ def edge_index_adjacency(edge_index, num_nodes: int, edge_weight=None,
     if ei.size and (ei.min() < 0 or ei.max() >= n):
         raise SpmmgnnError(f"{what}: edge_index holds vertex ids outside [0, {n})")
     w = (np.ones(ei.shape[1]) if edge_weight is None
-         else to_numpy(edge_weight).astype(np.float64).reshape(-1))
+         else _array(edge_weight, f"{what}: edge_weight", "biuf").astype(np.float64).reshape(-1))
     if w.shape[0] != ei.shape[1]:
         raise SpmmgnnError(f"{what}: edge_weight has {w.shape[0]} values for "
                            f"{ei.shape[1]} edges")
@@ -48,26 +60,53 @@ def edge_index_adjacency(edge_index, num_nodes: int, edge_weight=None,
     return A
 
 
-def graph_from_pyg(data, name: str = "pyg") -> Graph:
-    """A ``Graph`` from a PyG ``Data`` (or a dict of its tensors)."""
+def _num_nodes(data, name: str, max_nodes: int) -> int:
+    """``num_nodes``, else the rows of ``x``, else the largest id + 1; at most ``max_nodes``."""
+    n = _get(data, "num_nodes")
+    x = _get(data, "x")
+    if n is None and x is not None:
+        shape = getattr(x, "shape", ())
+        n = shape[0] if len(shape) else None
+    if n is None:
+        ei = _array(_get(data, "edge_index"), f"{name}: edge_index", "biufcUSOV")
+        n = int(ei.max()) + 1 if ei.size and ei.dtype.kind in "iu" else 0
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n <= max_nodes:
+        raise SpmmgnnError(f"{name}: num_nodes must be an integer in [0, {max_nodes}], "
+                           f"got {n!r}")
+    return int(n)
+
+
+def _labels(y, name: str) -> np.ndarray:
+    """``y`` as int64 labels (-1 = unlabelled); integral values only."""
+    from .loaders import MAX_VERTICES
+
+    y = _array(y, f"{name}: y", "biuf").reshape(-1)
+    if y.dtype.kind == "f" and not np.all(np.isfinite(y) & (y == np.floor(y))):
+        raise SpmmgnnError(f"{name}: y must hold integer class labels")
+    if y.size and (y.min() < -1 or y.max() >= MAX_VERTICES):
+        raise SpmmgnnError(f"{name}: labels must lie in [-1, {MAX_VERTICES})")
+    return y.astype(np.int64)
+
+
+def graph_from_pyg(data, name: str = "pyg", max_nodes: int | None = None) -> Graph:
+    """A ``Graph`` from a PyG ``Data`` (or a dict of its tensors). ``max_nodes`` bounds the
+    vertex count (default ``loaders.MAX_VERTICES``)."""
+    from .loaders import MAX_VERTICES
+
     edge_index = _get(data, "edge_index")
     if edge_index is None:
         raise SpmmgnnError(f"{name}: the PyG data has no edge_index")
+    n = _num_nodes(data, name, MAX_VERTICES if max_nodes is None else max_nodes)
+    A = edge_index_adjacency(edge_index, n, _get(data, "edge_weight"), name)
     x, y = _get(data, "x"), _get(data, "y")
-    n = _get(data, "num_nodes")
-    if n is None:
-        n = x.shape[0] if x is not None else int(to_numpy(edge_index).max(initial=-1)) + 1
-    A = edge_index_adjacency(edge_index, int(n), _get(data, "edge_weight"), name)
-    labels = None
-    if y is not None:
-        labels = to_numpy(y).reshape(-1).astype(np.int64)
+    labels = None if y is None else _labels(y, name)
     masks = {}
     for s in SPLITS:
         m = _get(data, f"{s}_mask")
         if m is not None:
-            masks[s] = to_numpy(m).reshape(-1).astype(bool)
-    g = Graph(adj=A, features=None if x is None else np.asarray(to_numpy(x), dtype=np.float32),
-              labels=labels, masks=masks, directed=True, name=name,
+            masks[s] = _array(m, f"{name}: {s}_mask", "biu").reshape(-1).astype(bool)
+    features = None if x is None else _array(x, f"{name}: x", "biuf").astype(np.float32)
+    g = Graph(adj=A, features=features, labels=labels, masks=masks, directed=True, name=name,
               num_classes=int(labels.max(initial=-1)) + 1 if labels is not None else 0)
     return g.validate()
 
@@ -110,4 +149,10 @@ def load_pt(path) -> Graph:
     if not isinstance(data, dict):
         raise SpmmgnnError(f"cannot read graph {path}: expected a PyG Data or a dict of "
                            f"tensors, got {type(data).__name__}")
-    return graph_from_pyg(data, name=Path(path).stem)
+    from .loaders import data_bytes, vertex_limit
+
+    try:
+        return graph_from_pyg(data, name=Path(path).stem,
+                              max_nodes=vertex_limit(data_bytes(path)))
+    except SpmmgnnError as exc:
+        raise SpmmgnnError(f"cannot read graph {path}: {exc}") from None

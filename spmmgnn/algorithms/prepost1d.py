@@ -1,0 +1,179 @@
+"""Hybrid pre/post-aggregation 1D SpMM (SuperGCN §3.3.1; Algorithm 1 of the MVC paper).
+
+For each ordered pair (receiver p, sender q) the cut non-zeros of p's block row in q's
+columns form a bipartite graph between p's rows and q's columns. Its minimum vertex cover
+(``vertex_cover.min_vertex_cover``, König) splits them:
+
+* **post-aggregation**: non-zeros whose column is in the cover; q sends those rows of X and
+  p multiplies them, as in ``sparse1d``;
+* **pre-aggregation**: the others (their row is in the cover); they are moved to q once, at
+  construction; q multiplies them with its own rows of X and sends p the partial sums of
+  p's rows, which p adds.
+
+Rows sent from q to p per SpMM = the cover size <= the distinct columns ``sparse1d`` sends.
+Both kinds travel in one message: q's send buffer is ``S = M_send X_q`` (selection rows for
+the post-aggregation, the moved non-zeros for the pre-aggregation, grouped by receiver) and
+p finishes with ``Z_p = A_pp X_p + M_recv R`` where R holds what it received (A's values
+at the post rows, identity at the pre rows). The exchange is a halo plan over the send
+buffers' rows, so codecs, byte counts and overlap are the same machinery as ``sparse1d``.
+``matmul_t`` is the mirror plan: p sends ``M_recv^T Y_p`` (partial sums at the post
+columns, its own rows of Y at the pre rows), q finishes with ``A_qq^T Y_q + M_send^T S'``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from ..errors import agree
+from ..halo import HaloPlan, displacements
+from ..local_matrix import LocalCSR, split_columns
+from .base import DistSpMM
+from .ghost import resolve_codecs
+from .vertex_cover import min_vertex_cover
+
+
+def _alltoallv(comm: MPI.Comm, send: np.ndarray, counts: np.ndarray, mpitype) -> np.ndarray:
+    """Variable all-to-all of a 1-D array grouped by destination; returns what arrived."""
+    recv_counts = np.empty_like(counts)
+    comm.Alltoall(counts, recv_counts)
+    recv = np.empty(int(recv_counts.sum()), dtype=send.dtype)
+    comm.Alltoallv([send, (counts, displacements(counts)), mpitype],
+                   [recv, (recv_counts, displacements(recv_counts)), mpitype])
+    return recv
+
+
+def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+
+
+class PrePost1D(DistSpMM):
+    name = "prepost1d"
+
+    def __init__(self, grid, partition, block_row, col_partition=None,
+                 codec: str | None = None, codec_backward: str | None = "same",
+                 codec_seed: int = 0, **options):
+        super().__init__(grid, partition, block_row, col_partition, **options)
+        comm = grid.across_block_rows
+        agree(grid.comm, None if grid.replication == 1 else
+              f"{self.name} is a 1D algorithm: use replication=1")
+        self.codec, self.codec_backward = resolve_codecs(grid.comm, codec, codec_backward)
+        self.diag, ghost, ghost_ids = split_columns(block_row, self.col_lo, self.col_hi)
+        self._nnz = self.diag.nnz + ghost.nnz
+        self._build(comm, ghost.to_scipy().tocoo(), ghost_ids)
+        self.plan = HaloPlan(comm, self._virtual_offsets, self._ghost_virtual,
+                             seed=codec_seed, stream=grid.rank)
+
+    # ------------------------------------------------------------ plan (pattern only)
+    def _build(self, comm: MPI.Comm, cut: sp.coo_array, ghost_ids: np.ndarray) -> None:
+        k = comm.Get_size()
+        rows, gcol, vals = cut.row.astype(np.int64), ghost_ids[cut.col], cut.data
+        owner = np.searchsorted(self.col_offsets, gcol, side="right") - 1
+        order = np.lexsort((gcol, rows, owner))
+        rows, gcol, vals, owner = rows[order], gcol[order], vals[order], owner[order]
+        bounds = np.searchsorted(owner, np.arange(k + 1))
+        post_cols = []                        # per sender q: the cover's columns
+        recv_col, recv_val, recv_row = [], [], []   # entries of M_recv
+        moved_row, moved_col, moved_val = [], [], []  # pre non-zeros moved to their sender
+        moved_counts = np.zeros(k, dtype=np.int64)
+        post_counts = np.zeros(k, dtype=np.int64)
+        pre_counts = np.zeros(k, dtype=np.int64)
+        position = 0  # next row of my receive buffer
+        for q in range(k):  # one bipartite graph per peer (a loop over ranks, not non-zeros)
+            lo, hi = bounds[q], bounds[q + 1]
+            if lo == hi:
+                continue
+            r, c, v = rows[lo:hi], gcol[lo:hi], vals[lo:hi]
+            ur, ri = np.unique(r, return_inverse=True)
+            uc, ci = np.unique(c, return_inverse=True)
+            B = sp.csr_array((np.ones(r.size), (ri, ci)), shape=(ur.size, uc.size))
+            row_cover, col_cover = min_vertex_cover(B)
+            post = col_cover[ci]
+            cols_q = np.unique(c[post])               # sorted global ids, sent as X rows
+            rows_q = np.unique(r[~post])              # my rows that get partial sums
+            post_counts[q], pre_counts[q] = cols_q.size, rows_q.size
+            post_cols.append(cols_q)
+            recv_row += [r[post], rows_q]
+            recv_col += [position + np.searchsorted(cols_q, c[post]),
+                         position + cols_q.size + np.arange(rows_q.size)]
+            recv_val += [v[post], np.ones(rows_q.size)]
+            position += cols_q.size + rows_q.size
+            moved_row.append(np.searchsorted(rows_q, r[~post]))  # row of q's B_me
+            moved_col.append(c[~post])
+            moved_val.append(v[~post])
+            moved_counts[q] = int((~post).sum())
+        self.recv_rows_from = post_counts + pre_counts  # rows q sends me per SpMM
+        self.M_recv = LocalCSR(sp.csr_array(
+            (_cat(recv_val, np.float64), (_cat(recv_row, np.int64), _cat(recv_col, np.int64))),
+            shape=(self.n_local, position)))
+        # tell each sender q which X rows I need and which pre non-zeros it now multiplies
+        got_cols = _alltoallv(comm, _cat(post_cols, np.int64), post_counts, MPI.INT64_T)
+        pre_from = np.empty(k, dtype=np.int64)
+        comm.Alltoall(pre_counts, pre_from)
+        post_from = np.empty(k, dtype=np.int64)
+        comm.Alltoall(post_counts, post_from)
+        m_rows = _alltoallv(comm, _cat(moved_row, np.int64), moved_counts, MPI.INT64_T)
+        m_cols = _alltoallv(comm, _cat(moved_col, np.int64), moved_counts, MPI.INT64_T)
+        m_vals = _alltoallv(comm, _cat(moved_val, np.float64), moved_counts, MPI.DOUBLE)
+        moved_from = np.empty(k, dtype=np.int64)
+        comm.Alltoall(moved_counts, moved_from)
+        # my send buffer, grouped by receiver p: [X rows p needs ; partial sums of p's rows]
+        seg = post_from + pre_from
+        seg_start = displacements(seg)
+        col_at = displacements(post_from)
+        nz_at = displacements(moved_from)
+        send_row, send_col, send_val = [], [], []
+        for p in range(k):
+            s = seg_start[p]
+            cols = got_cols[col_at[p]:col_at[p] + post_from[p]] - self.col_lo
+            send_row.append(s + np.arange(post_from[p]))
+            send_col.append(cols)
+            send_val.append(np.ones(post_from[p]))
+            a, b = nz_at[p], nz_at[p] + moved_from[p]
+            send_row.append(s + post_from[p] + m_rows[a:b])
+            send_col.append(m_cols[a:b] - self.col_lo)
+            send_val.append(m_vals[a:b])
+        n_send = int(seg.sum())
+        self.M_send = LocalCSR(sp.csr_array(
+            (_cat(send_val, np.float64), (_cat(send_row, np.int64), _cat(send_col, np.int64))),
+            shape=(n_send, self.n_local_in)))
+        # the halo plan runs over the send buffers' rows: rank q "owns" its n_send rows
+        sizes = np.array(comm.allgather(n_send), dtype=np.int64)
+        self._virtual_offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+        starts = np.empty(k, dtype=np.int64)
+        comm.Alltoall(seg_start.astype(np.int64), starts)  # where my segment starts in q's
+        self._ghost_virtual = np.concatenate(
+            [self._virtual_offsets[q] + starts[q] + np.arange(self.recv_rows_from[q])
+             for q in range(k)] or [np.zeros(0, np.int64)]).astype(np.int64)
+
+    def local_nnz(self) -> int:
+        return self._nnz
+
+    # ------------------------------------------------------------ per call
+    def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
+        f, plan, stats = x.shape[1], self.plan, self.stats
+        send = plan.buffer("pre_send", plan.n_send, f, x.dtype)
+        recv = plan.buffer("pre_recv", plan.n_ghost, f, x.dtype)
+        with stats.timing("seconds_multiply"):
+            self.M_send.matmul(x, send, accumulate=False)  # X rows + pre-aggregated sums
+        pending = plan.start_bcast(send, recv, stats, self.codec, key)
+        with stats.timing("seconds_multiply"):
+            self.diag.matmul(x, out, accumulate=False)
+        pending.finish()
+        with stats.timing("seconds_multiply"):
+            self.M_recv.matmul(recv, out, accumulate=True)
+
+    def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
+        f, plan, stats = y.shape[1], self.plan, self.stats
+        partial = plan.buffer("post_partial", plan.n_ghost, f, y.dtype)
+        back = plan.buffer("pre_back", plan.n_send, f, y.dtype)
+        with stats.timing("seconds_multiply"):
+            self.M_recv.t_matmul(y, partial, accumulate=False)
+        pending = plan.start_reduce(partial, stats, self.codec_backward, key)
+        with stats.timing("seconds_multiply"):
+            self.diag.t_matmul(y, out, accumulate=False)
+        back[:] = 0
+        pending.finish(back)
+        with stats.timing("seconds_multiply"):
+            self.M_send.t_matmul(back, out, accumulate=True)
