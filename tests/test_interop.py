@@ -25,7 +25,8 @@ def test_registry_complete_after_bare_import():
     code = "import spmmgnn; print(sorted(spmmgnn.ALGORITHMS))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
-    names = ["oblivious1d", "sparse1d", "prepost1d", "oblivious15d", "sparse15d"]
+    names = ["oblivious1d", "sparse1d", "prepost1d", "featureparallel", "oblivious15d",
+             "sparse15d"]
     assert out.strip() == str(sorted(names))
 
 

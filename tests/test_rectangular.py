@@ -82,6 +82,8 @@ def test_rectangular_bytes_from_layouts(P, tmp_path_factory):
             assert fwd_sent.tolist() == (g.sum(axis=0) * width).tolist(), label
             assert bwd_sent.tolist() == (g.sum(axis=1) * width).tolist(), label
             assert bwd_recv.tolist() == (g.sum(axis=0) * width).tolist(), label
+        elif r["algorithm"] == "featureparallel":  # checked exactly in test_featureparallel
+            assert fwd_sent.sum() == fwd_recv.sum() and bwd_sent.sum() == bwd_recv.sum()
         elif r["algorithm"] == "prepost1d":  # cover sizes: checked exactly in test_prepost
             assert np.all(fwd_recv <= g.sum(axis=1) * width), label
             assert fwd_recv.sum() == fwd_sent.sum() == bwd_sent.sum() == bwd_recv.sum(), label

@@ -8,14 +8,15 @@ stage loop), ``replication`` (1.5D stages and the all-reduce across replicas).
 """
 
 from .base import ALGORITHMS, DistSpMM
+from .featureparallel import FeatureParallel
 from .oblivious1d import Oblivious1D
 from .oblivious15d import Oblivious15D
 from .prepost1d import PrePost1D
 from .sparse1d import Sparse1D
 from .sparse15d import Sparse15D
 
-ALGORITHMS.update({cls.name: cls for cls in (Oblivious1D, Sparse1D, PrePost1D,
-                                                   Oblivious15D, Sparse15D)})
+ALGORITHMS.update({cls.name: cls for cls in (Oblivious1D, Sparse1D, PrePost1D, FeatureParallel,
+                                             Oblivious15D, Sparse15D)})
 
-__all__ = ["ALGORITHMS", "DistSpMM", "Oblivious15D", "Oblivious1D", "PrePost1D", "Sparse15D",
-           "Sparse1D"]
+__all__ = ["ALGORITHMS", "DistSpMM", "FeatureParallel", "Oblivious15D", "Oblivious1D",
+           "PrePost1D", "Sparse15D", "Sparse1D"]

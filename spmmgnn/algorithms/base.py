@@ -126,7 +126,7 @@ class DistSpMM:
                 (rows, cols, None if Ap is None else (Ap.shape, int(Ap.nnz))), root=root)
         else:
             shape_nnz = (Ap.shape, int(Ap.nnz))
-        agree(comm, algo_cls.preflight(grid, shape_nnz[0], shape_nnz[1]))
+        agree(comm, algo_cls.preflight(grid, shape_nnz[0], shape_nnz[1], **options))
         block_row = _scatter_block_rows(comm, grid, root, Ap, rows)
         return algo_cls(grid, rows, block_row, col_partition=cols, **options)
 
@@ -152,7 +152,7 @@ class DistSpMM:
                      f"{grid.n_block_rows} block rows (P/c)")
         agree(grid.comm, error)
         nnz = int(grid.across_block_rows.allreduce(int(block_row.nnz), op=MPI.SUM))
-        agree(grid.comm, algo_cls.preflight(grid, (partition.n, cols.n), nnz))
+        agree(grid.comm, algo_cls.preflight(grid, (partition.n, cols.n), nnz, **options))
         return algo_cls(grid, partition, sp.csr_array(block_row, dtype=np.float64),
                         col_partition=cols, **options)
 
@@ -182,9 +182,11 @@ class DistSpMM:
         return cls.from_scipy(A, grid, algorithm=algorithm, root=root, **options)
 
     @classmethod
-    def preflight(cls, grid: ProcessGrid, shape: tuple[int, int], nnz: int) -> str | None:
-        """Called on every rank before construction with the global shape and non-zeros;
-        an algorithm that cannot run (e.g. memory) returns the reason. Default: fine."""
+    def preflight(cls, grid: ProcessGrid, shape: tuple[int, int], nnz: int,
+                  **options) -> str | None:
+        """Called on every rank before construction with the global shape, non-zeros and the
+        construction options; an algorithm that cannot run (e.g. memory) returns the reason.
+        Default: fine."""
         return None
 
     @classmethod

@@ -85,6 +85,15 @@ def add_parser(sub) -> None:
     m.add_argument("--label-propagation", type=float, default=0.0, metavar="RATE",
                    help="fraction of training vertices whose label embedding is added to "
                         "their input (they are left out of the loss)")
+    r.add_argument("--staleness", type=int, default=0, metavar="R",
+                   help="DistGNN cd-R (sparse1d only): the remote part of each aggregation "
+                        "uses rows sent R epochs earlier (the exchange stays in flight "
+                        "meanwhile; no remote part in the first R epochs). CHANGES THE MODEL'S "
+                        "MATHEMATICS; 0 (default) is exact")
+    r.add_argument("--drop-remote", action="store_true",
+                   help="DistGNN 0c (sparse1d only): ignore remote contributions, no exchange "
+                        "at all. CHANGES THE MODEL'S MATHEMATICS (each rank trains on its own "
+                        "block of the graph); evaluation still uses the exact operator")
     io = p.add_argument_group("output")
     io.add_argument("--json", help="write per-epoch loss/accuracy and time breakdown here")
     io.add_argument("--checkpoint", help="checkpoint file (.npz, written atomically)")
@@ -104,7 +113,8 @@ def _config(args):
         eval_every=args.eval_every, checkpoint=args.checkpoint,
         checkpoint_every=args.checkpoint_every, resume=args.resume,
         cache_input_aggregation=not args.no_cache, progress=not args.quiet, dtype=args.dtype,
-        label_propagation=args.label_propagation)
+        label_propagation=args.label_propagation, staleness=args.staleness,
+        drop_remote=args.drop_remote)
 
 
 def op_options(args) -> dict:

@@ -87,11 +87,14 @@ class GNN(nn.Module):
 
     def forward(self, x: torch.Tensor, op: DistSpMM, step: int = 0,
                 vertex_ids: np.ndarray | None = None,
-                label_input: torch.Tensor | None = None) -> torch.Tensor:
+                label_input: torch.Tensor | None = None,
+                layer_ops: list | None = None) -> torch.Tensor:
         """Logits for this rank's rows. ``step`` (the epoch) keys the dropout masks and the
         codec streams; ``vertex_ids`` (global id of each local row, default the operator's
         ``row_ids()``) key the dropout masks; ``label_input`` (class id, or -1) selects rows
-        that get their label's embedding.
+        that get their label's embedding. ``layer_ops`` (one per layer) replaces ``op`` in
+        the layers' aggregations, e.g. the delayed-remote views of ``algorithms.delayed``;
+        the cached constant aggregations always use ``op``.
 
         With labels shown, the first layer's input is ``X + M E[y]``; its aggregation is
         ``Â X + (Â M Y) E`` by linearity, so both constant parts stay cached."""
@@ -108,7 +111,8 @@ class GNN(nn.Module):
             h = vertex_dropout(h, ids, self.input_dropout, self.seed, step, 0)
         last = len(self.convs) - 1
         for i, conv in enumerate(self.convs):
-            h = conv(h, op, first if i == 0 else None, self._stream(step, i))
+            h = conv(h, op if layer_ops is None else layer_ops[i], first if i == 0 else None,
+                     self._stream(step, i))
             if i < last:
                 if self.norms is not None:
                     h = self.norms[i](h)

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
+from ..algorithms.delayed import DelayedRemote
 from ..errors import SpmmgnnError, agree
 from ..hashing import uniform_by_id
 from ..nn.models import build_model
@@ -56,6 +57,8 @@ class TrainConfig:
     progress: bool = True
     dtype: str = "float32"
     label_propagation: float = 0.0
+    staleness: int = 0
+    drop_remote: bool = False
 
     def check(self) -> None:
         problems = []
@@ -71,6 +74,12 @@ class TrainConfig:
             problems.append("--resume and --checkpoint-every need --checkpoint PATH")
         if not 0 <= self.label_propagation < 1:
             problems.append("--label-propagation must lie in [0, 1)")
+        if self.staleness < 0 or (self.staleness and self.drop_remote):
+            problems.append("--staleness must be >= 0 and cannot be combined with "
+                            "--drop-remote")
+        if self.resume and self.staleness:
+            problems.append("--resume with --staleness > 0 is not supported: the remote "
+                            "aggregates in flight are not part of a checkpoint")
         if self.dtype not in DTYPES:
             problems.append(f"--dtype must be one of {sorted(DTYPES)}")
         if problems:
@@ -99,6 +108,12 @@ class Trainer:
             lossy = getattr(op, "codec", None) or getattr(op, "codec_backward", None)
             op.symmetric = False if lossy else op.probe_symmetry()
         self._label_propagation_split()
+        self.delayed, self.layer_ops = None, None
+        if config.staleness or config.drop_remote:
+            agree(self.comm, None if op.name == "sparse1d" else
+                  f"--staleness and --drop-remote need --algorithm sparse1d, got {op.name}")
+            self.delayed = DelayedRemote(op, config.staleness, config.drop_remote)
+            self.layer_ops = self.delayed.views(config.layers)
         self.model = build_model(
             config.model, data.num_features, config.hidden, data.num_classes, config.layers,
             config.dropout, config.input_dropout, config.layernorm, config.seed,
@@ -147,7 +162,7 @@ class Trainer:
         return dict(model=c.model, layers=c.layers, hidden=c.hidden, dropout=c.dropout,
                     input_dropout=c.input_dropout, layernorm=c.layernorm, lr=c.lr,
                     weight_decay=c.weight_decay, seed=c.seed, dtype=c.dtype, n=d.n, nnz=d.nnz,
-                    label_propagation=c.label_propagation,
+                    label_propagation=c.label_propagation, drop_remote=c.drop_remote,
                     num_features=d.num_features, num_classes=d.num_classes,
                     counts=dict(d.counts))
 
@@ -191,7 +206,7 @@ class Trainer:
         self.model.train()
         self.flat.zero_()
         logits = self.model(self.x, op, step=epoch, vertex_ids=d.vertex_ids,
-                            label_input=self.label_input)
+                            label_input=self.label_input, layer_ops=self.layer_ops)
         loss_sum = masked_loss_sum(logits, d.labels, self.loss_mask)
         (loss_sum / self.loss_count).backward()
         t1 = time.perf_counter()
@@ -251,6 +266,8 @@ class Trainer:
                     on_epoch_end(epoch, row, self)
         finally:
             progress.close()
+        if self.delayed is not None:
+            self.delayed.close()
         wall = time.perf_counter() - t_start
         if c.checkpoint and self.history:
             self.save(self.history[-1]["epoch"])

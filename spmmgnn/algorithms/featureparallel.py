@@ -1,0 +1,180 @@
+"""Feature-parallel SpMM (MixGCN's "mixture of parallelism", §3.1).
+
+A is replicated on every rank; the dense matrix is split by feature columns for the sparse
+product and by rows everywhere else. One SpMM is two all-to-alls around a local product:
+
+1. rows -> columns: rank p sends its rows of X, cut into the ranks' feature-column blocks
+   (``X[rows_p, cols_q]`` to q), and receives all n rows of its own columns ``cols_p``;
+2. ``Z[:, cols_p] = A @ X[:, cols_p]`` with the whole A, no communication;
+3. columns -> rows: rank p sends ``Z[rows_q, cols_p]`` to q and gets back its own rows.
+
+Bytes per rank do not depend on the partition: p sends ``n_p (f - f_p) + (m - m_p) f_p``
+elements per ``matmul`` (n_p, m_p its input and output rows, f_p its feature columns), so the
+total is ``(n + m) f (P - 1) / P`` for near-equal blocks: two all-to-alls of the whole matrix.
+``matmul_t`` is the same with ``A^T`` and the layouts swapped. The price is memory: every rank
+holds all of A, so ``preflight`` estimates it and refuses before anything is built.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from ..convert import mpi_float_type
+from ..errors import agree
+from ..layout import Partition
+from ..local_matrix import LocalCSR
+from ..stats import CommStats
+from ..threads import ranks_on_this_node
+from .base import DistSpMM
+
+# bytes per non-zero of the replicated A: float64 value + index, a float32 copy, the transposed
+# CSR built for matmul_t, and the gathered arrays during construction
+BYTES_PER_NNZ = 2 * (8 + 8 + 4) + 16
+BYTES_PER_ROW = 3 * 8
+USABLE_MEMORY = 0.7  # of the available memory per rank on its node
+
+
+def replicated_bytes(shape: tuple[int, int], nnz: int) -> int:
+    """Estimated peak bytes per rank of holding all of A (values, indices, both orientations)."""
+    return int(nnz * BYTES_PER_NNZ + (shape[0] + shape[1] + 2) * BYTES_PER_ROW)
+
+
+def available_bytes() -> int | None:
+    """Memory available on this node (``/proc/meminfo`` MemAvailable, or sysconf), or None."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+class FeatureParallel(DistSpMM):
+    name = "featureparallel"
+
+    def __init__(self, grid, partition, block_row, col_partition=None,
+                 memory_budget: int | None = None, **options):
+        super().__init__(grid, partition, block_row, col_partition, **options)
+        agree(grid.comm, None if grid.replication == 1 else
+              f"{self.name} splits feature columns over all P ranks: use replication=1")
+        self.comm = grid.comm
+        self.A = LocalCSR(_allgather_rows(self.comm, block_row, self.n))
+        self.rows_in = np.diff(self.col_offsets)   # rows of X per rank
+        self.rows_out = np.diff(self.row_offsets)  # rows of A @ X per rank
+        self._buf: dict = {}
+
+    @classmethod
+    def preflight(cls, grid, shape, nnz, memory_budget: int | None = None, **options):
+        """Refuse (with the estimate) when the replicated A would not fit in memory."""
+        need = replicated_bytes(shape, nnz)
+        if memory_budget is None:
+            avail = available_bytes()
+            if avail is None:
+                return None
+            memory_budget = int(USABLE_MEMORY * avail / ranks_on_this_node(grid.comm))
+        if need > memory_budget:
+            return (f"featureparallel replicates A on every rank: about {need / 2**20:,.1f} MiB "
+                    f"per rank for {shape[0]:,} x {shape[1]:,} with {nnz:,} non-zeros, more "
+                    f"than the {memory_budget / 2**20:,.1f} MiB available per rank; use "
+                    "sparse1d or more nodes")
+        return None
+
+    def local_nnz(self) -> int:
+        return self.A.nnz
+
+    def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
+        self._product(x, out, self.rows_in, self.rows_out, transpose=False)
+
+    def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
+        self._product(y, out, self.rows_out, self.rows_in, transpose=True)
+
+    def _product(self, x: np.ndarray, out: np.ndarray, rows_in: np.ndarray,
+                 rows_out: np.ndarray, transpose: bool) -> None:
+        """out = (A or A^T) x: rows -> feature columns, local product, columns -> rows."""
+        me, stats = self.comm.Get_rank(), self.stats
+        f = x.shape[1]
+        cols = self._feature_offsets(f)
+        fp = int(cols[me + 1] - cols[me])
+        width = np.diff(cols)
+        mpitype = mpi_float_type(x.dtype)
+        xc = self._buffer("xc", int(rows_in.sum()), fp, x.dtype)
+        zc = self._buffer("zc", int(rows_out.sum()), fp, x.dtype)
+        # 1. rows -> columns: to q, my rows of its columns (q-major, contiguous per q)
+        with stats.timing("seconds_exchange"):
+            send = np.concatenate([x[:, cols[q]:cols[q + 1]].ravel() for q in range(width.size)])
+        self._alltoallv(send, x.shape[0] * width, xc, rows_in * fp, mpitype, me)
+        # 2. the whole A (or A^T) times my columns
+        with stats.timing("seconds_multiply"):
+            if fp == 0:  # fewer feature columns than ranks: nothing to multiply here
+                pass
+            elif transpose:
+                self.A.t_matmul(xc, zc, accumulate=False)
+            else:
+                self.A.matmul(xc, zc, accumulate=False)
+        # 3. columns -> rows: rows of q go to q (contiguous in zc); unpack by source column
+        recv = self._buffer("recv", out.shape[0] * f, 1, x.dtype).reshape(-1)
+        self._alltoallv(zc, rows_out * fp, recv, out.shape[0] * width, mpitype, me)
+        with stats.timing("seconds_exchange"):
+            displs = np.concatenate(([0], np.cumsum(out.shape[0] * width)))
+            for q in range(width.size):
+                out[:, cols[q]:cols[q + 1]] = recv[displs[q]:displs[q + 1]].reshape(
+                    out.shape[0], width[q])
+
+    def _feature_offsets(self, f: int) -> np.ndarray:
+        """Feature-column blocks: near-equal, the first ``f % P`` ranks one column more."""
+        key = ("cols", f)
+        if key not in self._buf:
+            self._buf[key] = Partition.contiguous(f, self.comm.Get_size()).offsets
+        return self._buf[key]
+
+    def _alltoallv(self, send: np.ndarray, send_counts: np.ndarray, recv: np.ndarray,
+                   recv_counts: np.ndarray, mpitype, me: int) -> None:
+        """One all-to-all of elements; bytes count what leaves and enters this rank."""
+        stats: CommStats = self.stats
+        sc, rc = send_counts.astype(np.int64), recv_counts.astype(np.int64)
+        with stats.timing("seconds_exchange"):
+            self.comm.Alltoallv([send, (sc, _displs(sc)), mpitype],
+                                [recv, (rc, _displs(rc)), mpitype])
+        item = send.itemsize
+        out_bytes = int(sc.sum() - sc[me]) * item
+        stats.exchanges += 1
+        stats.bytes_sent += out_bytes
+        stats.payload_bytes_sent += out_bytes
+        stats.bytes_received += int(rc.sum() - rc[me]) * item
+
+    def _buffer(self, name: str, rows: int, f: int, dtype) -> np.ndarray:
+        key = (name, rows, f, np.dtype(dtype))
+        if key not in self._buf:
+            self._buf[key] = np.empty((rows, f), dtype=dtype)
+        return self._buf[key]
+
+
+def _displs(counts: np.ndarray) -> np.ndarray:
+    return np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+
+
+def _allgather_rows(comm: MPI.Comm, block_row: sp.csr_array, n: int) -> sp.csr_array:
+    """Every rank's block row, stacked in rank order: all of A on every rank."""
+    block_row = sp.csr_array(block_row)
+    lengths = np.diff(block_row.indptr).astype(np.int64)
+    indices = block_row.indices.astype(np.int64)
+    data = block_row.data.astype(np.float64)
+    rows = np.array(comm.allgather(lengths.size), dtype=np.int64)
+    nnz = np.array(comm.allgather(indices.size), dtype=np.int64)
+    all_lengths = np.empty(int(rows.sum()), dtype=np.int64)
+    all_indices = np.empty(int(nnz.sum()), dtype=np.int64)
+    all_data = np.empty(int(nnz.sum()), dtype=np.float64)
+    comm.Allgatherv([lengths, MPI.INT64_T], [all_lengths, (rows, _displs(rows)), MPI.INT64_T])
+    comm.Allgatherv([indices, MPI.INT64_T], [all_indices, (nnz, _displs(nnz)), MPI.INT64_T])
+    comm.Allgatherv([data, MPI.DOUBLE], [all_data, (nnz, _displs(nnz)), MPI.DOUBLE])
+    indptr = np.concatenate(([0], np.cumsum(all_lengths)))
+    return sp.csr_array((all_data, all_indices, indptr), shape=(all_lengths.size, n))
