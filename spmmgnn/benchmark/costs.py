@@ -1,0 +1,140 @@
+"""Predicted SpMM and epoch times: exact per-rank volumes (``volumes``) priced with the
+alpha-beta model of ICPP'24 section 4, plus the measured local kernel rate.
+
+Per rank r and call (the slowest rank sets the time, as in a bulk-synchronous step):
+
+* sparse algorithms (one all-to-allv):  ``alpha * peers_r + beta * max(sent_r, received_r)``,
+  the exact form of the paper's ``alpha (P-1) + (P-1) cut_P(G) f beta`` bound;
+* oblivious algorithms: one broadcast per stage q of the replica over k = P/c ranks,
+  ``alpha ceil(log2 k) + beta |X_q|`` (CAGNET's ``alpha P log P + beta n f`` for 1D);
+* the 1.5D all-reduce of the local block (m bytes) over c replicas:
+  ``2 alpha ceil(log2 c) + 2 beta m (c-1)/c`` (Rabenseifner);
+* local product: ``nnz_r * f / rate`` with the rate (non-zeros x columns per second) of the
+  numba kernel measured on this machine.
+
+An epoch of an L-layer GCN is ``2L`` SpMMs of width f (forward and backward, no first-layer
+cache, as in the paper's ``T = 2L (...)``); dense layers are not modelled.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .volumes import Layout, Volumes, predict, stage_mask
+
+OBLIVIOUS = {"oblivious1d", "oblivious15d"}
+
+
+@dataclass
+class Machine:
+    alpha: float        # seconds per message
+    beta: float         # seconds per byte
+    rate: float         # local kernel: non-zeros x columns per second (one rank)
+
+
+def _log2(n: int) -> int:
+    return int(math.ceil(math.log2(n))) if n > 1 else 0
+
+
+def spmm_time(algorithm: str, layout: Layout, vol: Volumes, P: int, c: int, f: int,
+              itemsize: int, m: Machine) -> dict:
+    """Predicted seconds of one SpMM: the slowest rank's total and its parts."""
+    local = vol.nnz * f / m.rate
+    k = P // c
+    if algorithm in OBLIVIOUS:
+        M = stage_mask(k, c)
+        blocks = layout.sizes * f * itemsize
+        per_replica = (M * (m.alpha * _log2(k) + m.beta * blocks[None, :])).sum(axis=1)
+        exchange = per_replica[np.arange(P) % c] if k > 1 else np.zeros(P)
+    else:
+        exchange = m.alpha * vol.messages + m.beta * np.maximum(vol.sent, vol.received)
+    allreduce = (2 * m.alpha * _log2(c) + 2 * m.beta * vol.allreduce * (c - 1) / c
+                 if c > 1 else np.zeros(P))
+    total = local + exchange + allreduce
+    r = int(np.argmax(total))
+    return dict(seconds=float(total[r]), local=float(local[r]), exchange=float(exchange[r]),
+                allreduce=float(allreduce[r]), max_bytes_sent=int(vol.sent.max()),
+                avg_bytes_sent=float(vol.sent.mean()),
+                max_allreduce_bytes=int(vol.allreduce.max()))
+
+
+def predict_all(A, Ps: list[int], cs: list[int], algorithms: list[str], f: int,
+                itemsize: int, m: Machine, spmms_per_epoch: int, partitioner: str = "none",
+                seed: int = 0, log=None) -> list[dict]:
+    """Predictions for every runnable (P, c, algorithm): one dict each."""
+    from .volumes import ONE_D
+
+    layouts: dict[int, Layout] = {}
+    rows = []
+    for P in Ps:
+        for c in cs:
+            if P % c or c > P:
+                continue
+            k = P // c
+            if k not in layouts:
+                t0 = time.perf_counter()
+                part = None
+                if partitioner not in ("none", "contiguous") and k > 1:
+                    from ..partitioners import partition
+
+                    part = partition(A, k, method=partitioner, seed=seed)
+                layouts[k] = Layout.build(A, part, k)
+                if log:
+                    log(f"layout k={k}: {time.perf_counter() - t0:.1f} s")
+            for algo in algorithms:
+                if c > 1 and algo in ONE_D:
+                    continue
+                vol = predict(algo, layouts[k], P, c, f, itemsize)
+                t = spmm_time(algo, layouts[k], vol, P, c, f, itemsize, m)
+                rows.append(dict(P=P, c=c, algorithm=algo, f=f, **t,
+                                 epoch_seconds=spmms_per_epoch * t["seconds"]))
+    return rows
+
+
+def crossovers(rows: list[dict]) -> list[str]:
+    """Per c: the smallest P where the sparse algorithm beats the oblivious one; per P: the
+    best (algorithm, c)."""
+    out = []
+    for c in sorted({r["c"] for r in rows}):
+        sel = {(r["P"], r["algorithm"]): r["seconds"] for r in rows if r["c"] == c}
+        pairs = [("sparse1d", "oblivious1d")] if c == 1 else []
+        pairs.append(("sparse15d", "oblivious15d"))
+        for sparse, obl in pairs:
+            Ps = sorted(P for P, a in sel if a == sparse and (P, obl) in sel)
+            wins = [P for P in Ps if sel[(P, sparse)] < sel[(P, obl)]]
+            if not Ps:
+                continue
+            if not wins:
+                out.append(f"c={c}: {sparse} never beats {obl} at P in {Ps}")
+            elif wins[0] == Ps[0] and len(wins) == len(Ps):
+                out.append(f"c={c}: {sparse} beats {obl} at every P in {Ps}")
+            elif wins == Ps[Ps.index(wins[0]):]:
+                out.append(f"c={c}: {sparse} beats {obl} from P={wins[0]} on")
+            else:
+                out.append(f"c={c}: {sparse} beats {obl} only at P in {wins} of {Ps}")
+    for P in sorted({r["P"] for r in rows}):
+        best = min((r for r in rows if r["P"] == P), key=lambda r: r["seconds"])
+        out.append(f"P={P}: best {best['algorithm']} c={best['c']} "
+                   f"({best['epoch_seconds'] * 1e3:.2f} ms/epoch)")
+    return out
+
+
+def measure_rate(A, f: int, dtype="float32", repeat: int = 3) -> float:
+    """Non-zeros x columns per second of the local numba kernel on A (this process's
+    threads), best of ``repeat`` after a warm-up."""
+    from ..local_matrix import LocalCSR
+
+    L = LocalCSR(A)
+    x = np.random.default_rng(0).standard_normal((A.shape[1], f)).astype(dtype)
+    out = np.empty((A.shape[0], f), dtype=dtype)
+    L.matmul(x, out, accumulate=False)
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        L.matmul(x, out, accumulate=False)
+        best = min(best, time.perf_counter() - t0)
+    return max(1.0, L.nnz * f / best)

@@ -1,0 +1,336 @@
+"""``spmmgnn report``: plots and a Markdown summary of a results file (JSON lines).
+
+One PNG per view of the ICPP'24 evaluation, each written even when the results hold no data
+for it (then it says so), so a report always has the same files:
+
+==================== =========================================================================
+``time_vs_P.png``    time per SpMM / per epoch vs P, one line per algorithm and c (Fig. 3)
+``breakdown.png``    stacked local / exchange / all-reduce / codec / dense / other (Fig. 4)
+``partitioners.png`` total and maximum bytes sent per partitioner (Fig. 6)
+``replication.png``  time and bytes vs the replication factor c of the 1.5D algorithms (Fig. 7)
+``bytes_per_rank.png`` bytes sent by every rank, with max / average (Table 2)
+``codecs.png``       bytes on the wire and accuracy per codec
+==================== =========================================================================
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from .runs import PHASES
+
+PLOTS = ("time_vs_P", "breakdown", "partitioners", "replication", "bytes_per_rank", "codecs")
+COLORS = dict(local="tab:blue", exchange="tab:red", allreduce="tab:green", codec="tab:purple",
+              dense="tab:orange", other="tab:gray")
+MB = 1e6
+
+
+def pyplot():
+    """matplotlib.pyplot with the file-only Agg backend (works without a display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def runs_of(records: list[dict]) -> list[dict]:
+    """Successful sweep runs (not network records, not failed runs)."""
+    return [r for r in records if r.get("mode") in ("spmm", "train") and "error" not in r
+            and "seconds" in r]
+
+
+def sent(r: dict) -> np.ndarray:
+    return np.asarray(r.get("per_rank", {}).get("bytes_sent", [0]), dtype=float)
+
+
+def label(r: dict) -> str:
+    return f"{r['algorithm']} c={r['c']}"
+
+
+def _unit(mode: str) -> str:
+    return "ms per SpMM" if mode == "spmm" else "ms per epoch"
+
+
+def _empty(ax, what: str) -> None:
+    ax.text(0.5, 0.5, f"no {what} in these results", ha="center", va="center",
+            transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _baseline(runs: list[dict]) -> list[dict]:
+    """The plain runs: no codec and the first partitioner seen (for the views about
+    algorithms, so lines compare like with like)."""
+    plain = [r for r in runs if r["codec"] == "none"]
+    if not plain:
+        return []
+    first = plain[0]["partitioner"]
+    return [r for r in plain if r["partitioner"] == first]
+
+
+def _modes(runs: list[dict]) -> list[str]:
+    return sorted({r["mode"] for r in runs}) or ["spmm"]
+
+
+def plot_time_vs_p(plt, runs, path: Path) -> None:
+    base = _baseline(runs)
+    modes = _modes(base)
+    fig, axes = plt.subplots(1, len(modes), figsize=(6 * len(modes), 4.2), squeeze=False)
+    for ax, mode in zip(axes[0], modes, strict=True):
+        sel = [r for r in base if r["mode"] == mode]
+        series = defaultdict(list)
+        for r in sel:
+            series[(label(r), r["f"])].append((r["P"], r["seconds"] * 1e3))
+        if not series:
+            _empty(ax, f"{mode} runs")
+            continue
+        for (name, f), pts in sorted(series.items()):
+            pts.sort()
+            ax.plot([p for p, _ in pts], [t for _, t in pts], marker="o", label=f"{name} f={f}")
+        ax.set_xscale("log", base=2)
+        ax.set(xlabel="P (MPI ranks)", ylabel=_unit(mode), title=f"{mode}: time vs P")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def plot_breakdown(plt, runs, path: Path) -> None:
+    base = _baseline(runs)
+    modes = _modes(base)
+    fig, axes = plt.subplots(1, len(modes), figsize=(6.5 * len(modes), 4.5), squeeze=False)
+    for ax, mode in zip(axes[0], modes, strict=True):
+        sel = sorted((r for r in base if r["mode"] == mode),
+                     key=lambda r: (r["P"], r["f"], r["algorithm"], r["c"]))
+        if not sel:
+            _empty(ax, f"{mode} runs")
+            continue
+        names = [f"{label(r)}\nP={r['P']} f={r['f']}" for r in sel]
+        bottom = np.zeros(len(sel))
+        for ph in PHASES:
+            v = np.array([r["breakdown"].get(ph, 0.0) * 1e3 for r in sel])
+            ax.bar(names, v, bottom=bottom, color=COLORS[ph], label=ph)
+            bottom += v
+        ax.set(ylabel=f"{_unit(mode)} (slowest rank per phase)", title=f"{mode}: breakdown")
+        ax.tick_params(axis="x", labelsize=6, rotation=90)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def _group_bars(ax, groups: list[str], series: dict[str, list[float]], ylabel: str) -> None:
+    width = 0.8 / max(1, len(series))
+    x = np.arange(len(groups))
+    for i, (name, vals) in enumerate(series.items()):
+        ax.bar(x + i * width - 0.4 + width / 2, vals, width, label=name)
+    ax.set_xticks(x, groups, fontsize=6, rotation=90)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7)
+
+
+def plot_partitioners(plt, runs, path: Path) -> None:
+    sel = [r for r in runs if r["codec"] == "none" and r["mode"] == "spmm"] or \
+        [r for r in runs if r["codec"] == "none"]
+    keys = sorted({(r["algorithm"], r["c"], r["P"], r["f"]) for r in sel
+                   if r["P"] // r["c"] > 1})  # a single block row exchanges nothing
+    fig, axes = plt.subplots(1, 2, figsize=(max(11.0, 0.7 * len(keys) + 4), 5))
+    parts = sorted({r["partitioner"] for r in sel})
+    if not sel:
+        for ax in axes:
+            _empty(ax, "runs without codec")
+    else:
+        groups = [f"{a} c={c} P={P} f={f}" for a, c, P, f in keys]
+        for ax, (what, fn) in zip(axes, (("total", np.sum), ("max per rank", np.max)),
+                                  strict=True):
+            series = {}
+            for p in parts:
+                vals = []
+                for key in keys:
+                    m = [fn(sent(r)) / MB for r in sel if r["partitioner"] == p and
+                         (r["algorithm"], r["c"], r["P"], r["f"]) == key]
+                    vals.append(m[0] if m else 0.0)
+                series[p] = vals
+            _group_bars(ax, groups, series, f"{what} bytes sent (MB per call)")
+            ax.set_title(f"partitioners: {what} send volume")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def plot_replication(plt, runs, path: Path) -> None:
+    sel = [r for r in _baseline(runs) if r["algorithm"].endswith("15d")]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    if not sel:
+        for ax in axes:
+            _empty(ax, "1.5D runs")
+    else:
+        series = defaultdict(list)
+        for r in sel:
+            series[(r["mode"], r["algorithm"], r["P"], r["f"])].append(r)
+        for key, rs in sorted(series.items()):
+            rs.sort(key=lambda r: r["c"])
+            name = f"{key[1]} {key[0]} P={key[2]} f={key[3]}"
+            cs = [r["c"] for r in rs]
+            axes[0].plot(cs, [r["seconds"] * 1e3 for r in rs], marker="o", label=name)
+            axes[1].plot(cs, [(sent(r).max() + max(r["per_rank"].get("allreduce_bytes", [0])))
+                              / MB for r in rs], marker="o", label=name)
+        axes[0].set(xlabel="replication c", ylabel="ms per SpMM / epoch",
+                    title="1.5D: time vs c")
+        axes[1].set(xlabel="replication c", ylabel="max bytes per rank (MB, exchange + "
+                    "all-reduce)", title="1.5D: bytes vs c")
+        for ax in axes:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def plot_bytes_per_rank(plt, runs, path: Path) -> None:
+    base = [r for r in _baseline(runs) if r["mode"] == "spmm"] or _baseline(runs)
+    P = max((r["P"] for r in base), default=0)
+    sel = sorted((r for r in base if r["P"] == P), key=lambda r: (r["f"], r["algorithm"], r["c"]))
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    if not sel:
+        _empty(ax, "runs")
+    else:
+        f = sel[0]["f"]
+        sel = [r for r in sel if r["f"] == f]
+        ranks = np.arange(P)
+        w = 0.8 / len(sel)
+        for i, r in enumerate(sel):
+            s = sent(r) / MB
+            ax.bar(ranks + i * w - 0.4 + w / 2, s, w,
+                   label=f"{label(r)} (max/avg {s.max() / max(s.mean(), 1e-30):.2f})")
+        ax.set(xlabel="rank", ylabel="bytes sent per call (MB)",
+               title=f"bytes per rank, P={P}, f={f}")
+        ax.set_xticks(ranks)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def plot_codecs(plt, runs, path: Path) -> None:
+    codec_keys = {(r["mode"], r["algorithm"], r["c"], r["P"], r["f"], r["partitioner"])
+                  for r in runs if r["codec"] != "none"}
+    sel = [r for r in runs if (r["mode"], r["algorithm"], r["c"], r["P"], r["f"],
+                               r["partitioner"]) in codec_keys]
+    fig, axes = plt.subplots(1, 2, figsize=(max(11.0, 0.7 * len(codec_keys) + 4), 5))
+    if not sel:
+        for ax in axes:
+            _empty(ax, "codec runs")
+    else:
+        keys = sorted(codec_keys)
+        groups = [f"{m} {a} c={c} P={P} f={f} {p}" for m, a, c, P, f, p in keys]
+        codecs = sorted({r["codec"] for r in sel}, key=lambda c: (c != "none", c))
+
+        def pick(k, codec, fn):
+            m = [fn(r) for r in sel if (r["mode"], r["algorithm"], r["c"], r["P"], r["f"],
+                                        r["partitioner"]) == k and r["codec"] == codec]
+            return m[0] if m else 0.0
+
+        _group_bars(axes[0], groups, {c: [pick(k, c, lambda r: sent(r).sum() / MB)
+                                          for k in keys] for c in codecs},
+                    "total bytes sent (MB per call / epoch)")
+        axes[0].set_title("codecs: bytes on the wire")
+        _group_bars(axes[1], groups, {c: [pick(k, c, _accuracy) for k in keys]
+                                      for c in codecs},
+                    "test accuracy (train) / 1 - max rel. error (SpMM)")
+        axes[1].set_title("codecs: accuracy")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def _accuracy(r: dict) -> float:
+    if r.get("accuracy") is not None:
+        return float(r["accuracy"])
+    return float(1.0 - min(1.0, r.get("max_rel_error", 0.0)))
+
+
+def _table(runs: list[dict]) -> list[str]:
+    lines = ["| mode | algorithm | P | c | partitioner | codec | f | ms | local | exchange "
+             "| all-reduce | codec | dense | other | max MB sent | avg MB sent | max/avg "
+             "| accuracy |", "|" + " --- |" * 18]
+    for r in sorted(runs, key=lambda r: (r["mode"], r["P"], r["f"], r["algorithm"], r["c"],
+                                         r["partitioner"], r["codec"])):
+        s = sent(r) / MB
+        b = r["breakdown"]
+        acc = r.get("accuracy")
+        acc = f"{acc:.3f}" if acc is not None else f"err {r.get('max_rel_error', 0):.1e}"
+        ratio = f"{s.max() / s.mean():.2f}" if s.mean() > 0 else "-"
+        lines.append(
+            f"| {r['mode']} | {r['algorithm']} | {r['P']} | {r['c']} | {r['partitioner']} | "
+            f"{r['codec']} | {r['f']} | {r['seconds'] * 1e3:.2f} | "
+            + " | ".join(f"{b.get(p, 0) * 1e3:.2f}" for p in PHASES)
+            + f" | {s.max():.3f} | {s.mean():.3f} | {ratio} | {acc} |")
+    return lines
+
+
+def summary(records: list[dict], by_graph: dict[str, list[dict]],
+            folders: dict[str, str]) -> str:
+    lines = ["# Benchmark report", ""]
+    nets = [r for r in records if r.get("kind") == "network"]
+    if nets:
+        n = nets[-1]
+        lines += [f"Network (P={n['P']}, {n['machine'].get('host', '?')}): ping-pong alpha = "
+                  f"{n['alpha'] * 1e6:.2f} us, beta = {n['beta'] * 1e9:.4f} ns/B "
+                  f"({1e-9 / max(n['beta'], 1e-30):.2f} GB/s); all-to-all alpha = "
+                  f"{n['all_to_all']['alpha'] * 1e6:.2f} us, beta = "
+                  f"{n['all_to_all']['beta'] * 1e9:.4f} ns/B per pair.", ""]
+    lines += ["Times are the slowest rank's per phase (ms per SpMM or per epoch); bytes sent "
+              "per call (SpMM) or per epoch (training); accuracy is the test accuracy of a "
+              "training run, or the SpMM's max relative error against scipy.", ""]
+    for graph, runs in by_graph.items():
+        r0 = runs[0]
+        lines += [f"## `{graph}` (n = {r0.get('n')}, nnz = {r0.get('nnz')})", ""]
+        lines += _table(runs) + [""]
+        prefix = f"{folders[graph]}/" if folders[graph] else ""
+        lines += [f"![{p}]({prefix}{p}.png)" for p in PLOTS] + [""]
+    failed = [r for r in records if "error" in r]
+    if failed:
+        lines += [f"{len(failed)} run(s) failed:", ""]
+        lines += [f"- {r.get('graph')} {r.get('mode')} {r.get('algorithm')} c={r.get('c')} "
+                  f"{r.get('partitioner')} {r.get('codec')}: {r['error']}" for r in failed]
+    return "\n".join(lines) + "\n"
+
+
+def _slug(graph: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in graph)
+
+
+def write_report(records: list[dict], out: str | Path) -> list[Path]:
+    """Write every plot of ``PLOTS`` and ``summary.md`` into ``out`` (with several graphs,
+    each graph's plots go to a sub-folder named after it); returns the paths."""
+    from ..atomic import write_text_atomic
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    plt = pyplot()
+    by_graph: dict[str, list[dict]] = defaultdict(list)
+    for r in runs_of(records):
+        by_graph[r["graph"]].append(r)
+    if not by_graph:
+        by_graph["(no successful runs)"] = []
+    folders = {g: "" if len(by_graph) == 1 else _slug(g) for g in by_graph}
+    fns = dict(time_vs_P=plot_time_vs_p, breakdown=plot_breakdown,
+               partitioners=plot_partitioners, replication=plot_replication,
+               bytes_per_rank=plot_bytes_per_rank, codecs=plot_codecs)
+    paths = []
+    for graph, runs in by_graph.items():
+        folder = out / folders[graph]
+        folder.mkdir(exist_ok=True)
+        for name in PLOTS:
+            path = folder / f"{name}.png"
+            fns[name](plt, runs, path)
+            paths.append(path)
+    md = out / "summary.md"
+    write_text_atomic(md, summary(records, by_graph, folders) if any(by_graph.values())
+                      else "# Benchmark report\n\nNo successful runs.\n")
+    return [*paths, md]

@@ -1,0 +1,181 @@
+"""One run of a sweep, executed collectively: a timed bare SpMM or a short GCN training,
+returned as the dict that becomes its results line (on rank 0; None elsewhere)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from mpi4py import MPI
+
+from ..errors import SpmmgnnError, agree, check_on_root
+
+PHASES = ("local", "exchange", "allreduce", "codec", "dense", "other")
+
+
+def machine() -> dict:
+    """Where the numbers come from (recorded in every line)."""
+    return dict(host=platform.node(), platform=platform.platform(),
+                processor=platform.processor() or platform.machine(),
+                cores=len(os.sched_getaffinity(0)), python=platform.python_version(),
+                mpi=MPI.Get_library_version().splitlines()[0].strip())
+
+
+class PartitionCache:
+    """Partitions computed on the root, once per (graph, k, method) within a sweep."""
+
+    def __init__(self):
+        self._parts: dict = {}
+
+    def get(self, comm: MPI.Comm, graph_spec: str, A, k: int, method: str, seed: int):
+        """Collective: the root's ``Partition`` (None: contiguous blocks) and its seconds."""
+        if method in ("none", "contiguous"):
+            return None, 0.0
+        key = (graph_spec, k, method, seed)
+        if key not in self._parts:
+            from ..partitioners import partition
+
+            got = check_on_root(comm, 0, lambda: partition(A, k, method=method, seed=seed))
+            self._parts[key] = (got, got.seconds if got is not None else 0.0)
+        return self._parts[key]
+
+
+def spmm_run(comm: MPI.Comm, run: dict, A, parts: PartitionCache) -> dict | None:
+    """Time ``run["repeat"]`` calls of ``matmul`` after a warm-up; the breakdown is the
+    slowest rank's per phase, bytes are per rank and per call."""
+    from ..algorithms import DistSpMM
+    from ..grid import ProcessGrid
+    from .graphs import features_for
+
+    grid = ProcessGrid(comm, run["c"])
+    part, part_seconds = parts.get(comm, run["graph"], A, grid.n_block_rows,
+                                   run["partitioner"], run["seed"])
+    opts = {} if run["codec"] == "none" else dict(codec=run["codec"])
+    op = DistSpMM.from_scipy(A, grid, algorithm=run["algorithm"], partition=part,
+                             validate=False, **opts)
+    X = features_for(A.shape[0], run["f"], run["seed"], run["dtype"]) if comm.rank == 0 else None
+    x = op.scatter_rows(X)
+    y = op.matmul(x)  # warm-up: numba compilation, buffers
+    op.reset_stats()
+    comm.Barrier()
+    t0 = time.perf_counter()
+    for _ in range(run["repeat"]):
+        y = op.matmul(x)
+    comm.Barrier()
+    wall = (time.perf_counter() - t0) / run["repeat"]
+    s, r = op.comm_stats(), run["repeat"]
+    mine = dict(local=s["seconds_multiply"] / r, exchange=s["seconds_exchange"] / r,
+                allreduce=s["seconds_allreduce"] / r, codec=s["seconds_codec"] / r,
+                bytes_sent=s["bytes_sent"] // r, bytes_received=s["bytes_received"] // r,
+                allreduce_bytes=s["allreduce_bytes"] // r, nnz=op.local_nnz(),
+                rows=op.n_local)
+    ranks = comm.gather(mine, root=0)
+    full = op.gather_rows(y)
+    if comm.rank != 0:
+        return None
+    ref = A.astype(run["dtype"]) @ X
+    err = float(np.abs(full - ref).max() / max(1e-30, float(np.abs(ref).max())))
+    breakdown = {k: max(q[k] for q in ranks) for k in ("local", "exchange", "allreduce",
+                                                        "codec")}
+    breakdown["dense"] = 0.0
+    breakdown["other"] = max(0.0, wall - sum(breakdown.values()))
+    return dict(seconds=wall, unit="spmm", breakdown=breakdown, max_rel_error=err,
+                n=int(A.shape[0]), nnz=int(A.nnz), partition_seconds=part_seconds,
+                per_rank={k: [q[k] for q in ranks] for k in ("bytes_sent", "bytes_received",
+                                                              "allreduce_bytes", "nnz",
+                                                              "rows")})
+
+
+def _train_argv(run: dict, json_path: str) -> list[str]:
+    from .graphs import parse_spec
+
+    name, kw = parse_spec(run["graph"])
+    if name == "file":
+        data = ["--dataset", kw["path"]]
+    elif name == "csbm":
+        flags = dict(n="--csbm-n", avg_degree="--csbm-degree", num_features="--csbm-features",
+                     num_classes="--csbm-classes", homophily="--csbm-homophily",
+                     signal="--csbm-signal")
+        data = [a for k, v in kw.items() if k in flags for a in (flags[k], str(v))]
+    else:
+        raise SpmmgnnError(f"train mode needs features and labels: graph {run['graph']!r} "
+                           "has none (use csbm:... or a graph file with features)")
+    argv = ["train", *data, "--algorithm", run["algorithm"], "--replication", str(run["c"]),
+            "--partitioner", run["partitioner"], "--codec", run["codec"],
+            "--hidden", str(run["f"]), "--layers", str(run["layers"]),
+            "--epochs", str(run["epochs"]), "--eval-every", str(run["epochs"]),
+            "--dtype", run["dtype"], "--seed", str(run["seed"]), "--quiet", "--json", json_path]
+    return argv + ([] if run["cache"] else ["--no-cache"])
+
+
+def train_run(comm: MPI.Comm, run: dict) -> dict | None:
+    """GCN training through ``spmmgnn train`` itself (same flags, same work), summarised."""
+    import json
+
+    from ..cli import build_parser
+    from ..commands import train
+
+    tmp = comm.bcast(tempfile.mkdtemp(prefix="spmmgnn-bench-") if comm.rank == 0 else None)
+    path = str(Path(tmp) / "train.json")
+    argv, error = None, None
+    try:
+        argv = _train_argv(run, path)
+    except SpmmgnnError as exc:
+        error = str(exc)
+        if comm.rank == 0:
+            os.rmdir(tmp)
+    agree(comm, error)
+    args = build_parser().parse_args(argv)
+    with contextlib.redirect_stdout(io.StringIO()):  # its summary: recorded, not printed
+        train.run(args)
+    comm.Barrier()
+    if comm.rank != 0:
+        return None
+    result = json.loads(Path(path).read_text())
+    Path(path).unlink()
+    os.rmdir(tmp)
+    b = result["breakdown"]
+    breakdown = dict(local=b["spmm_local"], exchange=b["exchange"], allreduce=b["allreduce"],
+                     codec=0.0, dense=b["dense"], other=b["other"])
+    calls = max(1, result["epochs_run"] + 1)
+    return dict(seconds=result["epoch_seconds"], unit="epoch", breakdown=breakdown,
+                accuracy=result["final"].get("test_acc"), final=result["final"],
+                n=int(result["n"]), nnz=int(result["nnz"]), epochs_run=result["epochs_run"],
+                per_rank=dict(bytes_sent=[q["bytes_sent"] // calls for q in result["ranks"]],
+                              bytes_received=[q["bytes_received"] // calls
+                                              for q in result["ranks"]],
+                              rows=[q["rows"] for q in result["ranks"]]),
+                bytes_note="per epoch (cumulative bytes / (epochs + 1 evaluation))")
+
+
+class Bar:
+    """A progress bar on rank 0's stderr: redrawn in place on a terminal, a line per run
+    otherwise."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.enabled, self.done = total, enabled and total > 0, 0
+        self.tty = sys.stderr.isatty()
+        self.t0 = time.perf_counter()
+
+    def step(self, label: str, skipped: bool = False) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        frac = self.done / self.total
+        fill = int(24 * frac)
+        elapsed = time.perf_counter() - self.t0
+        text = (f"[{'#' * fill}{'.' * (24 - fill)}] {self.done}/{self.total} "
+                f"{elapsed:5.0f}s {'skip ' if skipped else ''}{label}")
+        if self.tty:
+            sys.stderr.write("\r" + text[:120].ljust(120) + ("\n" if self.done == self.total
+                                                             else ""))
+        else:
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()

@@ -1,0 +1,279 @@
+"""Exact per-rank bytes of every SpMM algorithm, predicted from the partition alone (no MPI).
+
+The conventions are those of ``comm_stats()`` (README "Bytes accounting", "1.5D stages"):
+
+* ``bytes_sent`` / ``bytes_received``: rows crossing between ranks in the row exchange, never
+  a rank's own rows; a broadcast root counts its block once per receiving peer, a reduce
+  root receives one block per peer;
+* ``allreduce_bytes``: the 1.5D row all-reduce, the local block (rows x f x itemsize) per call
+  when c > 1, nothing when c = 1;
+* rank ``r`` sits at block row ``r // c`` and replica ``r % c``; replica j multiplies the
+  block columns ``stages_of(k, c, j)`` with ``k = P / c``.
+
+Every function takes a :class:`Layout` (the relabelled matrix and its block offsets) and
+returns a :class:`Volumes` of per-rank integer arrays for one ``matmul`` and one
+``matmul_t``. ``VOLUMES`` maps an algorithm name to its function; other algorithms register
+theirs with :func:`register_volume`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..algorithms.vertex_cover import min_vertex_cover
+from ..codecs import get_codec
+from ..errors import SpmmgnnError
+from ..layout import resolve_partition
+from ..stages import stage_ranges
+
+
+@dataclass
+class Layout:
+    """The matrix the SpMM applies, relabelled so block rows are contiguous, and its blocks."""
+
+    A: sp.csr_array           # n x n, rows/columns in the relabelled order
+    offsets: np.ndarray       # k + 1 block-row boundaries
+    _pairs: np.ndarray | None = field(default=None, repr=False)
+
+    @classmethod
+    def build(cls, A, partition=None, k: int = 1) -> Layout:
+        """From the user's square matrix (original order) and what ``DistSpMM.from_scipy``
+        accepts as ``partition`` (None: k near-equal contiguous blocks, block sizes, a part
+        vector or a ``spmmgnn.Partition``), laid out as ``from_scipy`` lays it out."""
+        A = sp.csr_array(A)
+        if A.shape[0] != A.shape[1]:
+            raise SpmmgnnError(f"the volume model needs a square matrix, got {A.shape}")
+        partition = resolve_partition(partition, A.shape[0], k)
+        if not partition.is_identity:
+            A = sp.csr_array(A[partition.perm][:, partition.perm])
+        A.sum_duplicates()
+        return cls(A, np.asarray(partition.offsets, dtype=np.int64))
+
+    @property
+    def k(self) -> int:
+        return int(self.offsets.size - 1)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def block_of(self, ids: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.offsets, ids, side="right") - 1
+
+    def row_blocks(self) -> np.ndarray:
+        """Block row of every stored non-zero."""
+        return np.repeat(self.block_of(np.arange(self.A.shape[0])), np.diff(self.A.indptr))
+
+    def pair_volume(self) -> np.ndarray:
+        """``V[i, q]``: distinct columns of block q with a non-zero in block row i (i != q;
+        the diagonal is 0). Row i needs exactly these rows of X from block q."""
+        if self._pairs is None:
+            k = self.k
+            rb = self.row_blocks()
+            cols = self.A.indices.astype(np.int64)
+            cb = self.block_of(cols)
+            off = rb != cb
+            keys = np.unique(cols[off] * k + rb[off])
+            i, c = keys % k, keys // k
+            V = np.bincount(i * k + self.block_of(c), minlength=k * k).reshape(k, k)
+            self._pairs = V.astype(np.int64)
+        return self._pairs
+
+    def cover_volume(self) -> np.ndarray:
+        """``C[i, q]``: rows block q sends block row i in ``prepost1d``, the size of a minimum
+        vertex cover of the cut non-zeros of A_iq (rows of block i x columns of block q).
+
+        The k(k-1) bipartite graphs are disjoint once a row is tagged with the sender block
+        and a column with the receiver block, so one matching covers them all at once."""
+        k = self.k
+        rb = self.row_blocks()
+        rows = np.repeat(np.arange(self.A.shape[0]), np.diff(self.A.indptr))
+        cols = self.A.indices.astype(np.int64)
+        cb = self.block_of(cols)
+        off = rb != cb
+        if not off.any():
+            return np.zeros((k, k), dtype=np.int64)
+        left = rows[off] * k + cb[off]          # (row, sender block)
+        right = cols[off] * k + rb[off]         # (column, receiver block)
+        ul, li = np.unique(left, return_inverse=True)
+        ur, ri = np.unique(right, return_inverse=True)
+        B = sp.csr_array((np.ones(li.size, dtype=np.int8), (li, ri)), shape=(ul.size, ur.size))
+        B.sum_duplicates()
+        row_cover, col_cover = min_vertex_cover(B)
+        lr, lq = ul[row_cover] // k, ul[row_cover] % k
+        cc, cp = ur[col_cover] // k, ur[col_cover] % k
+        pairs = np.concatenate([self.block_of(lr) * k + lq, cp * k + self.block_of(cc)])
+        return np.bincount(pairs, minlength=k * k).reshape(k, k).astype(np.int64)
+
+    def block_nnz(self) -> np.ndarray:
+        """``N[i, q]``: non-zeros of block A_iq."""
+        k = self.k
+        rb, cb = self.row_blocks(), self.block_of(self.A.indices.astype(np.int64))
+        return np.bincount(rb * k + cb, minlength=k * k).reshape(k, k).astype(np.int64)
+
+
+@dataclass
+class Volumes:
+    """Per-rank bytes of one call (forward ``matmul``, transpose ``matmul_t``)."""
+
+    sent: np.ndarray
+    received: np.ndarray
+    sent_t: np.ndarray
+    received_t: np.ndarray
+    allreduce: np.ndarray       # per call, same for both directions
+    nnz: np.ndarray             # non-zeros each rank multiplies (local work)
+    messages: np.ndarray        # peers a rank exchanges with per call (latency terms)
+
+    def as_dict(self) -> dict:
+        return {k: np.asarray(v).tolist() for k, v in self.__dict__.items()}
+
+
+def row_bytes(f: int, itemsize: int, codec: str | None) -> int:
+    """Bytes one row of f values takes on the wire (the codec's width, or f x itemsize)."""
+    c = get_codec(codec)
+    if c is None:
+        return f * itemsize
+    return int(c.row_bytes(f))
+
+
+def _replicas(P: int, c: int) -> tuple[int, np.ndarray, np.ndarray]:
+    if c < 1 or P % c:
+        raise SpmmgnnError(f"replication c={c} must divide P={P}")
+    k = P // c
+    r = np.arange(P)
+    return k, r // c, r % c
+
+
+def stage_mask(k: int, c: int) -> np.ndarray:
+    """``M[j, q]``: replica j multiplies block column q."""
+    b = stage_ranges(k, c)
+    q = np.arange(k)
+    return (q[None, :] >= b[:-1, None]) & (q[None, :] < b[1:, None])
+
+
+def sparse_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
+                   codec: str | None = None, codec_backward: str | None = "same") -> Volumes:
+    """sparse1d (c = 1) and sparse15d: rank (i, j) fetches NnzCols(i, q) from (q, j) for the
+    block columns q of its stages; the transpose sends the same rows back as partial sums."""
+    k, i, j = _replicas(P, c)
+    if layout.k != k:
+        raise SpmmgnnError(f"the partition has {layout.k} blocks; P/c = {k} expected")
+    V = layout.pair_volume()
+    M = stage_mask(k, c)
+    rb = row_bytes(f, itemsize, codec)
+    rbt = rb if codec_backward == "same" else row_bytes(f, itemsize, codec_backward)
+    recv_rows = (V[i] * M[j]).sum(axis=1)          # rows rank (i, j) fetches
+    # rows block i sends to all block rows l (V[l, i]), if block column i is j's stage
+    send_rows = np.where(M[j, i], V[:, i].sum(axis=0), 0)
+    peers_in = ((V[i] * M[j]) > 0).sum(axis=1)
+    peers_out = np.where(M[j, i], (V[:, i] > 0).sum(axis=0), 0)
+    N = layout.block_nnz()
+    return Volumes(sent=send_rows * rb, received=recv_rows * rb, sent_t=recv_rows * rbt,
+                   received_t=send_rows * rbt, allreduce=_allreduce(layout, i, c, f, itemsize),
+                   nnz=(N[i] * M[j]).sum(axis=1), messages=np.maximum(peers_in, peers_out))
+
+
+def prepost_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
+                    codec: str | None = None, codec_backward: str | None = "same") -> Volumes:
+    """prepost1d: block q sends block row i the minimum-vertex-cover rows of the cut A_iq
+    (X rows for covered columns, partial sums for covered rows); the transpose mirrors it."""
+    if c != 1:
+        raise SpmmgnnError("prepost1d is one-dimensional: c must be 1")
+    k = P
+    if layout.k != k:
+        raise SpmmgnnError(f"the partition has {layout.k} blocks; P = {k} expected")
+    C = layout.cover_volume()
+    rb = row_bytes(f, itemsize, codec)
+    rbt = rb if codec_backward == "same" else row_bytes(f, itemsize, codec_backward)
+    recv_rows, send_rows = C.sum(axis=1), C.sum(axis=0)
+    peers = np.maximum((C > 0).sum(axis=1), (C > 0).sum(axis=0))
+    return Volumes(sent=send_rows * rb, received=recv_rows * rb, sent_t=recv_rows * rbt,
+                   received_t=send_rows * rbt, allreduce=np.zeros(k, dtype=np.int64),
+                   nnz=layout.block_nnz().sum(axis=1), messages=peers)
+
+
+def oblivious_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
+                      codec: str | None = None, codec_backward: str | None = "same") -> Volumes:
+    """oblivious1d (c = 1) and oblivious15d: in stage q the owner (q, j) broadcasts block row
+    q to the k - 1 other ranks of replica j (across block rows); the transpose reduces onto it."""
+    if codec not in (None, "none"):
+        raise SpmmgnnError("the oblivious algorithms broadcast whole blocks: no codec")
+    k, i, j = _replicas(P, c)
+    if layout.k != k:
+        raise SpmmgnnError(f"the partition has {layout.k} blocks; P/c = {k} expected")
+    M = stage_mask(k, c)
+    block = layout.sizes * f * itemsize             # bytes of block row q
+    mine = M[j, i]                                  # my own block is one of my stages
+    root_fan = np.where(mine, (k - 1) * block[i], 0)
+    others = (M[j] * block[None, :]).sum(axis=1) - np.where(mine, block[i], 0)
+    N = layout.block_nnz()
+    stages = M[j].sum(axis=1)
+    return Volumes(sent=root_fan, received=others, sent_t=others, received_t=root_fan,
+                   allreduce=_allreduce(layout, i, c, f, itemsize),
+                   nnz=(N[i] * M[j]).sum(axis=1),
+                   messages=np.where(k > 1, stages, 0))
+
+
+def featureparallel_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
+                           codec: str | None = None,
+                           codec_backward: str | None = "same") -> Volumes:
+    """featureparallel: rank p owns feature columns ``f // P + (p < f % P)`` and sends
+    ``n_p (f - f_p) + (n - n_p) f_p`` elements per call (two all-to-alls; square A, so the
+    transpose is the same); it multiplies all of A with its f_p columns."""
+    if c != 1:
+        raise SpmmgnnError("featureparallel splits features over all P ranks: c must be 1")
+    if layout.k != P:
+        raise SpmmgnnError(f"the partition has {layout.k} blocks; P = {P} expected")
+    fp = f // P + (np.arange(P) < f % P)
+    n_p = layout.sizes.astype(np.int64)
+    n = int(n_p.sum())
+    sent = (n_p * (f - fp) + (n - n_p) * fp) * itemsize
+    work = np.rint(int(layout.block_nnz().sum()) * fp / max(f, 1)).astype(np.int64)
+    return Volumes(sent=sent, received=sent.copy(), sent_t=sent.copy(), received_t=sent.copy(),
+                   allreduce=np.zeros(P, dtype=np.int64), nnz=work,
+                   messages=np.full(P, 2 * (P - 1)))
+
+
+def _allreduce(layout: Layout, i: np.ndarray, c: int, f: int, itemsize: int) -> np.ndarray:
+    if c == 1:
+        return np.zeros(i.size, dtype=np.int64)
+    return layout.sizes[i] * f * itemsize
+
+
+VolumeFn = Callable[..., Volumes]
+VOLUMES: dict[str, VolumeFn] = {
+    "oblivious1d": oblivious_volumes, "oblivious15d": oblivious_volumes,
+    "sparse1d": sparse_volumes, "sparse15d": sparse_volumes, "prepost1d": prepost_volumes,
+    "featureparallel": featureparallel_volumes,
+}
+ONE_D = {"oblivious1d", "sparse1d", "prepost1d", "featureparallel"}
+CODEC_ALGORITHMS = {"sparse1d", "sparse15d", "prepost1d"}
+
+
+def register_volume(name: str, fn: VolumeFn, one_dimensional: bool = False,
+                    codecs: bool = False) -> None:
+    """Add the volume model of another algorithm (e.g. ``prepost1d``, ``featureparallel``).
+
+    ``fn(layout, P, c, f, itemsize, codec, codec_backward) -> Volumes``.
+    """
+    VOLUMES[name] = fn
+    if one_dimensional:
+        ONE_D.add(name)
+    if codecs:
+        CODEC_ALGORITHMS.add(name)
+
+
+def predict(algorithm: str, layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
+            codec: str | None = None, codec_backward: str | None = "same") -> Volumes:
+    """Per-rank volumes of ``algorithm`` on a ``P/c x c`` grid."""
+    if algorithm not in VOLUMES:
+        raise SpmmgnnError(f"no volume model for {algorithm!r}; known: {sorted(VOLUMES)}")
+    if algorithm in ONE_D and c != 1:
+        raise SpmmgnnError(f"{algorithm} is one-dimensional: c must be 1")
+    if codec not in (None, "none") and algorithm not in CODEC_ALGORITHMS:
+        raise SpmmgnnError(f"{algorithm} takes no codec")
+    return VOLUMES[algorithm](layout, P, c, f, itemsize, codec, codec_backward)

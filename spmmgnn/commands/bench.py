@@ -1,0 +1,159 @@
+"""spmmgnn bench: a sweep of algorithms, c, partitioners, codecs and widths, one JSON line per run.
+
+    mpiexec -n 2 spmmgnn bench --preset quick -o results.jsonl
+    mpiexec -n 4 spmmgnn bench --config sweep.toml -o results.jsonl   # restart: skips done runs
+    mpiexec -n 2 spmmgnn bench --network -o results.jsonl             # alpha, beta of the machine
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+
+from mpi4py import MPI
+
+from ..errors import SpmmgnnError, check_on_root
+
+PRESETS = {
+    # about 2-3 minutes on 2 cores at P = 2: every algorithm, c = 1, 2, a partitioner, int2
+    "quick": dict(graphs=["csbm:n=20000,avg_degree=16"], modes=["spmm", "train"],
+                  algorithms=["oblivious1d", "sparse1d", "prepost1d", "oblivious15d",
+                              "sparse15d"],
+                  replication=[1, 2], partitioners=["none", "metis-vol"],
+                  codecs=["none", "int2"], features=[64], repeat=5, epochs=20),
+}
+LIST_FLAGS = ("graphs", "modes", "algorithms", "replication", "partitioners", "codecs",
+              "features")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("bench", help="benchmark sweep: one JSON line per run, restartable",
+                       description=__doc__.splitlines()[0],
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="\n".join(__doc__.splitlines()[1:]))
+    p.add_argument("-o", "--results", default="bench-results.jsonl",
+                   help="results file (JSON lines, appended to, never overwritten)")
+    p.add_argument("--config", help="TOML file with the sweep's keys (top level or [sweep])")
+    p.add_argument("--preset", choices=sorted(PRESETS), help="a built-in sweep")
+    p.add_argument("--network", action="store_true",
+                   help="measure alpha and beta (ping-pong, all-to-all) instead of a sweep")
+    s = p.add_argument_group("sweep (each overrides --config / --preset)")
+    s.add_argument("--graph", dest="graphs", nargs="+",
+                   help="rmat:scale=14,edge_factor=8 | random:n=..,avg_degree=.. | "
+                        "csbm:n=..,avg_degree=.. | a graph file")
+    s.add_argument("--mode", dest="modes", nargs="+", choices=["spmm", "train"],
+                   help="bare SpMMs and/or GCN training epochs")
+    s.add_argument("--algorithm", dest="algorithms", nargs="+")
+    s.add_argument("--replication", nargs="+", type=int, help="values of c")
+    s.add_argument("--partitioner", dest="partitioners", nargs="+",
+                   help="'none' (contiguous blocks) or spmmgnn.partitioners methods")
+    s.add_argument("--codec", dest="codecs", nargs="+", help="'none' or codec names")
+    s.add_argument("-f", "--features", nargs="+", type=int,
+                   help="feature widths (SpMM) / hidden sizes (training)")
+    s.add_argument("--repeat", type=int, help="timed SpMMs per run")
+    s.add_argument("--epochs", type=int, help="epochs per training run")
+    s.add_argument("--layers", type=int, help="GCN layers (training)")
+    s.add_argument("--no-cache", dest="cache", action="store_const", const=False,
+                   help="recompute the first layer's aggregation every epoch (all runs)")
+    s.add_argument("--dtype", choices=["float32", "float64"])
+    s.add_argument("--seed", type=int)
+    p.add_argument("--threads", type=int, default=0, help="threads per rank (0 = cores/ranks)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def sweep_config(args):
+    """Defaults, then the preset, then the TOML file, then explicit flags."""
+    from ..benchmark.sweep import SweepConfig
+
+    values: dict = {}
+    if args.preset:
+        values.update(PRESETS[args.preset])
+    if args.config:
+        values.update(SweepConfig.from_toml(args.config))
+    for f in dataclasses.fields(SweepConfig):
+        v = getattr(args, f.name, None)
+        if v is not None:
+            values[f.name] = v
+    try:
+        cfg = SweepConfig(**values)
+    except TypeError as exc:
+        raise SpmmgnnError(f"sweep: {exc}") from None
+    return cfg.check()
+
+
+def _network(comm, args) -> int:
+    from .. import __version__
+    from ..benchmark.network import measure
+    from ..benchmark.runs import machine
+    from ..benchmark.sweep import append_record
+
+    rec = measure(comm)
+    if comm.rank == 0:
+        rec.update(run_id=f"network-{time.time():.0f}", version=__version__, machine=machine(),
+                   time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        append_record(args.results, rec)
+        a2a = rec["all_to_all"]
+        print(f"ping-pong:  alpha {rec['alpha'] * 1e6:.2f} us  beta {rec['beta'] * 1e9:.4f} "
+              f"ns/B ({1e-9 / max(rec['beta'], 1e-30):.2f} GB/s)\n"
+              f"all-to-all: alpha {a2a['alpha'] * 1e6:.2f} us  beta {a2a['beta'] * 1e9:.4f} "
+              f"ns/B per pair  -> {args.results}", flush=True)
+    return 0
+
+
+def run(args) -> int:
+    from .. import __version__
+    from ..benchmark.graphs import make_graph
+    from ..benchmark.runs import Bar, PartitionCache, machine, spmm_run, train_run
+    from ..benchmark.sweep import append_record, done_ids, runs
+    from ..threads import default_threads, set_threads
+
+    comm = MPI.COMM_WORLD
+    threads = set_threads(args.threads or default_threads(comm))
+    if args.network:
+        return _network(comm, args)
+    cfg = check_on_root(comm, 0, lambda: sweep_config(args))
+    cfg = comm.bcast(cfg, root=0)
+    todo = runs(cfg, comm.size)
+    done = check_on_root(comm, 0, lambda: done_ids(args.results))
+    done = comm.bcast(done, root=0)
+    bar = Bar(len(todo), enabled=comm.rank == 0 and not args.quiet)
+    info = dict(version=__version__, machine=machine(), threads_per_rank=threads)
+    parts = PartitionCache()
+    graphs: dict = {}
+    ran = skipped = failed = 0
+    for r in todo:
+        label = (f"{r['mode']} {r['algorithm']} c={r['c']} {r['partitioner']} {r['codec']} "
+                 f"f={r['f']}")
+        if r["run_id"] in done:
+            skipped += 1
+            bar.step(label, skipped=True)
+            continue
+        error = None
+        try:
+            if r["mode"] == "spmm":
+                if r["graph"] not in graphs:
+                    graphs.clear()  # one graph in memory at a time
+                    g = check_on_root(comm, 0, lambda r=r: make_graph(r["graph"]))
+                    graphs[r["graph"]] = g.adj if g is not None else None
+                result = spmm_run(comm, r, graphs[r["graph"]], parts)
+            else:
+                result = train_run(comm, r)
+        except SpmmgnnError as exc:
+            if not exc.collective and comm.size > 1:
+                raise
+            error, result = str(exc), {}
+        if comm.rank == 0:
+            rec = dict(r, **info, time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            rec.update(result or {})
+            if error:
+                rec["error"] = error
+            append_record(args.results, rec)
+        ran += 1
+        failed += error is not None
+        bar.step(label)
+    if comm.rank == 0:
+        print(f"spmmgnn bench: {ran} run(s) recorded ({failed} failed), {skipped} already "
+              f"in {args.results}", flush=True)
+    return 0

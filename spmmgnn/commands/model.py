@@ -1,0 +1,187 @@
+"""spmmgnn model: predicted SpMM / epoch times at P ranks without launching them.
+
+    spmmgnn model rmat:scale=17,edge_factor=8 --P 4 16 64 256 1024 --alpha 2e-6 --beta 4e-11
+    spmmgnn model graph.mtx --P 64 256 --network results.jsonl -o model.png
+
+Per-rank bytes are exact (computed from the partition, as ``comm_stats()`` would count them);
+times use the alpha-beta costs of ICPP'24 section 4 and the local kernel rate measured here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from mpi4py import MPI
+
+from ..errors import SpmmgnnError, check_on_root
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("model", help="alpha-beta scaling model with exact per-rank volumes",
+                       description=__doc__.splitlines()[0],
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="\n".join(__doc__.splitlines()[1:]))
+    p.add_argument("graph", help="a graph spec (rmat:scale=..., random:..., csbm:...) or file")
+    p.add_argument("--P", dest="P", nargs="+", type=int, default=[4, 16, 64, 256, 1024])
+    p.add_argument("--c", dest="c", nargs="+", type=int, default=[1, 2, 4, 8],
+                   help="replication factors to model")
+    p.add_argument("--algorithm", dest="algorithms", nargs="+",
+                   help="default: every algorithm with a volume model")
+    p.add_argument("--alpha", type=float, help="latency in seconds per message")
+    p.add_argument("--beta", type=float, help="seconds per byte (1 / bandwidth)")
+    p.add_argument("--network", help="take alpha and beta from the last 'spmmgnn bench "
+                                     "--network' record of this results file")
+    p.add_argument("--rate", type=float,
+                   help="local kernel rate in non-zeros x columns per second (default: "
+                        "from the --compare runs of this graph and width at one thread per "
+                        "rank, else measured here with this process's threads)")
+    p.add_argument("-f", "--features", type=int, default=64)
+    p.add_argument("--layers", type=int, default=2, help="GCN layers (an epoch is 2L SpMMs)")
+    p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    p.add_argument("--partitioner", default="none",
+                   help="'none' (contiguous blocks) or a spmmgnn.partitioners method")
+    p.add_argument("--compare", help="a bench results file: print measured vs predicted for "
+                                     "its bare-SpMM runs of this graph")
+    p.add_argument("-o", "--plot", help="PNG of predicted epoch time vs P")
+    p.add_argument("--json", help="write the predictions here")
+    p.set_defaults(func=run)
+
+
+def _alpha_beta(args) -> tuple[float, float, str]:
+    if args.alpha is not None and args.beta is not None:
+        return args.alpha, args.beta, "given"
+    if args.network:
+        from ..benchmark.sweep import read_records
+
+        nets = [r for r in read_records(args.network) if r.get("kind") == "network"]
+        if not nets:
+            raise SpmmgnnError(f"{args.network} has no network record (run spmmgnn bench "
+                               "--network)")
+        return nets[-1]["alpha"], nets[-1]["beta"], f"measured ({args.network})"
+    raise SpmmgnnError("give --alpha and --beta, or --network RESULTS.jsonl")
+
+
+def _work(args) -> dict:
+    import numpy as np
+
+    from ..algorithms import ALGORITHMS
+    from ..benchmark.costs import Machine, crossovers, measure_rate, predict_all
+    from ..benchmark.graphs import make_graph
+    from ..benchmark.volumes import VOLUMES
+
+    alpha, beta, source = _alpha_beta(args)
+    if min(args.P) < 1 or min(args.c) < 1 or args.features < 1 or args.layers < 1:
+        raise SpmmgnnError("P, c, features and layers must be positive")
+    algorithms = args.algorithms or [a for a in ALGORITHMS if a in VOLUMES]
+    bad = [a for a in algorithms if a not in VOLUMES]
+    if bad:
+        raise SpmmgnnError(f"no volume model for {bad}; known: {sorted(VOLUMES)}")
+    A = make_graph(args.graph).adj
+    itemsize = np.dtype(args.dtype).itemsize
+    rate = args.rate or (args.compare and _measured_rate(args, args.features)) or measure_rate(
+        A, args.features, args.dtype)
+    m = Machine(alpha=alpha, beta=beta, rate=rate)
+    print(f"graph {args.graph}: n={A.shape[0]} nnz={A.nnz}; alpha={alpha:.3g} s, "
+          f"beta={beta:.3g} s/B ({source}); local rate {rate / 1e9:.3f} G nnz*col/s; "
+          f"f={args.features}, epoch = {2 * args.layers} SpMMs", flush=True)
+    rows = predict_all(A, args.P, args.c, algorithms, args.features, itemsize, m,
+                       2 * args.layers, args.partitioner)
+    print(f"{'P':>5} {'c':>3} {'algorithm':>13} {'max MB sent':>12} {'avg MB':>9} "
+          f"{'local ms':>9} {'exch ms':>9} {'allred ms':>9} {'SpMM ms':>9} {'epoch ms':>9}")
+    for r in rows:
+        print(f"{r['P']:>5} {r['c']:>3} {r['algorithm']:>13} {r['max_bytes_sent'] / 1e6:>12.3f}"
+              f" {r['avg_bytes_sent'] / 1e6:>9.3f} {r['local'] * 1e3:>9.3f} "
+              f"{r['exchange'] * 1e3:>9.3f} {r['allreduce'] * 1e3:>9.3f} "
+              f"{r['seconds'] * 1e3:>9.3f} {r['epoch_seconds'] * 1e3:>9.2f}")
+    notes = crossovers(rows)
+    print("\n".join(notes), flush=True)
+    out = dict(graph=args.graph, n=int(A.shape[0]), nnz=int(A.nnz), alpha=alpha, beta=beta,
+               alpha_beta_source=source, rate=rate, f=args.features, layers=args.layers,
+               partitioner=args.partitioner, predictions=rows, summary=notes)
+    if args.compare:
+        out["compare"] = _compare(args, A, m, itemsize)
+    if args.plot:
+        _plot(rows, args, args.plot)
+    if args.json:
+        from ..atomic import write_text_atomic
+
+        write_text_atomic(args.json, json.dumps(out, indent=1))
+    return out
+
+
+def _measured_rate(args, f: int, threads: int | None = 1) -> float | None:
+    """Median local rate (non-zeros x columns / s of the slowest rank) of the bare-SpMM runs
+    of this graph and width in the --compare file with ``threads`` threads per rank (any
+    thread count when there are none), or None when there are no runs at all."""
+    import numpy as np
+
+    from ..benchmark.sweep import read_records
+
+    recs = [r for r in read_records(args.compare) if r.get("mode") == "spmm"
+            and r.get("graph") == args.graph and "error" not in r and r["codec"] == "none"
+            and r["f"] == f and r["breakdown"].get("local", 0) > 0]
+    same = [r for r in recs if r.get("threads_per_rank") == threads]
+    rates = [max(r["per_rank"]["nnz"]) * r["f"] / r["breakdown"]["local"]
+             for r in (same or recs)]
+    return float(np.median(rates)) if rates else None
+
+
+def _compare(args, A, m, itemsize: int) -> list[dict]:
+    """Measured bare-SpMM runs of this graph next to their predictions."""
+    from ..benchmark.costs import spmm_time
+    from ..benchmark.sweep import read_records
+    from ..benchmark.volumes import VOLUMES, Layout, predict
+
+    recs = [r for r in read_records(args.compare) if r.get("mode") == "spmm"
+            and r.get("graph") == args.graph and "error" not in r and r["codec"] == "none"
+            and r["partitioner"] == args.partitioner and r["algorithm"] in VOLUMES]
+    out = []
+    print(f"{'P':>3} {'c':>3} {'algorithm':>13} {'f':>5} {'measured ms':>12} {'predicted ms':>13}"
+          f" {'bytes equal':>11}")
+    for r in sorted(recs, key=lambda r: (r["f"], r["P"], r["algorithm"], r["c"])):
+        k = r["P"] // r["c"]
+        part = None
+        if args.partitioner not in ("none", "contiguous") and k > 1:
+            from ..partitioners import partition
+
+            part = partition(A, k, method=args.partitioner, seed=r["seed"])
+        layout = Layout.build(A, part, k)
+        isz = 4 if r["dtype"] == "float32" else 8
+        vol = predict(r["algorithm"], layout, r["P"], r["c"], r["f"], isz)
+        rate = (None if args.rate else _measured_rate(args, r["f"], r.get("threads_per_rank"))
+                ) or m.rate
+        t = spmm_time(r["algorithm"], layout, vol, r["P"], r["c"], r["f"], isz,
+                      dataclasses.replace(m, rate=rate))
+        same = vol.sent.tolist() == r["per_rank"]["bytes_sent"]
+        out.append(dict(P=r["P"], c=r["c"], algorithm=r["algorithm"], f=r["f"],
+                        measured=r["seconds"], predicted=t["seconds"], bytes_equal=same))
+        print(f"{r['P']:>3} {r['c']:>3} {r['algorithm']:>13} {r['f']:>5} "
+              f"{r['seconds'] * 1e3:>12.3f} {t['seconds'] * 1e3:>13.3f} {str(same):>11}")
+    return out
+
+
+def _plot(rows: list[dict], args, path: str) -> None:
+    from ..benchmark.report import pyplot
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for key in sorted({(r["algorithm"], r["c"]) for r in rows}):
+        pts = sorted((r["P"], r["epoch_seconds"] * 1e3) for r in rows
+                     if (r["algorithm"], r["c"]) == key)
+        ax.plot([p for p, _ in pts], [t for _, t in pts], marker="o",
+                label=f"{key[0]} c={key[1]}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set(xlabel="P (MPI ranks)", ylabel=f"predicted ms per epoch ({2 * args.layers} SpMMs)",
+           title=f"model: {args.graph}, f={args.features}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def run(args) -> int:
+    check_on_root(MPI.COMM_WORLD, 0, lambda: _work(args))
+    return 0

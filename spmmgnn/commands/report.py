@@ -1,0 +1,36 @@
+"""spmmgnn report: Markdown summary and PNG plots of a ``spmmgnn bench`` results file.
+
+    spmmgnn report results.jsonl -o report/
+"""
+
+from __future__ import annotations
+
+from mpi4py import MPI
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("report", help="Markdown summary and PNG plots of bench results",
+                       description=__doc__.splitlines()[0])
+    p.add_argument("results", help="results file written by spmmgnn bench (JSON lines)")
+    p.add_argument("-o", "--out", default="report", help="output folder")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..benchmark.report import write_report
+    from ..benchmark.sweep import read_records
+    from ..errors import SpmmgnnError, check_on_root
+
+    comm = MPI.COMM_WORLD
+
+    def work():
+        records = read_records(args.results)
+        if not records:
+            raise SpmmgnnError(f"{args.results} holds no results")
+        return write_report(records, args.out)
+
+    paths = check_on_root(comm, 0, work)
+    if comm.rank == 0:
+        print(f"spmmgnn report: wrote {len(paths)} files to {args.out}: "
+              + ", ".join(p.name for p in paths), flush=True)
+    return 0

@@ -1,0 +1,198 @@
+"""Benchmarks as a product: the volume model against measured bytes, the sweep command
+(append-only results, restart skips finished runs), the report and the scaling model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.sparse.csgraph import maximum_bipartite_matching
+
+from spmmgnn.benchmark.volumes import Layout, predict
+
+from .mpi import run_cli, run_mpi_json
+
+
+def _matrix(case: dict) -> sp.csr_array:
+    n = case["n"]
+    return sp.csr_array((np.ones(len(case["rows"])), (case["rows"], case["cols"])), shape=(n, n))
+
+
+@pytest.mark.parametrize("P", [2, 3, 4])
+def test_volume_model_equals_comm_stats(tmp_path, P):
+    """Every registered algorithm, every c, codecs and dtypes: the bytes predicted from the
+    matrix and partition alone equal what comm_stats() counted, rank by rank."""
+    got = run_mpi_json(P, "bench_volumes.py", tmp_path)
+    assert {"oblivious1d", "sparse1d", "prepost1d", "oblivious15d",
+            "sparse15d"} <= set(got["algorithms"])
+    seen = set()
+    for run in got["runs"]:
+        case = got["cases"][run["case"]]
+        k = P // run["c"]
+        layout = Layout.build(_matrix(case), case["parts"], k)
+        v = predict(run["algorithm"], layout, P, run["c"], run["f"], run["itemsize"],
+                    run["codec"])
+        for key, pred in (("bytes_sent", v.sent), ("bytes_received", v.received),
+                          ("bytes_sent_t", v.sent_t), ("bytes_received_t", v.received_t),
+                          ("allreduce_bytes", v.allreduce), ("allreduce_bytes_t", v.allreduce)):
+            measured = [r[key] for r in run["ranks"]]
+            assert pred.tolist() == measured, (run["case"], run["algorithm"], run["c"],
+                                               run["codec"], key)
+        seen.add((run["algorithm"], run["c"]))
+    assert ("sparse15d", P) in seen and ("prepost1d", 1) in seen
+
+
+def test_cover_volume_is_pairwise_matching_size():
+    """König: the cover of each (receiver, sender) block pair has the size of a maximum
+    matching of that pair's cut, found here pair by pair with scipy."""
+    rng = np.random.default_rng(3)
+    n, k = 60, 4
+    A = sp.random(n, n, density=0.08, random_state=5, format="csr")
+    A = sp.csr_array(A + sp.csr_array((np.ones(n), (np.zeros(n, int), np.arange(n))),
+                                      shape=(n, n)))
+    parts = rng.integers(0, k, n)
+    C = Layout.build(A, parts, k).cover_volume()
+    for i in range(k):
+        for q in range(k):
+            if i == q:
+                assert C[i, q] == 0
+                continue
+            sub = sp.csr_array(A[np.flatnonzero(parts == i)][:, np.flatnonzero(parts == q)])
+            sub.data[:] = 1
+            m = maximum_bipartite_matching(sub, perm_type="column") if sub.nnz else []
+            assert C[i, q] == int(np.sum(np.asarray(m) >= 0))
+
+
+def _lines(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_bench_appends_and_restart_runs_nothing_twice(tmp_path):
+    """Flags, then a TOML file that repeats those runs and adds two: only the new ones run,
+    earlier lines stay byte for byte; a third identical call runs nothing."""
+    out = tmp_path / "results.jsonl"
+    flags = ["bench", "--graph", "random:n=300,avg_degree=6", "--algorithm", "sparse1d",
+             "oblivious15d", "--replication", "1", "2", "-f", "4", "--repeat", "1", "-o",
+             str(out)]
+    proc = run_cli(2, *flags)
+    assert proc.returncode == 0, proc.stderr
+    first = out.read_text()
+    recs = _lines(out)
+    # sparse1d c=1, oblivious15d c=1 and c=2 (sparse1d has no c=2)
+    assert sorted((r["algorithm"], r["c"]) for r in recs) == [
+        ("oblivious15d", 1), ("oblivious15d", 2), ("sparse1d", 1)]
+    for r in recs:
+        assert r["P"] == 2 and r["version"] and r["machine"]["cores"] >= 1
+        assert r["max_rel_error"] < 1e-5 and set(r["breakdown"]) >= {"local", "exchange"}
+    # contiguous halves of 300 rows, f=4 float32: the oblivious root sends its 150 rows once
+    obl = next(r for r in recs if r["algorithm"] == "oblivious15d" and r["c"] == 1)
+    assert obl["per_rank"]["bytes_sent"] == [150 * 4 * 4] * 2
+    toml = tmp_path / "sweep.toml"
+    toml.write_text('[sweep]\ngraphs = ["random:n=300,avg_degree=6", "csbm:n=400,avg_degree=6"]\n'
+                    'modes = ["spmm", "train"]\nalgorithms = ["sparse1d", "oblivious15d"]\n'
+                    'replication = [1, 2]\nfeatures = [4]\nrepeat = 1\nepochs = 3\n')
+    proc = run_cli(2, "bench", "--config", str(toml), "--algorithm", "sparse1d",
+                   "--replication", "1", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert text.startswith(first)
+    new = _lines(out)[len(recs):]
+    # random x train fails (no features), recorded as such; csbm spmm and train are new
+    assert sorted((r["graph"].split(":")[0], r["mode"]) for r in new) == [
+        ("csbm", "spmm"), ("csbm", "train"), ("random", "train")]
+    trained = next(r for r in new if r["mode"] == "train" and "error" not in r)
+    assert 0.0 <= trained["accuracy"] <= 1.0 and trained["epochs_run"] == 3
+    assert "features" in next(r for r in new if "error" in r)["error"]
+    proc = run_cli(2, "bench", "--config", str(toml), "--algorithm", "sparse1d",
+                   "--replication", "1", "-o", str(out))
+    assert proc.returncode == 0 and "0 run(s) recorded" in proc.stdout, proc.stderr
+    assert out.read_text() == text
+    ids = [r["run_id"] for r in _lines(out)]
+    assert len(ids) == len(set(ids))
+
+
+def _fixture_records() -> list[dict]:
+    recs = [dict(kind="network", P=2, alpha=2e-6, beta=1e-10, run_id="network-1",
+                 machine=dict(host="h"), all_to_all=dict(alpha=3e-6, beta=2e-10))]
+    for P in (1, 2, 4):
+        for algo, c in (("oblivious1d", 1), ("sparse1d", 1), ("sparse15d", 2),
+                        ("oblivious15d", 2)):
+            if c > P:
+                continue
+            for part in ("none", "metis-vol"):
+                for codec in (("none", "int2") if algo == "sparse1d" else ("none",)):
+                    for mode in ("spmm", "train"):
+                        sent = [1000 * (q + 1) // (2 if codec == "int2" else 1)
+                                for q in range(P)]
+                        r = dict(mode=mode, graph="random:n=100", algorithm=algo, P=P, c=c,
+                                 partitioner=part, codec=codec, f=8, seed=0, n=100, nnz=800,
+                                 seconds=1e-3 * P, run_id=f"{mode}{algo}{P}{c}{part}{codec}",
+                                 breakdown=dict(local=4e-4, exchange=3e-4, allreduce=1e-4,
+                                                codec=0.0, dense=1e-4, other=1e-4),
+                                 per_rank=dict(bytes_sent=sent, allreduce_bytes=[64] * P))
+                        r.update(accuracy=0.8) if mode == "train" else r.update(
+                            max_rel_error=1e-7)
+                        recs.append(r)
+    recs.append(dict(mode="spmm", graph="random:n=100", algorithm="sparse1d", P=2, c=1,
+                     partitioner="kahypar", codec="none", f=8, run_id="bad",
+                     error="kahypar is not installed"))
+    return recs
+
+
+def test_report_writes_every_plot(tmp_path):
+    res = tmp_path / "fixture.jsonl"
+    res.write_text("".join(json.dumps(r) + "\n" for r in _fixture_records()) + '{"torn": ')
+    proc = run_cli(1, "report", str(res), "-o", str(tmp_path / "rep"))
+    assert proc.returncode == 0, proc.stderr
+    for name in ("time_vs_P", "breakdown", "partitioners", "replication", "bytes_per_rank",
+                 "codecs"):
+        data = (tmp_path / "rep" / f"{name}.png").read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000, name
+    md = (tmp_path / "rep" / "summary.md").read_text()
+    assert "alpha = 2.00 us" in md and "kahypar is not installed" in md
+    # P=4 sparse1d, no codec, metis-vol: sent 1000..4000 bytes: max 0.004 MB, avg 0.0025
+    assert "| spmm | sparse1d | 4 | 1 | metis-vol | none | 8 | 4.00 |" in md
+    assert "| 0.004 | 0.003 | 1.60 |" in md
+
+
+def test_model_prices_exact_volumes(tmp_path):
+    """oblivious1d on 4 contiguous blocks of a 1000-vertex graph, f=8 float32: each stage
+    broadcasts 250 rows (8000 B) over 4 ranks (2 tree levels): exchange = 4 (2 alpha +
+    8000 beta); the root of a stage sends its block to 3 peers."""
+    out = tmp_path / "model.json"
+    png = tmp_path / "model.png"
+    proc = run_cli(1, "model", "random:n=1000,avg_degree=5", "--P", "2", "4", "--c", "1",
+                   "2", "--alpha", "1e-6", "--beta", "1e-9", "--rate", "1e9", "-f", "8",
+                   "--json", str(out), "-o", str(png))
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(out.read_text())
+    row = next(r for r in got["predictions"] if (r["P"], r["c"], r["algorithm"]) ==
+               (4, 1, "oblivious1d"))
+    assert row["max_bytes_sent"] == 3 * 250 * 8 * 4
+    assert row["exchange"] == pytest.approx(4 * (2e-6 + 8000e-9))
+    assert row["epoch_seconds"] == pytest.approx(4 * row["seconds"])
+    assert {r["algorithm"] for r in got["predictions"]} >= {"sparse1d", "prepost1d",
+                                                            "sparse15d"}
+    assert any(s.startswith("P=4: best") for s in got["summary"])
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_network_alpha_beta_feed_the_model(tmp_path):
+    """bench --network appends a record with a fitted alpha and beta (one rank refuses);
+    model --network takes them from the last such record."""
+    out = tmp_path / "net.jsonl"
+    proc = run_cli(1, "bench", "--network", "-o", str(out))
+    assert proc.returncode == 2 and "at least 2 ranks" in proc.stderr
+    proc = run_cli(2, "bench", "--network", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    (rec,) = _lines(out)
+    assert rec["kind"] == "network" and rec["alpha"] >= 0 and rec["beta"] >= 0
+    assert len(rec["ping_pong"]["seconds"]) == len(rec["ping_pong"]["sizes"]) >= 5
+    js = tmp_path / "m.json"
+    proc = run_cli(1, "model", "random:n=200,avg_degree=4", "--P", "2", "--c", "1",
+                   "--network", str(out), "--rate", "1e9", "--json", str(js))
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(js.read_text())
+    assert (got["alpha"], got["beta"]) == (rec["alpha"], rec["beta"])
