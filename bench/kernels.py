@@ -1,73 +1,199 @@
-"""Local SpMM kernel: numba CSR x dense vs scipy.sparse and torch.sparse.mm (CSR).
+"""Local kernels, each against the previous kernel, torch.sparse.mm (CSR) and scipy.
 
-Same matrix, same float32 dense operand, f in {16, 32, 64, 128, 256}, 1 and 2 threads, on a
-random graph (100k vertices, ~2M non-zeros) and an R-MAT power-law graph of similar size.
-scipy's SpMM is single-threaded, so its 1-thread time is the reference at every thread count.
-Writes JSON (and a PNG if matplotlib is installed).
+Same matrix, same float32 dense operand, f in {1, 4, 16, 32, 64, 128, 256}, 1 and 2 threads,
+on a random graph (100k vertices, ~2M non-zeros) and an R-MAT power-law graph of similar size:
 
-    python bench/kernels.py [--out bench/results/kernels.json] [--quick]
+- ``A @ X``: today's choice (column blocks sized from the last-level cache where they win),
+  the previous kernel, today's kernel unblocked, the blocked kernel forced, torch and scipy;
+- ``A.T @ Y``: the transposed CSR (today), the previous scan split over feature columns only,
+  the scan split over feature columns x output rows (no copy), torch with a CSR of A.T (what a
+  tuned torch GCN keeps) and scipy;
+- scatter-add of a halo's worth of rows: feature x destination-row split (today) vs the
+  previous feature-only split.
+
+Variants of one case run interleaved (round robin, best of ``--repeat``) so load from other
+processes hits them alike. scipy is single-threaded: its 1-thread time is the reference at
+every thread count. Writes JSON, a Markdown table and (with matplotlib) a PNG.
+
+    python bench/kernels.py [--graphs random rmat] [--out bench/results/kernels.json] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 import warnings
+from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 import torch
+from numba import njit, prange
 
-from spmmgnn import set_threads
+from spmmgnn import kernels, set_threads
 from spmmgnn.data.generators import random_graph, rmat
 from spmmgnn.local_matrix import LocalCSR
 
-from common import RESULTS, best_time, copy_bandwidth, machine, pyplot, write_json
+from common import RESULTS, copy_bandwidth, machine, pyplot, write_json
 
 warnings.filterwarnings("ignore", message=".*[Ss]parse.*")
 
 
-def graphs(quick: bool):
+def graphs(quick: bool, names: list[str]) -> dict[str, sp.csr_array]:
     if quick:
-        return {"random": random_graph(20_000, 20, seed=1), "rmat": rmat(14, 10, seed=1)}
-    return {"random": random_graph(100_000, 20, seed=1),  # ~2M non-zeros
-            "rmat": rmat(17, 8, seed=1)}                   # 131k vertices, ~1.9M non-zeros
+        made = {"random": lambda: random_graph(20_000, 20, seed=1),
+                "rmat": lambda: rmat(14, 10, seed=1)}
+    else:
+        made = {"random": lambda: random_graph(100_000, 20, seed=1),  # ~2M non-zeros
+                "rmat": lambda: rmat(17, 8, seed=1)}                   # 131k vertices, ~1.9M
+    return {n: sp.csr_array(made[n]()) for n in names}
 
 
-def bench_graph(name, A, widths, threads, repeat) -> list[dict]:
-    M = LocalCSR(A)
-    A32 = A.astype(np.float32)
-    At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)),
-                                 torch.from_numpy(A.indices.astype(np.int64)),
-                                 torch.from_numpy(A.data.astype(np.float32)), size=A.shape)
+def interleaved(fns: dict, repeat: int) -> dict[str, float]:
+    """Best time of each callable, running them round robin ``repeat`` times after a warm-up."""
+    for fn in fns.values():
+        fn()
+    best = dict.fromkeys(fns, np.inf)
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best
+
+
+@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
+def prev_csr_matmul(indptr, indices, data, x, out, chunks, accumulate):
+    """The previous ``kernels.csr_matmul`` (one non-zero per pass over out[r] at every width,
+    no column blocks), kept here as the baseline each change is measured against."""
+    f = x.shape[1]
+    last = indices.shape[0] - 1
+    for c in prange(chunks.shape[0] - 1):
+        for r in range(chunks[c], chunks[c + 1]):
+            if not accumulate:
+                for t in range(f):
+                    out[r, t] = 0
+            for k in range(indptr[r], indptr[r + 1]):
+                kernels.prefetch_row(x, indices[min(k + kernels.PREFETCH_DISTANCE, last)])
+                j = indices[k]
+                a = data[k]
+                for t in range(f):
+                    out[r, t] += a * x[j, t]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _parallel_copy(src, dst):
+    for i in prange(src.shape[0]):
+        dst[i] = src[i]
+
+
+def parallel_copy_bandwidth(threads: int, mbytes: int = 256) -> float:
+    """Streaming copy GB/s (read + write) with ``threads`` numba threads."""
+    set_threads(threads)
+    src = np.ones(mbytes * 2**20 // 4, dtype=np.float32)
+    dst = np.empty_like(src)
+    t = interleaved({"copy": lambda: _parallel_copy(src, dst)}, 5)["copy"]
+    return 2 * src.nbytes / t / 1e9
+
+
+def torch_csr(A: sp.csr_array) -> torch.Tensor:
+    return torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)),
+                                   torch.from_numpy(A.indices.astype(np.int64)),
+                                   torch.from_numpy(A.data.astype(np.float32)), size=A.shape)
+
+
+def spmm_bytes(n_out: int, n_in: int, nnz: int, f: int, s: int = 4) -> int:
+    """Compulsory bytes of one CSR SpMM: indices + values, each input row once, the output
+    written once (row pointers are negligible). A kernel reading x once per non-zero moves
+    nnz * f * s instead of n_in * f * s for the input."""
+    return nnz * 8 + (n_in + n_out) * f * s
+
+
+def bench_case(name: str, A: sp.csr_array, f: int, threads: list[int], repeat: int,
+               scat_idx: np.ndarray) -> list[dict]:
+    rng = np.random.default_rng(f)
+    M, MT = LocalCSR(A), LocalCSR(A)
+    A32, AT32 = A.astype(np.float32), A.T.tocsr().astype(np.float32)
+    At, AtT = torch_csr(A), torch_csr(sp.csr_array(A.T.tocsr()))
+    X = rng.standard_normal((A.shape[1], f)).astype(np.float32)
+    Y = rng.standard_normal((A.shape[0], f)).astype(np.float32)
+    Xt, Yt = torch.from_numpy(X), torch.from_numpy(Y)
+    out = np.empty((A.shape[0], f), dtype=np.float32)
+    outt = np.empty((A.shape[1], f), dtype=np.float32)
+    src = rng.standard_normal((scat_idx.size, f)).astype(np.float32)
+    acc = np.zeros((A.shape[1], f), dtype=np.float32)
+    n_blocks = M.col_blocks(f, 4)
+    forced, unblocked = LocalCSR(A), LocalCSR(A)
+    forced.use_blocks, unblocked.use_blocks = True, False
+    set_threads(1)
+    ref = interleaved({"scipy": lambda: A32 @ X, "t_scipy": lambda: AT32 @ Y}, repeat)
+    data = M.data(np.float32)
     rows = []
-    for f in widths:
-        X = np.random.default_rng(f).standard_normal((A.shape[1], f)).astype(np.float32)
-        Xt = torch.from_numpy(X)
-        out = np.empty((A.shape[0], f), dtype=np.float32)
-        set_threads(1)
-        scipy_t = best_time(lambda: A32 @ X, repeat)  # noqa: B023
-        for t in threads:
-            set_threads(t)
-            torch.set_num_threads(t)
-            numba_t = best_time(lambda: M.matmul(X, out, accumulate=False), repeat)  # noqa: B023
-            torch_t = best_time(lambda: torch.sparse.mm(At, Xt), repeat)  # noqa: B023
-            np.testing.assert_allclose(out, A32 @ X, rtol=1e-4, atol=1e-4)
-            # bytes a CSR SpMM must move at least: values+indices, one X row per non-zero
-            # (gathered), one output row per matrix row
-            moved = A.nnz * (4 + 4 + 4 * f) + A.shape[0] * 4 * f
-            rows.append(dict(
-                graph=name, n=A.shape[0], nnz=int(A.nnz), f=f, threads=t,
-                numba_s=numba_t["min"], torch_s=torch_t["min"], scipy_s=scipy_t["min"],
-                numba_median_s=numba_t["median"], torch_median_s=torch_t["median"],
-                speedup_vs_torch=torch_t["min"] / numba_t["min"],
-                speedup_vs_scipy=scipy_t["min"] / numba_t["min"],
-                numba_gbs=moved / numba_t["min"] / 1e9,
-                numba_gflops=2 * A.nnz * f / numba_t["min"] / 1e9))
-            r = rows[-1]
-            print(f"{name:>6} f={f:<3} t={t}: numba {r['numba_s'] * 1e3:7.1f} ms  torch "
-                  f"{r['torch_s'] * 1e3:7.1f} ms  scipy {r['scipy_s'] * 1e3:7.1f} ms  "
-                  f"x{r['speedup_vs_torch']:.2f} vs torch  x{r['speedup_vs_scipy']:.2f} vs "
-                  f"scipy  {r['numba_gbs']:.1f} GB/s", flush=True)
+    for t in threads:
+        set_threads(t)
+        torch.set_num_threads(t)
+        n_par = kernels.column_split(f)
+        fwd = dict(numba=lambda: M.matmul(X, out, False),
+                   prev=lambda: prev_csr_matmul(M.indptr, M.indices, data, X, out, M.chunks(),
+                                                False),
+                   unblocked=lambda: unblocked.matmul(X, out, False),
+                   torch=lambda: torch.sparse.mm(At, Xt))
+        if forced.col_blocks(f, 4) > 1:  # measured even where the policy leaves it off
+            fwd["blocked"] = lambda: forced.matmul(X, out, False)
+        r = interleaved(fwd, repeat)
+        M.matmul(X, out, False)
+        np.testing.assert_allclose(out, A32 @ X, rtol=1e-4, atol=1e-3)
+        r |= {"t_" + k: v for k, v in interleaved(dict(
+            numba=lambda: MT.t_matmul(Y, outt, False),
+            prev=lambda p=n_par: kernels.csr_t_matmul(M.indptr, M.indices, data, Y, outt,
+                                                      False, p, 1),
+            scan=lambda p=n_par: kernels.csr_t_matmul(M.indptr, M.indices, data, Y, outt,
+                                                      False, p, kernels.row_split(p)),
+            torch=lambda: torch.sparse.mm(AtT, Yt)), repeat).items()}
+        MT.t_matmul(Y, outt, False)
+        np.testing.assert_allclose(outt, AT32 @ Y, rtol=1e-4, atol=1e-3)
+        r |= {"sa_" + k: v for k, v in interleaved(dict(
+            numba=lambda p=n_par: kernels.scatter_add(src, scat_idx, acc, p),
+            prev=lambda p=n_par: kernels.scatter_add(src, scat_idx, acc, p, 1)),
+            repeat).items()}
+        r |= ref
+        moved = spmm_bytes(A.shape[0], A.shape[1], A.nnz, f)
+        rows.append(dict(
+            graph=name, n=A.shape[0], nnz=int(A.nnz), f=f, threads=t, col_blocks=n_blocks,
+            forced_col_blocks=forced.col_blocks(f, 4),
+            seconds=r, bytes_compulsory=moved, bytes_gather=A.nnz * (8 + 4 * f) + out.nbytes,
+            scatter_rows=int(scat_idx.size),
+            numba_vs_torch=r["numba"] / r["torch"], numba_vs_scipy=r["numba"] / r["scipy"],
+            numba_vs_prev=r["numba"] / r["prev"],
+            t_numba_vs_torch=r["t_numba"] / r["t_torch"],
+            t_numba_vs_scipy=r["t_numba"] / r["t_scipy"],
+            t_numba_vs_prev=r["t_numba"] / r["t_prev"],
+            sa_numba_vs_prev=r["sa_numba"] / r["sa_prev"],
+            numba_gbs=moved / r["numba"] / 1e9, t_numba_gbs=moved / r["t_numba"] / 1e9))
+        print(f"{name:>6} f={f:<3} t={t} blocks={n_blocks}: A@X {r['numba'] * 1e3:7.2f} ms "
+              f"(prev {r['prev'] * 1e3:7.2f}, torch {r['torch'] * 1e3:7.2f}, scipy "
+              f"{r['scipy'] * 1e3:7.2f})  A.T@Y {r['t_numba'] * 1e3:7.2f} (prev "
+              f"{r['t_prev'] * 1e3:7.2f}, scan {r['t_scan'] * 1e3:7.2f}, torch "
+              f"{r['t_torch'] * 1e3:7.2f})  scatter {r['sa_numba'] * 1e3:6.2f} (prev "
+              f"{r['sa_prev'] * 1e3:6.2f})", flush=True)
     return rows
+
+
+def markdown(rows: list[dict], bw: dict) -> str:
+    head = ("| graph | f | T | blk | A@X ms | /prev | /torch | /scipy | GB/s | Aᵀ@Y ms | /prev "
+            "| /torch | /scipy | scatter /prev |\n" + "|---" * 14 + "|\n")
+    lines = [f"copy bandwidth (read + write): {bw['1']:.1f} GB/s with 1 thread, "
+             f"{bw['2']:.1f} GB/s with 2. Ratios are time / other time (< 1: numba faster); "
+             "GB/s counts the compulsory bytes (A once, x once, out once).\n\n", head]
+    for r in rows:
+        s = r["seconds"]
+        lines.append(
+            f"| {r['graph']} | {r['f']} | {r['threads']} | {r['col_blocks']} | "
+            f"{s['numba'] * 1e3:.2f} | {r['numba_vs_prev']:.2f} | {r['numba_vs_torch']:.2f} | "
+            f"{r['numba_vs_scipy']:.2f} | {r['numba_gbs']:.1f} | {s['t_numba'] * 1e3:.2f} | "
+            f"{r['t_numba_vs_prev']:.2f} | {r['t_numba_vs_torch']:.2f} | "
+            f"{r['t_numba_vs_scipy']:.2f} | {r['sa_numba_vs_prev']:.2f} |\n")
+    return "".join(lines)
 
 
 def plot(rows, path) -> None:
@@ -75,18 +201,22 @@ def plot(rows, path) -> None:
     if plt is None:
         return
     names = sorted({r["graph"] for r in rows})
-    fig, axes = plt.subplots(1, len(names), figsize=(6 * len(names), 4), squeeze=False)
-    for ax, g in zip(axes[0], names, strict=True):
-        for t in sorted({r["threads"] for r in rows}):
-            sel = [r for r in rows if r["graph"] == g and r["threads"] == t]
-            f = [r["f"] for r in sel]
-            ax.plot(f, [r["numba_s"] * 1e3 for r in sel], "o-", label=f"numba {t}T")
-            ax.plot(f, [r["torch_s"] * 1e3 for r in sel], "s--", label=f"torch.sparse.mm {t}T")
-        sel = [r for r in rows if r["graph"] == g and r["threads"] == 1]
-        ax.plot([r["f"] for r in sel], [r["scipy_s"] * 1e3 for r in sel], "k:", label="scipy")
-        ax.set(xscale="log", yscale="log", xlabel="f (dense columns)", ylabel="ms per SpMM",
-               title=f"{g}: n={sel[0]['n']}, nnz={sel[0]['nnz']}")
-        ax.legend(fontsize=8)
+    fig, axes = plt.subplots(2, len(names), figsize=(6 * len(names), 8), squeeze=False)
+    for col, g in enumerate(names):
+        for row, (pre, title) in enumerate([("", "A @ X"), ("t_", "A.T @ Y")]):
+            ax = axes[row][col]
+            for t in sorted({r["threads"] for r in rows}):
+                sel = [r for r in rows if r["graph"] == g and r["threads"] == t]
+                f = [r["f"] for r in sel]
+                for key, style in [("numba", "o-"), ("prev", "x:"), ("torch", "s--")]:
+                    ax.plot(f, [r["seconds"][pre + key] * 1e3 for r in sel], style,
+                            label=f"{key} {t}T")
+            sel = [r for r in rows if r["graph"] == g and r["threads"] == 1]
+            ax.plot([r["f"] for r in sel], [r["seconds"][pre + "scipy"] * 1e3 for r in sel],
+                    "k:", label="scipy")
+            ax.set(xscale="log", yscale="log", xlabel="f (dense columns)", ylabel="ms",
+                   title=f"{g} {title}: n={sel[0]['n']}, nnz={sel[0]['nnz']}")
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -95,16 +225,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(RESULTS / "kernels.json"))
     ap.add_argument("--quick", action="store_true", help="small graphs, for a smoke run")
+    ap.add_argument("--graphs", nargs="+", default=["random", "rmat"],
+                    choices=["random", "rmat"])
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--widths", type=int, nargs="+", default=[16, 32, 64, 128, 256])
+    ap.add_argument("--widths", type=int, nargs="+", default=[1, 4, 16, 32, 64, 128, 256])
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    bw = copy_bandwidth()
-    print(f"streaming copy bandwidth: {bw:.1f} GB/s (read + write, 1 thread)")
+    bw = {"1": copy_bandwidth(), "2": parallel_copy_bandwidth(2)}
+    print(f"streaming copy bandwidth (read + write): {bw['1']:.1f} GB/s numpy 1 thread, "
+          f"{bw['2']:.1f} GB/s numba 2 threads; last-level cache {kernels.LLC_BYTES >> 20} MiB")
     rows = []
-    for name, A in graphs(args.quick).items():
-        rows += bench_graph(name, A, args.widths, args.threads, args.repeat)
-    path = write_json(args.out, dict(machine=machine(), copy_bandwidth_gbs=bw, results=rows))
+    for name, A in graphs(args.quick, args.graphs).items():
+        # a halo's worth of received rows: a third of the vertices, repeats allowed
+        idx = np.random.default_rng(7).integers(0, A.shape[1], A.shape[1] // 3)
+        for f in args.widths:
+            rows += bench_case(name, A, f, args.threads, args.repeat, idx)
+    path = write_json(args.out, dict(machine=machine(), copy_bandwidth_gbs=bw,
+                                     llc_bytes=kernels.LLC_BYTES, results=rows))
+    Path(path.with_suffix(".md")).write_text(markdown(rows, bw))
     plot(rows, path.with_suffix(".png"))
     print(f"wrote {path}")
 
