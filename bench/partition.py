@@ -21,16 +21,26 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import real_graphs  # noqa: E402
 from bench.common import RESULTS, machine, write_json  # noqa: E402
 from spmmgnn.atomic import write_text_atomic  # noqa: E402
 from spmmgnn.data.generators import grid3d, rmat, sbm  # noqa: E402
 from spmmgnn.partitioners import BASE_METHODS, DEFAULT_METHOD, METHODS, partition  # noqa: E402
-from spmmgnn.partitioners.api import HUB_DEFAULT, REGULAR_DEFAULT  # noqa: E402
+from spmmgnn.partitioners.api import (  # noqa: E402
+    LARGE_GRAPH,
+    METIS_CANDIDATE,
+    MTKAHYPAR_CANDIDATE,
+)
+from spmmgnn.partitioners.bounds import hub_bound  # noqa: E402
+from spmmgnn.partitioners.model import ColumnNet, load_cap, row_loads  # noqa: E402
+
+SYNTHETIC = ["rmat", "grid", "sbm"]
 
 COLUMNS = [("method", "method", "{}"), ("total_volume", "total vol", "{:,}"),
            ("max_send", "max send", "{:,}"), ("send_imbalance", "send imb", "{:.1%}"),
            ("max_recv", "max recv", "{:,}"), ("load_imbalance", "load imb", "{:.1%}"),
            ("seconds", "seconds", "{:.1f}")]
+HUB_COLUMN = ("hub_bound", "hub LB", "{:,}")
 
 
 def make_graph(name: str, args) -> tuple[str, object]:
@@ -39,6 +49,8 @@ def make_graph(name: str, args) -> tuple[str, object]:
                 rmat(args.rmat_scale, 16, seed=args.seed, symmetric=True, permute=True))
     if name == "grid":
         return f"grid{args.grid}^3", grid3d(args.grid)
+    if name in real_graphs.GRAPHS:
+        return name, real_graphs.load(name, Path(args.deb_root))
     if name == "sbm":
         return (f"sbm-n{args.sbm_n}-c{args.sbm_communities}",
                 sbm(args.sbm_n, args.sbm_communities, avg_degree=16.0, mixing=0.2,
@@ -59,8 +71,13 @@ def checks(rows: list[dict]) -> list[str]:
             continue
         others = [r for r in rs if r["method"] != DEFAULT_METHOD]
         low = min(r["total_volume"] for r in rs)
+        low2 = min((by[m]["total_volume"] for m in ("metis-vol", "mtkahypar") if m in by),
+                   default=low)
         parts = [f"total/lowest {d['total_volume'] / low:.3f}",
+                 f"total/min(METIS-vol, Mt-KaHyPar) {d['total_volume'] / low2:.3f}",
                  f"send imb {d['send_imbalance']:.1%}", f"load imb {d['load_imbalance']:.1%}"]
+        if "hub_bound" in d:
+            parts.append(f"max send {d['max_send']:,} (hub LB {d['hub_bound']:,})")
         if "metis-vol" in by:
             m = by["metis-vol"]
             parts += [f"max send/METIS-vol {d['max_send'] / m['max_send']:.2f}",
@@ -74,17 +91,23 @@ def checks(rows: list[dict]) -> list[str]:
 
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = ["# Partitioner comparison", "",
-             f"`default`: {HUB_DEFAULT} on graphs with hubs, else {REGULAR_DEFAULT}; "
+             f"`default`: the best of {METIS_CANDIDATE} and (below {LARGE_GRAPH:,} vertices) "
+             f"{MTKAHYPAR_CANDIDATE} by max send + total / k; "
              f"epsilon {meta['epsilon']}, seed {meta['seed']}, threads {meta['threads']}, "
              f"{meta['machine']['cores']} cores.",
-             "Volumes are rows of X per SpMM (docs/metrics.md); imbalance = max/avg - 1.", ""]
+             "Volumes are rows of X per SpMM (docs/metrics.md); imbalance = max/avg - 1. "
+             "Graphs without a size in their name are real graphs of bench/real_graphs.py "
+             "(Debian packages). \"hub LB\" is the lower bound on the max send of "
+             "spmmgnn/partitioners/bounds.py.", ""]
     keys = []
     for r in rows:
         if (r["graph"], r["k"]) not in keys:
             keys.append((r["graph"], r["k"]))
     for graph, k in keys:
         rs = [r for r in rows if r["graph"] == graph and r["k"] == k]
-        lines += [f"## {graph} (n={rs[0]['n']:,}, nnz={rs[0]['nnz']:,}), k={k}", "",
+        lb = (f", hub lower bound on max send {rs[0]['hub_bound']:,}" if "hub_bound" in rs[0]
+              else "")
+        lines += [f"## {graph} (n={rs[0]['n']:,}, nnz={rs[0]['nnz']:,}), k={k}{lb}", "",
                   "| " + " | ".join(h for _, h, _ in COLUMNS) + " |",
                   "|" + "|".join("---" if c == "method" else "---:" for c, _, _ in COLUMNS)
                   + "|"]
@@ -94,14 +117,22 @@ def markdown(rows: list[dict], meta: dict) -> str:
                 cells[0] = f"**default** ({r.get('resolved', '?')})"
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
+        for r in rs:
+            if r["method"] == DEFAULT_METHOD and r.get("candidates"):
+                lines += ["default's candidates: " + "; ".join(
+                    f"{c['method']} total {c['total_volume']:,}, max send {c['max_send']:,}, "
+                    f"{c['seconds']:.1f} s" for c in r["candidates"]), ""]
     lines += ["## Targets of the default method", ""] + checks(rows) + [""]
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--graphs", nargs="+", default=["rmat", "grid", "sbm"],
-                    choices=["rmat", "grid", "sbm"])
+    ap.add_argument("--graphs", nargs="+", default=SYNTHETIC,
+                    choices=SYNTHETIC + list(real_graphs.GRAPHS) + ["real"],
+                    help="'real' = bench/real_graphs.py's BENCH_SET")
+    ap.add_argument("--deb-root", default=str(real_graphs.DEB_ROOT),
+                    help="where Debian packages are unpacked and real graphs cached")
     ap.add_argument("--k", nargs="+", type=int, default=[4, 16, 64])
     ap.add_argument("--methods", nargs="+",
                     default=[m for m in BASE_METHODS if m != "metis"] + ["default"],
@@ -117,29 +148,46 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(RESULTS / "partition"),
                     help="output path without extension (.json and .md are written)")
     ap.add_argument("--append", action="store_true", help="keep and extend an earlier run")
+    ap.add_argument("--render", action="store_true",
+                    help="only rewrite the Markdown from the existing JSON")
     args = ap.parse_args(argv)
+    if args.render:
+        data = json.loads(Path(args.out).with_suffix(".json").read_text())
+        write_text_atomic(Path(args.out).with_suffix(".md"), markdown(data["rows"], data["meta"]))
+        return 0
     methods = [DEFAULT_METHOD if m == "default" else m for m in args.methods]
     out = Path(args.out)
     meta = dict(epsilon=args.epsilon, seed=args.seed, threads=args.threads or machine()["cores"],
                 machine=machine(),
-                default_method=f"{HUB_DEFAULT} with hubs, else {REGULAR_DEFAULT}")
+                default_method=f"best of {METIS_CANDIDATE} and (below {LARGE_GRAPH} "
+                               f"vertices) {MTKAHYPAR_CANDIDATE}")
     rows: list[dict] = []
     if args.append and out.with_suffix(".json").exists():
         rows = json.loads(out.with_suffix(".json").read_text())["rows"]
     done = {(r["graph"], r["k"], r["method"]) for r in rows}
-    for gname in args.graphs:
+    # load the numba caches and METIS once, so the first timed partition does not pay for it
+    partition(grid3d(8), 2, method="metis-vol+maxsend", threads=args.threads)
+    graphs = [g for name in args.graphs
+              for g in (real_graphs.BENCH_SET if name == "real" else [name])]
+    for gname in graphs:
         t0 = time.perf_counter()
         label, A = make_graph(gname, args)
         print(f"{label}: n={A.shape[0]:,} nnz={A.nnz:,} ({time.perf_counter() - t0:.1f} s)",
               flush=True)
+        cn, loads = None, row_loads(A)
         for k in args.k:
+            bound = None
             for method in methods:
                 if (label, k, method) in done:
                     continue
                 P = partition(A, k, method=method, epsilon=args.epsilon, seed=args.seed,
                               threads=args.threads)
+                if bound is None:
+                    cn = cn or ColumnNet.from_matrix(A)
+                    bound = hub_bound(cn, loads, k, load_cap(loads, k, args.epsilon))
                 row = dict(graph=label, n=A.shape[0], nnz=int(A.nnz), method=method,
-                           resolved=P.method, seconds=P.seconds, **P.metrics.as_dict())
+                           resolved=P.method, seconds=P.seconds, hub_bound=bound,
+                           candidates=getattr(P, "candidates", None), **P.metrics.as_dict())
                 rows.append(row)
                 print(f"  k={k:3d} {method:20s} total {row['total_volume']:>9,} max send "
                       f"{row['max_send']:>8,} ({row['send_imbalance']:6.1%}) load imb "
