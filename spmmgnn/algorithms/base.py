@@ -27,13 +27,14 @@ from ..errors import SpmmgnnError, agree, check_on_root
 from ..grid import ProcessGrid
 from ..hashing import mix64, uniform_by_id
 from ..layout import Partition, resolve_partition
+from ..reorder import block_rcm, with_order
 from ..stats import CommStats
 
 ALGORITHMS: dict[str, type[DistSpMM]] = {}
 SIDES = ("input", "output")
 
 
-def _check_matrix(A, k: int, partition, col_partition):
+def _check_matrix(A, k: int, partition, col_partition, reorder: str | None = None):
     """Root-side validation and relabelling of the user's matrix."""
     if not sp.issparse(A):
         raise SpmmgnnError(f"A must be a scipy.sparse matrix, got {type(A).__name__}")
@@ -51,9 +52,18 @@ def _check_matrix(A, k: int, partition, col_partition):
         cols = rows
     else:
         cols = resolve_partition(col_partition, n, k, what="col_partition (columns of A)")
+    if reorder not in (None, "rcm"):
+        raise SpmmgnnError(f"reorder must be None or 'rcm', got {reorder!r}")
     if not (rows.is_identity and cols.is_identity):
         A = A[rows.perm][:, cols.perm]
     A = sp.csr_array(A)
+    if reorder == "rcm":
+        if rows is not cols:
+            raise SpmmgnnError("reorder='rcm' needs a square A with one layout for rows "
+                               "and columns")
+        order = block_rcm(A, rows.offsets)
+        rows = cols = with_order(rows, order)
+        A = sp.csr_array(A[order][:, order])
     A.sum_duplicates()
     A.sort_indices()
     return A, rows, cols
@@ -106,20 +116,24 @@ class DistSpMM:
     # ---------------------------------------------------------------- construction
     @classmethod
     def from_scipy(cls, A, grid: ProcessGrid | None = None, algorithm: str | None = None,
-                   partition=None, col_partition=None, root: int = 0, **options) -> DistSpMM:
+                   partition=None, col_partition=None, root: int = 0,
+                   reorder: str | None = None, **options) -> DistSpMM:
         """Collective. Root passes scipy sparse ``A`` (m x n; others may pass None).
 
         ``partition`` places the rows of A (and of ``A @ X``): None (near-equal contiguous
         blocks), a list of block sizes, a part vector (rows are relabelled so blocks are
         contiguous; the permutation is kept) or a ``Partition``. ``col_partition`` does the
         same for the columns of A (the rows of X); for square A it defaults to
-        ``partition``, else to near-equal blocks. Only root's values are used.
+        ``partition``, else to near-equal blocks. ``reorder="rcm"`` renumbers the vertices
+        inside each block row by reverse Cuthill–McKee of its diagonal block (square A; the
+        caller's order in and out is unchanged, see ``spmmgnn.reorder``). Only root's values
+        are used.
         """
         grid = grid or ProcessGrid()
         comm = grid.comm
         algo_cls = cls._algorithm_class(algorithm, comm)
         got = check_on_root(comm, root, lambda: _check_matrix(A, grid.n_block_rows, partition,
-                                                              col_partition))
+                                                              col_partition, reorder))
         Ap, rows, cols = got if got is not None else (None, None, None)
         if comm.Get_size() > 1:
             rows, cols, shape_nnz = comm.bcast(
