@@ -62,25 +62,6 @@ def interleaved(fns: dict, repeat: int) -> dict[str, float]:
     return best
 
 
-@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
-def prev_csr_matmul(indptr, indices, data, x, out, chunks, accumulate):
-    """The previous ``kernels.csr_matmul`` (one non-zero per pass over out[r] at every width,
-    no column blocks), kept here as the baseline each change is measured against."""
-    f = x.shape[1]
-    last = indices.shape[0] - 1
-    for c in prange(chunks.shape[0] - 1):
-        for r in range(chunks[c], chunks[c + 1]):
-            if not accumulate:
-                for t in range(f):
-                    out[r, t] = 0
-            for k in range(indptr[r], indptr[r + 1]):
-                kernels.prefetch_row(x, indices[min(k + kernels.PREFETCH_DISTANCE, last)])
-                j = indices[k]
-                a = data[k]
-                for t in range(f):
-                    out[r, t] += a * x[j, t]
-
-
 @njit(parallel=True, cache=True, nogil=True)
 def _parallel_copy(src, dst):
     for i in prange(src.shape[0]):
@@ -133,8 +114,10 @@ def bench_case(name: str, A: sp.csr_array, f: int, threads: list[int], repeat: i
         set_threads(t)
         torch.set_num_threads(t)
         n_par = kernels.column_split(f)
+        # prev: the previous kernel, one non-zero per pass and no column blocks, which is
+        # still kernels.csr_matmul (used below UNROLL_MIN_F columns)
         fwd = dict(numba=lambda: M.matmul(X, out, False),
-                   prev=lambda: prev_csr_matmul(M.indptr, M.indices, data, X, out, M.chunks(),
+                   prev=lambda: kernels.csr_matmul(M.indptr, M.indices, data, X, out, M.chunks(),
                                                 False),
                    unblocked=lambda: unblocked.matmul(X, out, False),
                    torch=lambda: torch.sparse.mm(At, Xt))
