@@ -62,7 +62,7 @@ class DelayedView:
         self._owner, self.layer = owner, layer
         self._op = owner.op
         self._calls = [0, 0]                            # per direction
-        self._pending: tuple[deque, deque] = (deque(), deque())
+        self._pending: tuple[deque, deque] = (deque(), deque())  # Exchanges in flight
 
     def __getattr__(self, name):
         return getattr(self._op, name)
@@ -81,16 +81,15 @@ class DelayedView:
         slot = self._slot(0)
         if not self._owner.drop:
             ghost = prod.plan.buffer("ghost", prod.plan.n_ghost, x.shape[1], x.dtype, slot)
-            started = prod.plan.start_bcast(x, ghost, stats, prod.codec, op._key(stream, 0),
-                                            slot)
-            self._pending[0].append((started, ghost))
+            self._pending[0].append(prod.plan.start_bcast(x, ghost, stats, prod.codec,
+                                                          op._key(stream, 0), slot))
         with stats.timing("seconds_multiply"):
             prod.diag.matmul(x, out, accumulate=False)
         if len(self._pending[0]) > self._owner.staleness:
-            exchange, ghost = self._pending[0].popleft()
+            exchange = self._pending[0].popleft()
             exchange.finish()
             with stats.timing("seconds_multiply"):
-                prod.ghost.matmul(ghost, out, accumulate=True)
+                prod.ghost.matmul(exchange.target, out, accumulate=True)
         return like_input(out, X_local)
 
     def matmul_t(self, Y_local, stream: int | None = None):
@@ -116,6 +115,4 @@ class DelayedView:
         """Wait for every exchange still in flight, discarding what arrives."""
         for pending in self._pending:
             while pending:
-                item = pending.popleft()
-                exchange = item[0] if isinstance(item, tuple) else item
-                exchange.request.Wait()
+                pending.popleft().request.Wait()

@@ -109,8 +109,9 @@ class FeatureParallel(DistSpMM):
         xc = self._buffer("xc", int(rows_in.sum()), fp, x.dtype)
         zc = self._buffer("zc", int(rows_out.sum()), fp, x.dtype)
         # 1. rows -> columns: to q, my rows of its columns (q-major, contiguous per q)
+        send = self._buffer("send", x.shape[0] * f, 1, x.dtype).reshape(-1)
         with stats.timing("seconds_exchange"):
-            send = np.concatenate([x[:, cols[q]:cols[q + 1]].ravel() for q in range(width.size)])
+            _column_blocks(x, cols, send, pack=True)
         self._alltoallv(send, x.shape[0] * width, xc, rows_in * fp, mpitype, me)
         # 2. the whole A (or A^T) times my columns
         with stats.timing("seconds_multiply"):
@@ -124,10 +125,7 @@ class FeatureParallel(DistSpMM):
         recv = self._buffer("recv", out.shape[0] * f, 1, x.dtype).reshape(-1)
         self._alltoallv(zc, rows_out * fp, recv, out.shape[0] * width, mpitype, me)
         with stats.timing("seconds_exchange"):
-            displs = np.concatenate(([0], np.cumsum(out.shape[0] * width)))
-            for q in range(width.size):
-                out[:, cols[q]:cols[q + 1]] = recv[displs[q]:displs[q + 1]].reshape(
-                    out.shape[0], width[q])
+            _column_blocks(out, cols, recv, pack=False)
 
     def _feature_offsets(self, f: int) -> np.ndarray:
         """Feature-column blocks: near-equal, the first ``f % P`` ranks one column more."""
@@ -156,6 +154,19 @@ class FeatureParallel(DistSpMM):
         if key not in self._buf:
             self._buf[key] = np.empty((rows, f), dtype=dtype)
         return self._buf[key]
+
+
+def _column_blocks(dense: np.ndarray, cols: np.ndarray, flat: np.ndarray, pack: bool) -> None:
+    """``flat`` holds ``dense``'s feature-column blocks one after the other (block q is
+    ``dense[:, cols[q]:cols[q+1]]``, row-major): pack copies dense into flat, else back."""
+    rows, pos = dense.shape[0], 0
+    for lo, hi in zip(cols[:-1], cols[1:], strict=True):
+        block = flat[pos:pos + rows * (hi - lo)].reshape(rows, hi - lo)
+        if pack:
+            block[...] = dense[:, lo:hi]
+        else:
+            dense[:, lo:hi] = block
+        pos += rows * (hi - lo)
 
 
 def _displs(counts: np.ndarray) -> np.ndarray:
