@@ -13,26 +13,13 @@ import sys
 
 import numpy as np
 import scipy.sparse as sp
+from layout_cases import cases
 from mpi4py import MPI
 
 import spmmgnn
 
 comm = MPI.COMM_WORLD
 P = comm.size
-
-
-def cases() -> list[tuple[str, sp.csr_array, object]]:
-    rng = np.random.default_rng(P)
-    sizes = rng.integers(3, 15, P)
-    if P > 1:
-        sizes[1] = 0  # an empty block
-    n = int(sizes.sum())
-    return [("nonsymmetric", sp.random(8 * P + 3, 8 * P + 3, density=0.2, random_state=1,
-                                       format="csr"), None),
-            ("uneven_empty_block", sp.random(n, n, density=0.25, random_state=2, format="csr"),
-             sizes.tolist()),
-            ("rectangular", sp.random(6 * P + 1, 9 * P + 2, density=0.2, random_state=3,
-                                      format="csr"), None)]
 
 
 def run(A, sizes, f: int, dtype) -> dict:
@@ -67,7 +54,7 @@ def refusal() -> list[str]:
 
 def main() -> None:
     out = []
-    for name, A, sizes in cases():
+    for name, A, sizes in cases(P):
         for f, dtype in ((7, np.float64), (2, np.float64), (5, np.float32)):
             r = run(A, sizes, f, dtype)
             if comm.rank == 0:

@@ -11,7 +11,7 @@ import json
 import sys
 
 import numpy as np
-import scipy.sparse as sp
+from layout_cases import cases
 from mpi4py import MPI
 
 import spmmgnn
@@ -20,20 +20,6 @@ from spmmgnn.codecs import CODECS
 comm = MPI.COMM_WORLD
 P = comm.size
 F = 6
-
-
-def cases() -> list[tuple[str, sp.csr_array, object]]:
-    rng = np.random.default_rng(P)
-    sizes = rng.integers(3, 15, P)
-    if P > 1:
-        sizes[1] = 0  # an empty block
-    n = int(sizes.sum())
-    return [("nonsymmetric", sp.random(8 * P + 3, 8 * P + 3, density=0.2, random_state=1,
-                                       format="csr"), None),
-            ("uneven_empty_block", sp.random(n, n, density=0.25, random_state=2, format="csr"),
-             sizes.tolist()),
-            ("rectangular", sp.random(6 * P + 1, 9 * P + 2, density=0.2, random_state=3,
-                                      format="csr"), None)]
 
 
 def run(A, sizes, algorithm: str, codec: str | None) -> dict:
@@ -60,7 +46,7 @@ def run(A, sizes, algorithm: str, codec: str | None) -> dict:
 
 def main() -> None:
     out = []
-    for name, A, sizes in cases():
+    for name, A, sizes in cases(P):
         for codec in [None, *CODECS]:
             r = {a: run(A, sizes, a, codec) for a in ("sparse1d", "prepost1d")}
             if comm.rank == 0:
