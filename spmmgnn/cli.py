@@ -7,9 +7,10 @@ Failures never leave a rank hanging, whatever ``$SPMMGNN_ABORT_ON_EXCEPTION`` sa
   the job with status 2;
 - any other exception is a bug: the rank prints ``spmmgnn CMD: rank r: <cause>`` and its
   traceback, then aborts the MPI job (status 1; plain exit 1 on a single rank);
-- SIGINT / SIGTERM (``mpiexec`` forwards both to every rank) print ``rank r: interrupted by
-  SIGINT`` (``terminated by SIGTERM``) and end the job with status 130 / 143 (an abort under
-  several ranks, in case only some ranks got the signal).
+- SIGINT / SIGTERM (``mpiexec`` forwards both to every rank): the first rank to handle it
+  prints ``rank r: interrupted by SIGINT`` (``terminated by SIGTERM``) and aborts the job with
+  status 130 / 143; a rank blocked inside an MPI call at that moment is ended by the abort
+  before Python can run its handler, so it may print nothing.
   Open atomic writes remove their temporary files.
 """
 

@@ -161,8 +161,11 @@ def test_signal_to_mpiexec_ends_the_job(tmp_path, sig, code, name):
     proc.send_signal(sig)
     status, out, err, _ = _finish(proc)
     assert status != 0
-    for rank in (0, 1):
-        assert f"spmmgnn train: rank {rank} of 2: {name}" in err, err[-3000:]
+    # mpiexec forwards the signal to both ranks; the first to handle it aborts the job, and a
+    # rank blocked inside an MPI call (waiting for that one) ends without a line of its own.
+    said = [r for r in (0, 1) if f"spmmgnn train: rank {r} of 2: {name}" in err]
+    assert said, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
     assert f"MPI_Abort(MPI_COMM_WORLD, {code})" in err
 
 
