@@ -7,7 +7,9 @@ block model graph, at several k. Writes JSON and a Markdown table (``bench/resul
     python bench/partition.py --graphs grid --append          # add rows to an earlier run
 
 ``--append`` keeps the rows of the existing JSON and only runs the missing
-(graph, k, method) combinations, so a long comparison can be run in pieces. ``metis`` (the
+(graph, k, method) combinations, so a long comparison can be run in pieces. ``--time-limit S``
+runs each partition in a child process and records a row that did not finish in S seconds as
+such (the issue's "kahypar where it finishes in 10 minutes"). ``metis`` (the
 better of the two METIS objectives) is left out by default: it repeats those two rows.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import sys
 import time
 from pathlib import Path
@@ -58,12 +61,47 @@ def make_graph(name: str, args) -> tuple[str, object]:
     raise SystemExit(f"unknown graph {name}")
 
 
+def _partition_row(gname: str, k: int, method: str, args) -> dict:
+    """One row of the table (run in a child process under ``--time-limit``)."""
+    label, A = make_graph(gname, args)
+    loads = row_loads(A)
+    P = partition(A, k, method=method, epsilon=args.epsilon, seed=args.seed,
+                  threads=args.threads)
+    bound = hub_bound(ColumnNet.from_matrix(A), loads, k, load_cap(loads, k, args.epsilon))
+    return dict(graph=label, n=A.shape[0], nnz=int(A.nnz), method=method, resolved=P.method,
+                seconds=P.seconds, hub_bound=bound, candidates=P.candidates,
+                **P.metrics.as_dict())
+
+
+def _child(queue, gname: str, k: int, method: str, args) -> None:
+    queue.put(_partition_row(gname, k, method, args))
+
+
+def _row_within(gname: str, k: int, method: str, args, label: str, A) -> dict:
+    """``_partition_row`` in a spawned child killed after ``args.time_limit`` seconds; a row
+    without volumes (``timed_out``) when it did not finish."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(queue, gname, k, method, args))
+    t0 = time.perf_counter()
+    proc.start()
+    try:
+        return queue.get(timeout=args.time_limit)
+    except Exception:  # queue.Empty: the limit passed (or the child died)
+        return dict(graph=label, n=A.shape[0], nnz=int(A.nnz), k=k, method=method,
+                    resolved=method, timed_out=True, seconds=time.perf_counter() - t0)
+    finally:
+        proc.kill()
+        proc.join()
+
+
 def checks(rows: list[dict]) -> list[str]:
     """The issue's targets for the default method, per (graph, k), relative to the others."""
     out = []
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
-        groups.setdefault((r["graph"], r["k"]), []).append(r)
+        if not r.get("timed_out"):
+            groups.setdefault((r["graph"], r["k"]), []).append(r)
     for (graph, k), rs in groups.items():
         by = {r["method"]: r for r in rs}
         d = by.get(DEFAULT_METHOD)
@@ -103,15 +141,21 @@ def markdown(rows: list[dict], meta: dict) -> str:
     for r in rows:
         if (r["graph"], r["k"]) not in keys:
             keys.append((r["graph"], r["k"]))
+    order = {m: i for i, m in enumerate(METHODS + (DEFAULT_METHOD,))}
     for graph, k in keys:
-        rs = [r for r in rows if r["graph"] == graph and r["k"] == k]
-        lb = (f", hub lower bound on max send {rs[0]['hub_bound']:,}" if "hub_bound" in rs[0]
-              else "")
+        rs = sorted((r for r in rows if r["graph"] == graph and r["k"] == k),
+                    key=lambda r: order.get(r["method"], len(order)))
+        lb = next((f", hub lower bound on max send {r['hub_bound']:,}" for r in rs
+                   if "hub_bound" in r), "")
         lines += [f"## {graph} (n={rs[0]['n']:,}, nnz={rs[0]['nnz']:,}), k={k}{lb}", "",
                   "| " + " | ".join(h for _, h, _ in COLUMNS) + " |",
                   "|" + "|".join("---" if c == "method" else "---:" for c, _, _ in COLUMNS)
                   + "|"]
         for r in rs:
+            if r.get("timed_out"):
+                lines.append(f"| {r['method']} | did not finish in {r['seconds']:.0f} s |"
+                             + " |" * (len(COLUMNS) - 2))
+                continue
             cells = [f.format(r[c]) for c, _, f in COLUMNS]
             if r["method"] == DEFAULT_METHOD:
                 cells[0] = f"**default** ({r.get('resolved', '?')})"
@@ -129,8 +173,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--graphs", nargs="+", default=SYNTHETIC,
-                    choices=SYNTHETIC + list(real_graphs.GRAPHS) + ["real"],
-                    help="'real' = bench/real_graphs.py's BENCH_SET")
+                    choices=SYNTHETIC + list(real_graphs.GRAPHS) + ["real", "small"],
+                    help="'real' / 'small' = bench/real_graphs.py's BENCH_SET / SMALL_SET")
     ap.add_argument("--deb-root", default=str(real_graphs.DEB_ROOT),
                     help="where Debian packages are unpacked and real graphs cached")
     ap.add_argument("--k", nargs="+", type=int, default=[4, 16, 64])
@@ -148,6 +192,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(RESULTS / "partition"),
                     help="output path without extension (.json and .md are written)")
     ap.add_argument("--append", action="store_true", help="keep and extend an earlier run")
+    ap.add_argument("--time-limit", type=float, default=None,
+                    help="seconds per partition (each then runs in a child process)")
     ap.add_argument("--render", action="store_true",
                     help="only rewrite the Markdown from the existing JSON")
     args = ap.parse_args(argv)
@@ -167,8 +213,8 @@ def main(argv=None) -> int:
     done = {(r["graph"], r["k"], r["method"]) for r in rows}
     # load the numba caches and METIS once, so the first timed partition does not pay for it
     partition(grid3d(8), 2, method="metis-vol+maxsend", threads=args.threads)
-    graphs = [g for name in args.graphs
-              for g in (real_graphs.BENCH_SET if name == "real" else [name])]
+    sets = dict(real=real_graphs.BENCH_SET, small=real_graphs.SMALL_SET)
+    graphs = [g for name in args.graphs for g in sets.get(name, [name])]
     for gname in graphs:
         t0 = time.perf_counter()
         label, A = make_graph(gname, args)
@@ -180,18 +226,26 @@ def main(argv=None) -> int:
             for method in methods:
                 if (label, k, method) in done:
                     continue
-                P = partition(A, k, method=method, epsilon=args.epsilon, seed=args.seed,
-                              threads=args.threads)
-                if bound is None:
-                    cn = cn or ColumnNet.from_matrix(A)
-                    bound = hub_bound(cn, loads, k, load_cap(loads, k, args.epsilon))
-                row = dict(graph=label, n=A.shape[0], nnz=int(A.nnz), method=method,
-                           resolved=P.method, seconds=P.seconds, hub_bound=bound,
-                           candidates=getattr(P, "candidates", None), **P.metrics.as_dict())
+                if args.time_limit:
+                    row = _row_within(gname, k, method, args, label, A)
+                else:
+                    P = partition(A, k, method=method, epsilon=args.epsilon, seed=args.seed,
+                                  threads=args.threads)
+                    if bound is None:
+                        cn = cn or ColumnNet.from_matrix(A)
+                        bound = hub_bound(cn, loads, k, load_cap(loads, k, args.epsilon))
+                    row = dict(graph=label, n=A.shape[0], nnz=int(A.nnz), method=method,
+                               resolved=P.method, seconds=P.seconds, hub_bound=bound,
+                               candidates=P.candidates,
+                               **P.metrics.as_dict())
                 rows.append(row)
-                print(f"  k={k:3d} {method:20s} total {row['total_volume']:>9,} max send "
-                      f"{row['max_send']:>8,} ({row['send_imbalance']:6.1%}) load imb "
-                      f"{row['load_imbalance']:5.1%}  {P.seconds:7.1f} s", flush=True)
+                if row.get("timed_out"):
+                    print(f"  k={k:3d} {method:20s} did not finish in {row['seconds']:.0f} s",
+                          flush=True)
+                else:
+                    print(f"  k={k:3d} {method:20s} total {row['total_volume']:>9,} max send "
+                          f"{row['max_send']:>8,} ({row['send_imbalance']:6.1%}) load imb "
+                          f"{row['load_imbalance']:5.1%}  {row['seconds']:7.1f} s", flush=True)
                 write_json(out.with_suffix(".json"), dict(meta=meta, rows=rows))
                 write_text_atomic(out.with_suffix(".md"), markdown(rows, meta))
     write_json(out.with_suffix(".json"), dict(meta=meta, rows=rows))

@@ -21,7 +21,9 @@ class Partition:
 
     ``parts[v]`` is the block row of original vertex v; ``perm[new] = old`` relabels vertices
     so block rows are contiguous; ``offsets[b]:offsets[b+1]`` is block row b in the new order.
-    ``metrics`` holds the communication metrics once computed (see ``partitioners.metrics``).
+    ``metrics`` holds the communication metrics once computed (see ``partitioners.metrics``);
+    ``candidates`` what each partitioner a method ran gave (``method``, ``seconds``,
+    ``total_volume``, ``max_send``), when it ran several and kept the best.
     """
 
     parts: np.ndarray
@@ -31,6 +33,7 @@ class Partition:
     metrics: Any = None
     method: str = "given"
     seconds: float = 0.0
+    candidates: list[dict] = field(default_factory=list, repr=False)
 
     @property
     def n(self) -> int:

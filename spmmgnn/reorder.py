@@ -35,4 +35,5 @@ def block_rcm(A: sp.csr_array, offsets: np.ndarray) -> np.ndarray:
 def with_order(part: Partition, order: np.ndarray) -> Partition:
     """The same blocks, vertices renumbered inside them by ``order`` (new -> old position)."""
     return Partition(parts=part.parts, k=part.k, perm=part.perm[order], offsets=part.offsets,
-                     metrics=part.metrics, method=f"{part.method}+rcm", seconds=part.seconds)
+                     metrics=part.metrics, method=f"{part.method}+rcm", seconds=part.seconds,
+                     candidates=part.candidates)

@@ -238,22 +238,45 @@ def test_block_is_contiguous_and_balanced_by_nonzeros():
 
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("base", ["random", "metis-cut", "metis-vol"])
-def test_refinement_lowers_max_send_and_keeps_balance(base, seed):
+@pytest.mark.parametrize("select,slack", [("score", 0.1), ("max_send", 0.02)])
+def test_refinement_lowers_max_send_and_keeps_balance(base, seed, select, slack):
     A = sbm(1500, 12, avg_degree=10, mixing=0.3, seed=seed)
     k = 8
     loads = row_loads(A)
     cap = load_cap(loads, k, EPS)
     start = partition(A, k, method=base, seed=seed)
     cn = ColumnNet.from_matrix(A)
-    parts, report = refine_max_send(cn, loads, start.parts, k, cap, seed=seed)
+    parts, report = refine_max_send(cn, loads, start.parts, k, cap, seed=seed,
+                                    select=select, volume_slack=slack)
     before, after = start.metrics, metrics(A, parts, k)
     # strictly better, by a margin an identity "refinement" cannot meet (measured: 7-55 %)
     assert after.max_send <= 0.95 * before.max_send, (before.max_send, after.max_send)
     assert not np.array_equal(parts, start.parts)
     assert after.nnz.max() <= cap
     assert report["end"] == dict(total=after.total_volume, max_send=after.max_send)
-    if base != "random":
-        assert after.total_volume <= 1.02 * before.total_volume
+    if base != "random":  # phase 1 never raises the total; phase 2 stays within the slack
+        assert after.total_volume <= (1 + slack) * before.total_volume
+    if select == "score":
+        assert (after.max_send + after.total_volume / k
+                < before.max_send + before.total_volume / k)
+
+
+def test_score_selection_differs_from_max_send_selection():
+    """The same trajectory (a large weight, then a small one that gives total back for max
+    send; no slack limit), kept by each criterion: measured to differ on this graph (score
+    843.4 vs 846.5, max send 428 vs 424), so each selection must win on its own criterion."""
+    A = sbm(1500, 12, avg_degree=10, mixing=0.3, seed=1)
+    k, loads = 8, row_loads(A)
+    cap, cn = load_cap(loads, k, EPS), ColumnNet.from_matrix(A)
+    start = partition(A, k, method="metis-vol", seed=0).parts
+    runs = {sel: metrics(A, refine_max_send(cn, loads, start, k, cap, select=sel,
+                                            volume_slack=10.0, mu=(8.0, 0.01))[0], k)
+            for sel in ("score", "max_send")}
+    score = {sel: m.max_send + m.total_volume / k for sel, m in runs.items()}
+    assert score["score"] < score["max_send"]
+    assert runs["max_send"].max_send < runs["score"].max_send
+    with pytest.raises(ValueError, match="select"):
+        refine_max_send(cn, loads, start, k, cap, select="total")
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -274,7 +297,7 @@ def test_refinement_helps_on_a_power_law_graph():
     ours = partition(A, 16, method=DEFAULT_METHOD)
     assert ours.metrics.max_send < metis.metrics.max_send
     assert ours.metrics.send_imbalance < metis.metrics.send_imbalance
-    assert ours.metrics.total_volume <= 1.02 * metis.metrics.total_volume
+    assert ours.metrics.total_volume <= 1.10 * metis.metrics.total_volume
 
 
 def test_bad_input_raises_user_errors(graph):

@@ -7,8 +7,9 @@ refinement of ``maxsend``), e.g. ``metis-vol+maxsend``:
   edge-cut / communication-volume objective); ``metis`` runs both objectives and keeps the
   better result; ``kahypar``, ``mtkahypar`` (column-net hypergraph).
 * ``+maxsend``: ``refine_max_send`` starts from the base partition (same epsilon) and
-  lowers the total and the maximum send volume (total volume within 2 % of its
-  total-volume phase). It never returns a higher maximum send than the base partition's.
+  lowers the total and the maximum send volume, keeping the state of lowest
+  ``max send + total / k`` with the total within 10 % of its total-volume phase. It never
+  returns a higher maximum send than the base partition's.
 
 "Better" is the lower ``max send + total / k`` (the bottleneck plus the average send). Every
 result is checked against the load cap (``model.load_cap``) and rebalanced if a base

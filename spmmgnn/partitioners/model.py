@@ -61,8 +61,8 @@ class ColumnNet:
     ``vptr/vnets``: nets of vertex v = ``vnets[vptr[v]:vptr[v+1]]``;
     ``nptr/npins``: pins of net c = ``npins[nptr[c]:nptr[c+1]]``;
     ``owner[c]``: the vertex whose part sends net c (a pin of c); ``optr/onets``: the nets
-    vertex v owns. From a matrix (``from_matrix``) net c is column c, owned by vertex c; a
-    coarsened hypergraph (``coarsen``) has clusters as vertices owning several nets.
+    vertex v owns. From a matrix (``from_matrix``) net c is column c, owned by vertex c (the
+    refinement kernels also accept a vertex owning several nets).
     """
 
     n: int
