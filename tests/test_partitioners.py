@@ -310,6 +310,9 @@ def test_bad_input_raises_user_errors(graph):
         partition(graph, 2, method="metis+extra")
     with pytest.raises(SpmmgnnError):
         partition(graph, 2, epsilon=-0.1)
+    for slack in (-0.1, float("nan"), "0.1"):
+        with pytest.raises(SpmmgnnError, match="volume_slack"):
+            partition(graph, 2, method="metis-vol+maxsend", volume_slack=slack)
     with pytest.raises(SpmmgnnError, match="square"):
         partition(sp.random_array((4, 5), density=0.5), 2)
 

@@ -42,6 +42,9 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None,
                    help="threads for Mt-KaHyPar (default: all available cores)")
+    p.add_argument("--volume-slack", type=float, default=None, metavar="S",
+                   help="+maxsend (and default): how much total volume (fraction of the "
+                   "refined total, default 0.1) may be traded for a lower max send")
     p.add_argument("--json", help="also write the metrics (with per-part values) as JSON")
     p.set_defaults(func=run)
 
@@ -57,9 +60,10 @@ def _partition(args) -> dict:
     if args.method in ("none", "contiguous"):
         raise SpmmgnnError(f"--method {args.method} does not partition; choose a partitioner")
     g = load_graph(args.graph)
+    refine = {} if args.volume_slack is None else dict(volume_slack=args.volume_slack)
     P = write_partitioned(g, args.output, args.parts, args.method, seed=args.seed,
                           epsilon=args.epsilon, threads=args.threads,
-                          original_perm=source_perm(args.graph, g.n))
+                          original_perm=source_perm(args.graph, g.n), **refine)
     m = P.metrics
     report = dict(graph=str(args.graph), output=str(args.output), method=P.method,
                   n=g.n, matrix_nnz=int(g.adj.nnz), epsilon=args.epsilon, seed=args.seed,

@@ -30,13 +30,14 @@ def source_perm(path, n: int) -> np.ndarray | None:
 
 def write_partitioned(graph: Graph, path, parts: int, method: str = "none", seed: int = 0,
                       epsilon: float = 0.03, threads: int | None = None,
-                      original_perm: np.ndarray | None = None) -> Partition:
+                      original_perm: np.ndarray | None = None, **refine_options) -> Partition:
     """Partition ``graph`` into ``parts`` block rows with ``method`` ('none' = near-equal
     contiguous blocks, else a ``spmmgnn.partitioners`` method), relabel and write ``path``.
 
     A labelled graph without a complete train/val/test split gets a seeded one first, so
     every reader of the file trains on the same split. ``original_perm``: the input's own
-    relabelling (``source_perm``), composed into the stored perm. Returns the Partition
+    relabelling (``source_perm``), composed into the stored perm; ``refine_options`` go to
+    ``partitioners.partition`` (the ``+maxsend`` refinement). Returns the Partition
     (with ``metrics`` when a partitioner ran)."""
     if isinstance(parts, bool) or not isinstance(parts, (int, np.integer)) or parts < 1:
         raise SpmmgnnError(f"the number of block rows must be a positive integer, got {parts!r}")
@@ -49,7 +50,7 @@ def write_partitioned(graph: Graph, path, parts: int, method: str = "none", seed
         from ..partitioners import partition
 
         part = partition(graph.adj, int(parts), method=method, epsilon=epsilon, seed=seed,
-                         threads=threads)
+                         threads=threads, **refine_options)
     g = graph if part.is_identity else graph.permuted(part.perm)
     perm = part.perm if original_perm is None else original_perm[part.perm]
     write_graph(path, g.adj, offsets=part.offsets, perm=perm, features=g.features,

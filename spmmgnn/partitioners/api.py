@@ -127,6 +127,10 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     if (isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating))
             or not math.isfinite(epsilon) or epsilon < 0):
         raise SpmmgnnError(f"epsilon must be a non-negative number, got {epsilon!r}")
+    slack = refine_options.get("volume_slack", 0.0)
+    if (isinstance(slack, bool) or not isinstance(slack, (int, float, np.floating))
+            or not math.isfinite(slack) or slack < 0):
+        raise SpmmgnnError(f"volume_slack must be a non-negative number, got {slack!r}")
     threads = default_threads() if threads is None else int(threads)
     if threads < 1:
         raise SpmmgnnError(f"threads must be positive, got {threads}")
