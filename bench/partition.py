@@ -127,6 +127,34 @@ def checks(rows: list[dict]) -> list[str]:
     return out
 
 
+def summary(rows: list[dict]) -> list[str]:
+    """One line per (graph, k) with default: the issue's targets next to METIS-vol's and the
+    seconds of default, METIS-vol, Mt-KaHyPar and KaHyPar ('-' not run, '>' did not finish)."""
+    groups: dict[tuple, dict] = {}
+    for r in rows:
+        groups.setdefault((r["graph"], r["k"]), {})[r["method"]] = r
+    out = ["| graph | n | k | default = | total / min(METIS-vol, Mt-KaHyPar) | max send "
+           "(× METIS-vol) | hub LB | send imb (METIS-vol) | load imb | seconds: default "
+           "(METIS-vol, Mt-KaHyPar, KaHyPar) |", "|---|---:|---:|---|---:|---|---:|---:|---:|---|"]
+    for (graph, k), by in groups.items():
+        d, m = by.get(DEFAULT_METHOD), by.get("metis-vol")
+        if d is None or m is None:
+            continue
+        low = min(by[x]["total_volume"] for x in ("metis-vol", "mtkahypar")
+                  if x in by and not by[x].get("timed_out"))
+        secs = {x: "-" if x not in by else (f">{by[x]['seconds']:.0f}" if by[x].get("timed_out")
+                                             else f"{by[x]['seconds']:.1f}")
+                for x in ("metis-vol", "mtkahypar", "kahypar")}
+        out.append(
+            f"| {graph} | {d['n']:,} | {k} | {d.get('resolved', '?')} | "
+            f"{d['total_volume'] / low:.3f} | {d['max_send']:,} "
+            f"({d['max_send'] / m['max_send']:.2f}) | {d.get('hub_bound', 0):,} | "
+            f"{d['send_imbalance']:.1%} ({m['send_imbalance']:.1%}) | "
+            f"{d['load_imbalance']:.1%} | {d['seconds']:.1f} ({secs['metis-vol']}, "
+            f"{secs['mtkahypar']}, {secs['kahypar']}) |")
+    return out
+
+
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = ["# Partitioner comparison", "",
              f"`default`: the best of {METIS_CANDIDATE} and (below {LARGE_GRAPH:,} vertices) "
@@ -136,7 +164,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
              "Volumes are rows of X per SpMM (docs/metrics.md); imbalance = max/avg - 1. "
              "Graphs without a size in their name are real graphs of bench/real_graphs.py "
              "(Debian packages). \"hub LB\" is the lower bound on the max send of "
-             "spmmgnn/partitioners/bounds.py.", ""]
+             "spmmgnn/partitioners/bounds.py.", "", "## Summary", ""] + summary(rows) + [""]
     keys = []
     for r in rows:
         if (r["graph"], r["k"]) not in keys:
