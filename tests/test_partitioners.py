@@ -412,3 +412,21 @@ def test_hub_bound_is_a_lower_bound_by_brute_force(seed):
         assert lb <= exact, (k, lb, exact)
         if k == 3:
             assert lb >= 1  # the hub's row reaches at least two parts
+
+
+def test_large_graph_schedule_skips_total_rounds():
+    """The large-graph schedule: no total-volume round, one round per weight, and still a
+    lower max send than its METIS start."""
+    from spmmgnn.partitioners.api import LARGE_GRAPH_REFINEMENT
+
+    A = sbm(1500, 12, avg_degree=10, mixing=0.3, seed=2)
+    k, loads = 8, row_loads(A)
+    cap, cn = load_cap(loads, k, EPS), ColumnNet.from_matrix(A)
+    start = partition(A, k, method="metis-vol").metrics
+    parts, report = refine_max_send(cn, loads, partition(A, k, method="metis-vol").parts, k,
+                                    cap, **LARGE_GRAPH_REFINEMENT)
+    mus = [h["mu"] for h in report["history"]]
+    assert 0.0 not in mus and len(mus) == len(set(mus)) <= 4
+    assert metrics(A, parts, k).max_send < start.max_send
+    full = refine_max_send(cn, loads, partition(A, k, method="metis-vol").parts, k, cap)[1]
+    assert 0.0 in [h["mu"] for h in full["history"]]

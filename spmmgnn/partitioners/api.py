@@ -55,12 +55,15 @@ METIS_CANDIDATE, MTKAHYPAR_CANDIDATE = "metis-vol+maxsend", "mtkahypar+maxsend"
 # of the column-net hypergraph (non-zeros of pattern(A) + I); see ``default_candidates``
 MTKAHYPAR_MAX_PINS = 2_000_000
 # from this many vertices on, ``+maxsend`` runs with LARGE_GRAPH_REFINEMENT: no FM passes
-# (2-3 s each on a 10^5-vertex power-law graph, where METIS takes 1-3 s; on meshes they do
-# the work) and two label-propagation rounds for each of three penalty weights, so the
-# refinement stays within about twice METIS's time (measured on the mythes thesaurus,
-# k = 16: max send 6,554 against 6,524 with the full schedule, in a third of the time)
+# (2-3 s each on a 10^5-vertex power-law graph, where METIS takes 0.5-3 s; on meshes they do
+# the work), no total-volume rounds (METIS already minimized it: they moved 11-89 vertices)
+# and one label-propagation round for each of four penalty weights, so the refinement stays
+# within about twice METIS's time. Measured on WordNet, the thesaurus and GCIDE (k = 16, 64):
+# max send + total / k within 0.1-0.6 % of two rounds per weight after two total-volume
+# rounds, in half the rounds
 LARGE_GRAPH = 100_000
-LARGE_GRAPH_REFINEMENT = dict(fm_passes=0, mu_fm_passes=0, lp_rounds=2, mu=(0.02, 0.1, 0.4))
+LARGE_GRAPH_REFINEMENT = dict(fm_passes=0, mu_fm_passes=0, total_lp_rounds=0, lp_rounds=1,
+                              mu=(0.02, 0.1, 0.4, 1.0))
 
 
 def default_threads() -> int:

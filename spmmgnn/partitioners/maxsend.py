@@ -491,12 +491,14 @@ def refine_max_send(cn: ColumnNet, loads: np.ndarray, parts: np.ndarray, k: int,
                     gamma: float = 0.02, volume_cap: int | None = None,
                     volume_slack: float = 0.1, lp_rounds: int = 8, fm_passes: int = 1,
                     mu_fm_passes: int = 1, min_gain: float = 3e-3, fm_push: int = 32,
-                    fm_fruitless: int = 50, select: str = "score",
+                    fm_fruitless: int = 50, total_lp_rounds: int | None = None,
+                    select: str = "score",
                     seed: int = 0) -> tuple[np.ndarray, dict]:
     """Refine ``parts`` (k parts, loads capped at ``cap``) to lower the maximum send volume.
 
     Phase 1 minimizes the total volume alone under ``volume_cap`` (a tighter cap, which
-    leaves load slack for phase 2; ``fm_passes`` FM passes); phase 2 minimizes Phi under
+    leaves load slack for phase 2; ``total_lp_rounds`` label-propagation rounds, default
+    ``lp_rounds``, then ``fm_passes`` FM passes); phase 2 minimizes Phi under
     ``cap``, whose send penalty of part p is ``e + e^2 / (2 gamma avg)`` for its excess
     ``e = send_p - (1 + delta) avg``, for each weight of the increasing ``mu`` schedule in
     turn (continuation: a small weight moves only the vertices whose send relief is cheap in
@@ -531,8 +533,8 @@ def refine_max_send(cn: ColumnNet, loads: np.ndarray, parts: np.ndarray, k: int,
                 and rank(st.key) < rank(best["key"])):
             best["key"], best["parts"] = st.key, st.part.copy()
 
-    def phase(phase_mu: float, phase_cap: int, keep: bool, passes: int) -> None:
-        for kind, count in (("lp", lp_rounds), ("fm", passes)):
+    def phase(phase_mu: float, phase_cap: int, keep: bool, passes: int, rounds: int) -> None:
+        for kind, count in (("lp", rounds), ("fm", passes)):
             for _ in range(count):
                 t0 = time.perf_counter()
                 st.retarget(delta, gamma)
@@ -555,12 +557,13 @@ def refine_max_send(cn: ColumnNet, loads: np.ndarray, parts: np.ndarray, k: int,
     tight = cap if volume_cap is None or not mus else min(cap, int(volume_cap))
     if tight < cap:  # leave load slack for phase 2
         st.rebalance(tight, 0.0)
-    phase(0.0, tight, False, fm_passes)
+    phase(0.0, tight, False, fm_passes,
+          lp_rounds if total_lp_rounds is None else total_lp_rounds)
     best["limit"] = (np.inf if not mus
                      else min(best["key"][1], st.total) * (1.0 + volume_slack))
     offer()
     for m in mus:
-        phase(m, cap, True, mu_fm_passes)
+        phase(m, cap, True, mu_fm_passes, lp_rounds)
         if st.total > best["limit"]:  # a larger weight only trades more total volume
             break
     report = dict(start=start, balanced=balanced, rounds=len(history), history=history,
