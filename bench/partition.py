@@ -1,8 +1,10 @@
 """Partitioner comparison: total volume, max send, send imbalance, max receive, load imbalance
 and time of every method on an R-MAT power-law graph, a 3-D 7-point grid and a stochastic
-block model graph, at several k. Writes JSON and a Markdown table (``bench/results/``).
+block model graph, or on the real graphs of ``bench/real_graphs.py``, at several k. Writes
+JSON and a Markdown report with a summary table (``bench/results/``).
 
-    python bench/partition.py                                 # the full comparison
+    python bench/partition.py                                 # the synthetic comparison
+    python bench/partition.py --graphs real small --k 16 64 --out bench/results/partition_real
     python bench/partition.py --graphs rmat --k 64 --rmat-scale 14 --methods metis-vol default
     python bench/partition.py --graphs grid --append          # add rows to an earlier run
 
