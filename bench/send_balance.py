@@ -5,7 +5,7 @@ part's send volume consists of.
 For each real graph, k and base partition (METIS-vol; below ``LARGE_GRAPH`` vertices also
 Mt-KaHyPar), ``refine_max_send`` runs with the options ``default`` uses and a growing
 ``volume_slack`` (how much total volume phase 2 may add to trade for a lower max send):
-the send imbalance reached at each slack shows what the 2 % of ``default`` leaves on the
+the send imbalance reached at each slack shows what the 10 % of ``default`` leaves on the
 table. Next to it, two things that bound the max send from below:
 
 * ``hub LB``: ``bounds.hub_bound``, rows that hub columns force on any balanced partition;
@@ -71,7 +71,8 @@ def base_parts(base: str, A, k: int, loads, eps: float, seed: int, threads: int,
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = ["# Send balance: what the max-send refinement trades", "",
              f"epsilon {meta['epsilon']}, seed {meta['seed']}, {meta['machine']['cores']} cores. "
-             "`slack` = volume_slack of refine_max_send (default uses 0.02; '-' = the base "
+             "`slack` = volume_slack of refine_max_send (default uses 0.1, keeping the lowest "
+             "max send + total / k; '-' = the base "
              "partition unrefined). Volumes in rows of X per SpMM. `top-10 share`: part of the "
              "bottleneck's send carried by its 10 columns of highest lambda - 1.", "",
              "| graph | k | base | slack | total vol | total / base | max send | send imb "
