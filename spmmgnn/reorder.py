@@ -10,6 +10,8 @@ of vertices, so every communication volume is unchanged.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
@@ -34,6 +36,4 @@ def block_rcm(A: sp.csr_array, offsets: np.ndarray) -> np.ndarray:
 
 def with_order(part: Partition, order: np.ndarray) -> Partition:
     """The same blocks, vertices renumbered inside them by ``order`` (new -> old position)."""
-    return Partition(parts=part.parts, k=part.k, perm=part.perm[order], offsets=part.offsets,
-                     metrics=part.metrics, method=f"{part.method}+rcm", seconds=part.seconds,
-                     candidates=part.candidates)
+    return replace(part, perm=part.perm[order], method=f"{part.method}+rcm")

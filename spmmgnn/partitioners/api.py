@@ -114,6 +114,12 @@ def _base_parts(base: str, A, k: int, loads: np.ndarray, cap: int, epsilon: floa
     return mtkahypar_parts(A, k, loads, epsilon, seed, threads=threads, cn=cn)
 
 
+def _check_non_negative(name: str, value) -> None:
+    if (isinstance(value, bool) or not isinstance(value, (int, float, np.floating))
+            or not math.isfinite(value) or value < 0):
+        raise SpmmgnnError(f"{name} must be a non-negative number, got {value!r}")
+
+
 def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, seed: int = 0,
               threads: int | None = None, **refine_options) -> Partition:
     """Partition the rows of square sparse ``A`` (the matrix the SpMM applies; a ``Graph``
@@ -127,13 +133,8 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise SpmmgnnError(f"the number of parts k must be a positive integer, got {k!r}")
     k = int(k)
-    if (isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating))
-            or not math.isfinite(epsilon) or epsilon < 0):
-        raise SpmmgnnError(f"epsilon must be a non-negative number, got {epsilon!r}")
-    slack = refine_options.get("volume_slack", 0.0)
-    if (isinstance(slack, bool) or not isinstance(slack, (int, float, np.floating))
-            or not math.isfinite(slack) or slack < 0):
-        raise SpmmgnnError(f"volume_slack must be a non-negative number, got {slack!r}")
+    _check_non_negative("epsilon", epsilon)
+    _check_non_negative("volume_slack", refine_options.get("volume_slack", 0.0))
     threads = default_threads() if threads is None else int(threads)
     if threads < 1:
         raise SpmmgnnError(f"threads must be positive, got {threads}")
