@@ -63,24 +63,27 @@ def make_graph(name: str, args) -> tuple[str, object]:
     raise SystemExit(f"unknown graph {name}")
 
 
-def _partition_row(gname: str, k: int, method: str, args) -> dict:
-    """One row of the table (run in a child process under ``--time-limit``)."""
-    label, A = make_graph(gname, args)
+def _bound(A, k: int, args, cn: ColumnNet | None = None) -> int:
     loads = row_loads(A)
+    return hub_bound(cn or ColumnNet.from_matrix(A), loads, k, load_cap(loads, k, args.epsilon))
+
+
+def _row(label: str, A, k: int, method: str, args, bound: int) -> dict:
+    """One row of the table: ``method``'s partition of A into k parts and its metrics."""
     P = partition(A, k, method=method, epsilon=args.epsilon, seed=args.seed,
                   threads=args.threads)
-    bound = hub_bound(ColumnNet.from_matrix(A), loads, k, load_cap(loads, k, args.epsilon))
     return dict(graph=label, n=A.shape[0], nnz=int(A.nnz), method=method, resolved=P.method,
                 seconds=P.seconds, hub_bound=bound, candidates=P.candidates,
                 **P.metrics.as_dict())
 
 
 def _child(queue, gname: str, k: int, method: str, args) -> None:
-    queue.put(_partition_row(gname, k, method, args))
+    label, A = make_graph(gname, args)
+    queue.put(_row(label, A, k, method, args, _bound(A, k, args)))
 
 
 def _row_within(gname: str, k: int, method: str, args, label: str, A) -> dict:
-    """``_partition_row`` in a spawned child killed after ``args.time_limit`` seconds; a row
+    """``_row`` in a spawned child killed after ``args.time_limit`` seconds; a row
     without volumes (``timed_out``) when it did not finish."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
@@ -250,7 +253,7 @@ def main(argv=None) -> int:
         label, A = make_graph(gname, args)
         print(f"{label}: n={A.shape[0]:,} nnz={A.nnz:,} ({time.perf_counter() - t0:.1f} s)",
               flush=True)
-        cn, loads = None, row_loads(A)
+        cn = None
         for k in args.k:
             bound = None
             for method in methods:
@@ -259,15 +262,10 @@ def main(argv=None) -> int:
                 if args.time_limit:
                     row = _row_within(gname, k, method, args, label, A)
                 else:
-                    P = partition(A, k, method=method, epsilon=args.epsilon, seed=args.seed,
-                                  threads=args.threads)
                     if bound is None:
                         cn = cn or ColumnNet.from_matrix(A)
-                        bound = hub_bound(cn, loads, k, load_cap(loads, k, args.epsilon))
-                    row = dict(graph=label, n=A.shape[0], nnz=int(A.nnz), method=method,
-                               resolved=P.method, seconds=P.seconds, hub_bound=bound,
-                               candidates=P.candidates,
-                               **P.metrics.as_dict())
+                        bound = _bound(A, k, args, cn)
+                    row = _row(label, A, k, method, args, bound)
                 rows.append(row)
                 if row.get("timed_out"):
                     print(f"  k={k:3d} {method:20s} did not finish in {row['seconds']:.0f} s",
