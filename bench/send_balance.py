@@ -37,26 +37,21 @@ from spmmgnn.partitioners.bounds import hub_bound  # noqa: E402
 from spmmgnn.partitioners.hypergraph import mtkahypar_parts  # noqa: E402
 from spmmgnn.partitioners.maxsend import rebalance, refine_max_send  # noqa: E402
 from spmmgnn.partitioners.metis import metis_parts  # noqa: E402
+from spmmgnn.partitioners.metrics import cut_pairs  # noqa: E402
 from spmmgnn.partitioners.model import ColumnNet, load_cap, row_loads  # noqa: E402
 
 SLACKS = (0.0, 0.02, 0.05, 0.1, 0.25)
 
 
-def net_lambda(cn: ColumnNet, parts: np.ndarray, k: int) -> np.ndarray:
-    """Number of parts among each net's pins."""
-    net_of_pin = np.repeat(np.arange(cn.m), np.diff(cn.nptr))
-    keys = np.unique(net_of_pin * k + parts[cn.npins])
-    return np.bincount(keys // k, minlength=cn.m)
-
-
-def bottleneck(cn: ColumnNet, parts: np.ndarray, k: int) -> dict:
-    """Send volume per part, and the bottleneck part's composition."""
-    lam1 = net_lambda(cn, parts, k) - 1
-    owner_part = parts[cn.owner]
-    send = np.bincount(owner_part, weights=lam1, minlength=k).astype(np.int64)
+def bottleneck(A, parts: np.ndarray, k: int) -> dict:
+    """Send volume per part, and the bottleneck part's composition: column c is sent to
+    lambda(c) - 1 parts, one per (c, receiving part) pair of ``metrics.cut_pairs``."""
+    col, _ = cut_pairs(A, parts)
+    lam1 = np.bincount(col, minlength=A.shape[0])
+    send = np.bincount(parts, weights=lam1, minlength=k).astype(np.int64)
     p = int(send.argmax())
-    mine = np.sort(lam1[owner_part == p])[::-1]
-    return dict(total=int(lam1.sum()), max_send=int(send[p]),
+    mine = np.sort(lam1[parts == p])[::-1]
+    return dict(total=int(col.size), max_send=int(send[p]),
                 send_imbalance=float(send[p] / max(send.mean(), 1e-12) - 1),
                 boundary=int((mine > 0).sum()),
                 top10_share=float(mine[:10].sum() / max(send[p], 1)))
@@ -115,7 +110,7 @@ def main(argv=None) -> int:
                 p0 = rebalance(cn, loads, base_parts(base, A, k, loads, args.epsilon, args.seed,
                                                      args.threads, cn), k, cap)[0]
                 t_base = time.perf_counter() - t0
-                ref = bottleneck(cn, p0, k)
+                ref = bottleneck(A, p0, k)
                 for slack in [None, *args.slack]:
                     t0 = time.perf_counter()
                     p = p0 if slack is None else refine_max_send(
@@ -123,7 +118,7 @@ def main(argv=None) -> int:
                         **options)[0]
                     secs = t_base if slack is None else time.perf_counter() - t0
                     row = dict(graph=name, n=n, k=k, base=base, slack=slack, hub_bound=lb,
-                               seconds=secs, **bottleneck(cn, p, k))
+                               seconds=secs, **bottleneck(A, p, k))
                     row["total_ratio"] = row["total"] / ref["total"]
                     rows.append(row)
                     print(f"{name} k={k} {base} slack={slack}: total {row['total']:,} "
