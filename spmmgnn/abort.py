@@ -16,19 +16,34 @@ non-zero exit status from ``mpiexec``.
 - An unhandled exception in a ``threading.Thread`` also aborts (the main thread would otherwise
   carry on and may wait for the dead thread's part of a collective). ``SystemExit`` in a thread
   is ignored, as Python does.
+- ``sys.exit(code)`` with a non-zero code that ends the process on one rank aborts the job with
+  that code (``python -m mpi4py`` does the same): without it, the other ranks would wait in
+  their next collective forever. Python runs no hook for ``SystemExit``, so ``sys.exit`` is
+  wrapped to remember the exception, and an ``atexit`` handler (which runs before mpi4py
+  finalizes MPI) aborts if that exception was never caught. Not covered: ``raise SystemExit``
+  written out, the ``exit()`` builtin, and a ``SystemExit`` caught and re-raised. An exit that
+  every rank takes together (the command line's collective errors) calls
+  ``collective_exit(code)`` first and ends normally.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import threading
 import traceback
 
+_builtin_exit = sys.exit
+
 ENV_VAR = "SPMMGNN_ABORT_ON_EXCEPTION"
 
 _previous_hook = None
 _previous_thread_hook = None
+_original_exit = None
+_last_exit: SystemExit | None = None
+_collective_code: object = None
+_atexit_registered = False
 
 
 def _enabled_by_env() -> bool:
@@ -100,6 +115,57 @@ def _thread_excepthook(args) -> None:
     _abort(1)
 
 
+def _exit(status=None):
+    """``sys.exit`` that remembers its exception for ``_abort_on_exit``."""
+    global _last_exit
+    exc = SystemExit(status)
+    _last_exit = exc
+    raise exc
+
+
+def collective_exit(code) -> None:
+    """The process is about to exit with ``code`` on every rank together: no abort."""
+    global _collective_code
+    _collective_code = code
+
+
+def _uncaught(exc: SystemExit) -> bool:
+    """Did ``exc`` end the interpreter? Python (3.10, 3.11) sets ``__traceback__`` only where
+    an ``except`` clause catches; newer versions set it while unwinding, and then the
+    outermost frame stopped on the line that raised (a caught one ran its handler)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return True
+    frame = tb.tb_frame
+    outermost = frame.f_back is None or frame.f_back.f_code.co_filename.endswith("runpy>")
+    return outermost and frame.f_lineno == tb.tb_lineno
+
+
+def _exit_code(code) -> int:
+    if code is None:
+        return 0
+    return code if isinstance(code, int) else 1
+
+
+def _abort_on_exit() -> None:
+    exc = _last_exit
+    if exc is None or not _uncaught(exc) or exc.code == _collective_code:
+        return
+    code = _exit_code(exc.code)
+    rank, size = _mpi_world()
+    if code == 0 or size <= 1:
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.write(f"[rank {rank}] spmmgnn: sys.exit({exc.code!r}) on rank {rank} of "
+                         f"{size}; aborting the MPI job with status {code} (set {ENV_VAR}=0 "
+                         "to disable)\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+    _abort(code)
+
+
 def install_abort_hook(force: bool = False) -> bool:
     """Install the hooks (idempotent). Returns whether they are installed.
 
@@ -114,6 +180,13 @@ def install_abort_hook(force: bool = False) -> bool:
     if threading.excepthook is not _thread_excepthook:
         _previous_thread_hook = threading.excepthook
         threading.excepthook = _thread_excepthook
+    global _original_exit, _atexit_registered
+    if sys.exit is not _exit:
+        _original_exit = sys.exit
+        sys.exit = _exit
+    if not _atexit_registered:
+        atexit.register(_abort_on_exit)
+        _atexit_registered = True
     return True
 
 
@@ -124,7 +197,10 @@ def uninstall_abort_hook() -> None:
         sys.excepthook = _previous_hook or sys.__excepthook__
     if threading.excepthook is _thread_excepthook:
         threading.excepthook = _previous_thread_hook or threading.__excepthook__
-    _previous_hook = _previous_thread_hook = None
+    global _original_exit, _last_exit
+    if sys.exit is _exit:
+        sys.exit = _original_exit or _builtin_exit
+    _previous_hook = _previous_thread_hook = _original_exit = _last_exit = None
 
 
 def is_installed() -> bool:

@@ -4,7 +4,10 @@ Failures never leave a rank hanging, whatever ``$SPMMGNN_ABORT_ON_EXCEPTION`` sa
 
 - a SpmmgnnError (bad input) agreed on by every rank prints one line on rank 0 and every rank
   exits with status 2; one raised by a single rank prints ``rank r: error: ...`` and aborts
-  the job with status 2;
+  the job with status 2; usage errors and ``--help`` print on rank 0 only (every rank parses
+  the same arguments, so every rank exits with the same status);
+- warnings (``warnings.warn``, e.g. a split that was drawn, not given) print as one line
+  ``spmmgnn CMD: warning: ...``;
 - any other exception is a bug: the rank prints ``spmmgnn CMD: rank r: <cause>`` and its
   traceback, then aborts the MPI job (status 1; plain exit 1 on a single rank);
 - SIGINT / SIGTERM (``mpiexec`` forwards both to every rank): the first rank to handle it
@@ -22,6 +25,7 @@ import pkgutil
 import signal
 import sys
 import traceback
+import warnings
 
 from .errors import RankFailed, SpmmgnnError
 
@@ -35,16 +39,46 @@ def _on_sigterm(signum, frame):
     raise Terminated()
 
 
+def _world_rank() -> int:
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD.Get_rank()
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that speaks on rank 0 only (usage, errors, ``--help``); its sub-command
+    parsers are of the same class."""
+
+    def _print_message(self, message, file=None):
+        if _world_rank() == 0:
+            super()._print_message(message, file)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__, commands
 
-    parser = argparse.ArgumentParser(prog="spmmgnn", description=__doc__.splitlines()[0])
+    parser = Parser(prog="spmmgnn", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"spmmgnn {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if not info.name.startswith("_"):
             importlib.import_module(f"{commands.__name__}.{info.name}").add_parser(sub)
     return parser
+
+
+def _collective(code: int) -> int:
+    """Every rank returns ``code`` together: the exit needs no abort (see ``abort``)."""
+    from .abort import collective_exit
+
+    collective_exit(code)
+    return code
+
+
+def _warning_printer(prog: str):
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"{prog}: warning: {message}", file=file or sys.stderr, flush=True)
+
+    return show
 
 
 def _end(comm, code: int) -> int:
@@ -71,14 +105,19 @@ def _main(argv: list[str] | None) -> int:
     rank, size = comm.Get_rank(), comm.Get_size()
     prog = "spmmgnn"
     try:
-        args = build_parser().parse_args(argv)
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exc:  # usage error or --help: the same on every rank
+            return _collective(exc.code if isinstance(exc.code, int) else 2)
         prog = f"spmmgnn {args.command}"
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _warning_printer(prog)
+            return _collective(int(args.func(args) or 0))
     except SpmmgnnError as exc:
         if exc.collective or size == 1:  # every rank has it: rank 0 says it, all exit
             if rank == 0:
                 print(f"{prog}: error: {exc}", file=sys.stderr, flush=True)
-            return 2
+            return _collective(2)
         print(f"{prog}: rank {rank} of {size}: error: {exc}", file=sys.stderr)
         return _end(comm, 2)
     except KeyboardInterrupt:

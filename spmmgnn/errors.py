@@ -31,7 +31,9 @@ class SpmmgnnError(Exception):
     collective = False
 
 
-def _collective_error(message: str) -> SpmmgnnError:
+def collective_error(message: str) -> SpmmgnnError:
+    """An error every rank raises together, for a verdict every rank computed itself from the
+    same reduced values (no ``agree`` round needed)."""
     exc = SpmmgnnError(message)
     exc.collective = True
     return exc
@@ -51,19 +53,21 @@ def agree(comm: MPI.Comm, error: str | None) -> None:
 
     Each rank passes its own problem (or None). The message of the lowest failing rank is
     raised everywhere, so every rank exits with one readable message instead of hanging in
-    the next collective.
+    the next collective; it names that rank unless every rank reported the same message.
     """
     if comm.Get_size() == 1:
         if error is not None:
-            raise _collective_error(error)
+            raise collective_error(error)
         return
     failing = comm.allreduce(0 if error is None else 1, op=MPI.SUM)
     if failing == 0:
         return
     first = comm.allreduce(comm.Get_rank() if error is not None else comm.Get_size(), op=MPI.MIN)
     message = comm.bcast(error, root=first)
+    if failing == comm.Get_size() and comm.allreduce(error == message, op=MPI.LAND):
+        raise collective_error(message)  # every rank found the same problem: no rank to name
     suffix = f" (rank {first}" + (f" and {failing - 1} other rank(s))" if failing > 1 else ")")
-    raise _collective_error(message + suffix)
+    raise collective_error(message + suffix)
 
 
 def fail_together(comm: MPI.Comm, exc: BaseException | None) -> None:

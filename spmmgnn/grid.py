@@ -35,6 +35,12 @@ class ProcessGrid:
         elif size % c != 0:
             error = (f"replication c={c} does not divide the number of ranks P={size}: "
                      f"the grid is P/c x c, so choose c among the divisors of {size}")
+        if size > 1:  # a different c on some rank would split the world inconsistently
+            mine = c if error is None else -1
+            low, high = (self.comm.allreduce(mine, op=op) for op in (MPI.MIN, MPI.MAX))
+            if error is None and low != high:
+                error = (f"the ranks ask for different replication factors (c from {low} to "
+                         f"{high}); every rank must build the grid with the same c")
         agree(self.comm, error)
         self.rank = self.comm.Get_rank()
         self.size = size

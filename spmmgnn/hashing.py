@@ -9,7 +9,7 @@ function inside numba kernels, ``uniform_by_id`` gives vectorized uniforms per v
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 GOLDEN = 0x9E3779B97F4A7C15
 _M64 = 0xFFFFFFFFFFFFFFFF
@@ -35,12 +35,50 @@ def mix64(*words: int) -> int:
     return z
 
 
-def uniform_by_id(ids: np.ndarray, seed: int) -> np.ndarray:
-    """A uniform value in [0, 1) per id: splitmix64 of (seed, id), vectorized."""
+def hash_ids(ids: np.ndarray, seed: int) -> np.ndarray:
+    """splitmix64 of (seed, id) per id, vectorized: uint64."""
     with np.errstate(over="ignore"):
         z = np.asarray(ids).astype(np.uint64) ^ np.uint64((int(seed) * GOLDEN) & _M64)
         z = z + np.uint64(GOLDEN)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         z ^= z >> np.uint64(31)
-    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
+    return z
+
+
+def uniform_by_id(ids: np.ndarray, seed: int) -> np.ndarray:
+    """A uniform value in [0, 1) per id: splitmix64 of (seed, id), vectorized."""
+    return (hash_ids(ids, seed) >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _row_hashes(words, out):
+    for i in prange(words.shape[0]):
+        h = np.uint64(words.shape[1])
+        for k in range(words.shape[1]):
+            h = splitmix64(h ^ np.uint64(words[i, k]))
+        out[i] = h
+
+
+def hash_rows(a: np.ndarray) -> np.ndarray:
+    """One uint64 per row of a 2-D array, a hash of the row's bytes (order-sensitive within
+    the row): rows with the same bytes hash the same wherever they live."""
+    a = np.ascontiguousarray(a)
+    rows = a.shape[0]
+    if a.size == 0:  # an empty block row, or no columns: reshape cannot infer -1
+        return np.zeros(rows, dtype=np.uint64)
+    flat = a.reshape(rows, -1).view(np.uint8)
+    pad = (-flat.shape[1]) % 8
+    if pad:
+        flat = np.concatenate([flat, np.zeros((rows, pad), dtype=np.uint8)], axis=1)
+    out = np.empty(rows, dtype=np.uint64)
+    _row_hashes(np.ascontiguousarray(flat).view(np.uint64), out)
+    return out
+
+
+def keyed_sum(ids: np.ndarray, values: np.ndarray, seed: int) -> np.uint64:
+    """Sum mod 2**64 of a hash of each (id, value): independent of the order of the rows, so
+    partial sums of any split of the rows add up to the same total."""
+    z = hash_ids(hash_ids(ids, seed) ^ np.asarray(values, dtype=np.uint64), 0)
+    with np.errstate(over="ignore"):
+        return np.add.reduce(z, dtype=np.uint64) if z.size else np.uint64(0)

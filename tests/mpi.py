@@ -50,3 +50,13 @@ def run_cli(n: int, *args: str, timeout: float = 300, env: dict | None = None):
     full_env.update(env or {})
     cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "spmmgnn.cli", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
+
+
+def one_line_error(proc, *words: str, status: int = 2) -> None:
+    """Exit status, one ``error:`` line naming ``words``, no traceback."""
+    err = proc.stderr
+    assert proc.returncode == status, err[-3000:]
+    assert err.count("error:") == 1, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    for w in words:
+        assert w in err, (w, err[-3000:])

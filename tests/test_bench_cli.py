@@ -1,5 +1,6 @@
 """Benchmarks as a product: the volume model against measured bytes, the sweep command
-(append-only results, restart skips finished runs), the report and the scaling model."""
+(append-only results, restart skips finished runs and retries failed ones), the report and
+the scaling model."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def _lines(path) -> list[dict]:
 
 def test_bench_appends_and_restart_runs_nothing_twice(tmp_path):
     """Flags, then a TOML file that repeats those runs and adds two: only the new ones run,
-    earlier lines stay byte for byte; a third identical call runs nothing."""
+    earlier lines stay byte for byte; a third identical call runs only the failed one."""
     out = tmp_path / "results.jsonl"
     flags = ["bench", "--graph", "random:n=300,avg_degree=6", "--algorithm", "sparse1d",
              "oblivious15d", "--replication", "1", "2", "-f", "4", "--repeat", "1", "-o",
@@ -105,12 +106,18 @@ def test_bench_appends_and_restart_runs_nothing_twice(tmp_path):
     trained = next(r for r in new if r["mode"] == "train" and "error" not in r)
     assert 0.0 <= trained["accuracy"] <= 1.0 and trained["epochs_run"] == 3
     assert "features" in next(r for r in new if "error" in r)["error"]
+    # a third call runs only the failed run again, and appends its new record
     proc = run_cli(2, "bench", "--config", str(toml), "--algorithm", "sparse1d",
                    "--replication", "1", "-o", str(out))
-    assert proc.returncode == 0 and "0 run(s) recorded" in proc.stdout, proc.stderr
-    assert out.read_text() == text
-    ids = [r["run_id"] for r in _lines(out)]
-    assert len(ids) == len(set(ids))
+    assert proc.returncode == 0, proc.stderr
+    assert "1 failed run(s)" in proc.stdout and "1 run(s) recorded (1 failed)" in proc.stdout
+    third = out.read_text()
+    assert third.startswith(text)
+    (retry,) = _lines(out)[len(recs) + len(new):]
+    failed = next(r for r in new if "error" in r)
+    assert retry["run_id"] == failed["run_id"] and "features" in retry["error"]
+    ok = [r["run_id"] for r in _lines(out) if "error" not in r]
+    assert len(ok) == len(set(ok))
 
 
 def _fixture_records() -> list[dict]:

@@ -11,8 +11,9 @@ import pytest
 import scipy.sparse as sp
 
 from spmmgnn import SpmmgnnError
-from spmmgnn.data.csbm import csbm, random_split
+from spmmgnn.data.csbm import csbm
 from spmmgnn.data.normalize import gcn_norm, mean_norm
+from spmmgnn.data.splits import random_split
 from spmmgnn.data.wordnet import find_wordnet, parse_wordnet, randomized_svd, tfidf
 
 from .mpi import run_mpi_json

@@ -187,7 +187,7 @@ def test_train_cli_json_and_breakdown(tmp_path):
     assert len(r["ranks"]) == 2 and all(x["bytes_sent"] > 0 for x in r["ranks"])
     # progress on rank 0 only: one header line, not two
     assert proc.stderr.count("spmmgnn train:") == 1
-    assert "final loss" in proc.stdout
+    assert "final epoch 30: loss" in proc.stdout and "best-validation epoch" in proc.stdout
 
 
 def test_hdf5_blocks_give_the_same_training(tmp_path):

@@ -131,7 +131,7 @@ class DistSpMM:
         """
         grid = grid or ProcessGrid()
         comm = grid.comm
-        algo_cls = cls._algorithm_class(algorithm, comm)
+        algo_cls = cls._algorithm_class(algorithm, comm, dict(options, reorder=reorder))
         got = check_on_root(comm, root, lambda: _check_matrix(A, grid.n_block_rows, partition,
                                                               col_partition, reorder))
         Ap, rows, cols = got if got is not None else (None, None, None)
@@ -152,7 +152,7 @@ class DistSpMM:
 
         This is the path for data read block by block from disk: no rank holds all of A.
         """
-        algo_cls = cls._algorithm_class(algorithm, grid.comm)
+        algo_cls = cls._algorithm_class(algorithm, grid.comm, options)
         cols = partition if col_partition is None else col_partition
         error = None
         b = grid.block_row
@@ -204,17 +204,24 @@ class DistSpMM:
         return None
 
     @classmethod
-    def _algorithm_class(cls, algorithm: str | None, comm: MPI.Comm) -> type[DistSpMM]:
+    def _algorithm_class(cls, algorithm: str | None, comm: MPI.Comm,
+                         options: dict | None = None) -> type[DistSpMM]:
+        """The class of ``algorithm``, after every rank agreed on the name and the options
+        (before any algorithm-specific communication, which would hang or fail obscurely
+        if the ranks built different operators)."""
         if algorithm is None:
-            if cls is DistSpMM:
-                algorithm = "sparse1d"
-            else:
-                return cls
+            algorithm = "sparse1d" if cls is DistSpMM else cls.name
         error = None
         if algorithm not in ALGORITHMS:
             error = f"unknown algorithm {algorithm!r}; choose one of {sorted(ALGORITHMS)}"
         elif cls is not DistSpMM and ALGORITHMS[algorithm] is not cls:
             error = f"{cls.__name__}.from_*: algorithm={algorithm!r} names another class"
+        if comm.Get_size() > 1:
+            mine = _describe(algorithm, options or {})
+            first = comm.bcast(mine, root=0)
+            if error is None and mine != first:
+                error = (f"the ranks build different operators: rank 0 asks for {first}, "
+                         f"rank {comm.Get_rank()} for {mine}")
         agree(comm, error)
         return ALGORITHMS[algorithm]
 
@@ -235,6 +242,9 @@ class DistSpMM:
         part, n_local = self._side(side)
 
         def check():
+            error = _grad_error(X, "scatter_rows")
+            if error:
+                raise SpmmgnnError(error)
             x = to_numpy(X)
             if x.ndim == 1:
                 x = x.reshape(-1, 1)
@@ -321,20 +331,15 @@ class DistSpMM:
 
     def _check_local(self, x, what: str, rows: int) -> np.ndarray:
         """Validate this rank's rows; collective (one small allreduce) unless validate=False,
-        so a wrong shape on one rank is an error everywhere instead of a hang."""
-        arr = to_numpy(x)
+        so a wrong shape on one rank is an error everywhere instead of a hang. A tensor that
+        requires grad is refused even then (detaching it would make its gradient wrong)."""
+        error = _grad_error(x, what)
         if not self.validate:
-            return arr
-        error = None
-        if arr.ndim != 2 or arr.shape[0] != rows:
-            error = (f"{what}: expected this rank's {rows} rows as a 2-D array, got "
-                     f"shape {tuple(arr.shape)}")
-        elif arr.dtype not in FLOAT_DTYPES:
-            error = f"{what}: expected float32 or float64, got {arr.dtype}"
-        elif arr.shape[1] < 1:
-            error = f"{what}: the dense matrix needs at least one column"
-        elif not np.all(np.isfinite(arr)):
-            error = f"{what}: input has NaN or Inf values"
+            if error:
+                raise SpmmgnnError(error)
+            return to_numpy(x)
+        arr = to_numpy(x)
+        error = error or _rows_error(arr, what, rows)
         comm = self.grid.comm
         if comm.Get_size() == 1:
             agree(comm, error)
@@ -383,6 +388,42 @@ class DistSpMM:
 
     def local_nnz(self) -> int:
         raise NotImplementedError
+
+
+def _rows_error(arr: np.ndarray, what: str, rows: int) -> str | None:
+    """What is wrong with this rank's dense rows (None: nothing)."""
+    if arr.ndim != 2 or arr.shape[0] != rows:
+        return (f"{what}: expected this rank's {rows} rows as a 2-D array, got shape "
+                f"{tuple(arr.shape)}")
+    if arr.dtype not in FLOAT_DTYPES:
+        return f"{what}: expected float32 or float64, got {arr.dtype}"
+    if arr.shape[1] < 1:
+        return f"{what}: the dense matrix needs at least one column"
+    if not np.all(np.isfinite(arr)):
+        return f"{what}: input has NaN or Inf values"
+    return None
+
+
+def _grad_error(x, what: str) -> str | None:
+    """The refusal of a torch tensor that requires grad: these methods move numbers, not
+    autograd graphs, and silently detaching would leave its gradient wrong."""
+    if not (is_torch(x) and x.requires_grad):
+        return None
+    hint = ("pass X.detach() if no gradient should flow" if what == "gather_rows" else
+            "use spmmgnn.nn.spmm(op, X) for a differentiable A @ X, or pass X.detach() if no "
+            "gradient should flow")
+    return f"{what}: the tensor requires grad, and {what} is not differentiable; {hint}"
+
+
+def _describe(algorithm: str, options: dict) -> str:
+    """``algorithm(option=value, ...)`` in a canonical form (arrays by shape and dtype)."""
+    def value(v) -> str:
+        if isinstance(v, np.ndarray) or is_torch(v):
+            return f"<{type(v).__name__} {tuple(v.shape)} {v.dtype}>"
+        return repr(v)
+
+    return f"{algorithm}(" + ", ".join(f"{k}={value(v)}" for k, v in sorted(options.items())
+                                       if v is not None) + ")"
 
 
 def _as_kind(y: np.ndarray, as_torch: bool):

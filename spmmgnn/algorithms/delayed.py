@@ -1,43 +1,81 @@
-"""Delayed remote aggregates (DistGNN §5.3: cd-r, and 0c) on a ``sparse1d`` operator.
+"""Delayed remote partial aggregates (DistGNN §5.3, Algorithm 4: cd-r, and 0c) on ``sparse1d``.
 
 A rank's product splits into its own block and the remote part,
-``Z_i = A_i,own X_own + A_i,ghost X[ghost]``. With staleness R the remote part used in the
-t-th call of a slot is the one whose rows were *sent* in call t - R: every call posts its
-exchange (non-blocking) and lands the one posted R calls earlier, so the rows travel while
-R epochs compute (inter-epoch overlap). Calls t < R have no remote part yet. R = 0 is the
-exact product. ``drop`` (0c) never exchanges: the remote part is always zero.
+``Z_i = A_i,own X_own + A_i,ghost X[ghost]``. cd-r splits the ghost rows into r bins
+S_0 .. S_{r-1} (``GhostBins``); call t of a layer posts bin ``b = t mod r`` of the current
+rows (non-blocking) and lands the same bin's rows posted r calls earlier into the layer's
+ghost buffer, which the product then uses as it stands: each ghost row is refreshed once
+every r calls with rows r calls old, so each call sends 1/r of ``sparse1d``'s rows and the
+transfer has r calls to complete. Before a bin first lands its rows are zero (calls t < r
+see part of the remote aggregate, then all of it). ``drop`` (0c) never exchanges; r = 0 is
+the exact product.
 
-A slot is one (layer, direction): ``views(L)`` returns one operator per layer for the layers'
-aggregations; each is called once per training step forward (``matmul``) and, when its input
-needs a gradient, once backward (``matmul_t``: the partial sums for ghost columns are reduced
-R calls later in the same way). These change the model's mathematics (the gradient is not that
-of the loss any more); evaluation should use the exact operator.
+The backward (``matmul_t``) follows ``backward``:
 
-Unlike DistGNN, every split vertex is refreshed every epoch (no binning into R subsets), so
-the bytes per epoch equal ``sparse1d``'s; only their latency is hidden.
+* ``"local"`` (default): the remote part of the forward is a constant read from the ghost
+  buffer, so the gradient of what was computed is the owned block's alone,
+  ``A_own^T Y``; nothing is sent.
+* ``"delayed"``: Algorithm 4 applied to the transpose: the partial sums for bin b's ghost
+  columns are reduced into their owners r calls later, so the gradient of step t carries
+  remote contributions of step t - r.
+
+The choice and the measured accuracies behind it are in ``bench/results/delayed.md``.
+These change the model's mathematics; evaluation uses the exact operator.
 """
 
 from __future__ import annotations
-
-from collections import deque
 
 import numpy as np
 
 from ..convert import like_input
 from ..errors import SpmmgnnError
+from ..halo import Exchange, HaloPlan
+from ..hashing import hash_ids
 from .base import DistSpMM
+
+BACKWARDS = ("local", "delayed")
+
+
+def ghost_bins(ghost_ids: np.ndarray, recv_counts: np.ndarray, r: int, seed: int) -> np.ndarray:
+    """Bin (0..r-1) of each ghost row: within each owner's rows, in the order of a seeded hash
+    of the global id, dealt round-robin, so every peer's rows (bytes) split evenly over the
+    bins (counts differ by at most one) and the bins do not depend on P's numbering."""
+    owner = np.repeat(np.arange(recv_counts.size), recv_counts)
+    order = np.lexsort((hash_ids(ghost_ids, seed), owner))
+    start = np.repeat(np.cumsum(recv_counts) - recv_counts, recv_counts)
+    bins = np.empty(ghost_ids.size, dtype=np.int64)
+    bins[order] = (np.arange(ghost_ids.size) - start) % max(r, 1)
+    return bins
+
+
+class GhostBins:
+    """Algorithm 4's S_1..S_r for one rank: the positions of each bin's rows in the ghost
+    buffer and one halo plan per bin (collective, built once)."""
+
+    def __init__(self, op: DistSpMM, r: int, seed: int = 0):
+        plan = op.product.plan
+        self.r = r
+        self.bin_of = ghost_bins(plan.ghost_ids, plan.recv_counts, r, seed)
+        self.rows = [np.flatnonzero(self.bin_of == b) for b in range(r)]
+        self.plans = [HaloPlan(plan.comm, op.col_offsets, plan.ghost_ids[rows], seed=seed,
+                               stream=op.grid.rank) for rows in self.rows]
 
 
 class DelayedRemote:
     """Per-layer delayed views of one ``sparse1d`` operator, and the exchanges in flight."""
 
-    def __init__(self, op: DistSpMM, staleness: int = 0, drop: bool = False):
+    def __init__(self, op: DistSpMM, staleness: int = 0, drop: bool = False,
+                 backward: str = "local", seed: int = 0):
         if op.name != "sparse1d":
             raise SpmmgnnError(f"delayed remote aggregates need algorithm sparse1d, got "
                                f"{op.name}")
         if staleness < 0:
             raise SpmmgnnError(f"staleness must be >= 0, got {staleness}")
+        if backward not in BACKWARDS:
+            raise SpmmgnnError(f"backward must be one of {BACKWARDS}, got {backward!r}")
         self.op, self.staleness, self.drop = op, int(staleness), bool(drop)
+        self.backward = backward
+        self.bins = GhostBins(op, self.staleness, seed) if self.staleness and not drop else None
         self._views: list[DelayedView] = []
 
     def views(self, layers: int) -> list[DelayedView]:
@@ -57,62 +95,94 @@ class DelayedView:
     everything else (rows, grid, stats) is the wrapped operator's."""
 
     symmetric = False  # the backward must take its own (delayed) path
+    stale_remote = True  # layers aggregate first: (A H) W, so W meets the stale rows fresh
 
     def __init__(self, owner: DelayedRemote, layer: int):
         self._owner, self.layer = owner, layer
         self._op = owner.op
-        self._calls = [0, 0]                            # per direction
-        self._pending: tuple[deque, deque] = (deque(), deque())  # Exchanges in flight
+        self._calls = [0, 0]                                  # per direction
+        self._pending: list[dict[int, Exchange]] = [{}, {}]   # call posted -> exchange
+        self._stale: dict[tuple, np.ndarray] = {}             # (f, dtype) -> ghost rows
 
     def __getattr__(self, name):
         return getattr(self._op, name)
 
-    def _slot(self, direction: int) -> tuple[int, int, int]:
+    def _exact(self) -> bool:
+        return not self._owner.drop and self._owner.staleness == 0
+
+    def _bin(self, direction: int) -> tuple[int, int, tuple]:
+        """(call t, bin b, buffer slot) of this call; a bin alternates two buffer slots so
+        the rows it posts do not overwrite the ones still in flight."""
         t = self._calls[direction]
         self._calls[direction] += 1
-        return (self.layer, direction, t % (self._owner.staleness + 1))
+        r = self._owner.staleness
+        return t, t % r, (self.layer, direction, (t // r) % 2)
 
     def matmul(self, X_local, stream: int | None = None):
         op = self._op
+        if self._exact():
+            return op.matmul(X_local, stream)
         x = op._check_local(X_local, "matmul", op.n_local_in)
         out = np.empty((op.n_local, x.shape[1]), dtype=x.dtype)
         op.stats.calls_matmul += 1
         prod, stats = op.product, op.stats
-        slot = self._slot(0)
-        if not self._owner.drop:
-            ghost = prod.plan.buffer("ghost", prod.plan.n_ghost, x.shape[1], x.dtype, slot)
-            self._pending[0].append(prod.plan.start_bcast(x, ghost, stats, prod.codec,
-                                                          op._key(stream, 0), slot))
+        if self._owner.drop:
+            with stats.timing("seconds_multiply"):
+                prod.diag.matmul(x, out, accumulate=False)
+            return like_input(out, X_local)
+        t, b, slot = self._bin(0)
+        plan = self._owner.bins.plans[b]
+        landing = plan.buffer("ghost", plan.n_ghost, x.shape[1], x.dtype, slot)
+        posted = plan.start_bcast(x, landing, stats, prod.codec, op._key(stream, 0), slot)
         with stats.timing("seconds_multiply"):
             prod.diag.matmul(x, out, accumulate=False)
-        if len(self._pending[0]) > self._owner.staleness:
-            exchange = self._pending[0].popleft()
-            exchange.finish()
-            with stats.timing("seconds_multiply"):
-                prod.ghost.matmul(exchange.target, out, accumulate=True)
+        stale = self._stale_rows(x.shape[1], x.dtype)
+        earlier = self._pending[0].pop(t - self._owner.staleness, None)
+        if earlier is not None:
+            earlier.finish()
+            stale[self._owner.bins.rows[b]] = earlier.target
+        self._pending[0][t] = posted
+        with stats.timing("seconds_multiply"):
+            prod.ghost.matmul(stale, out, accumulate=True)
         return like_input(out, X_local)
+
+    def _stale_rows(self, f: int, dtype) -> np.ndarray:
+        key = (f, np.dtype(dtype))
+        if key not in self._stale:
+            self._stale[key] = np.zeros((self._op.product.plan.n_ghost, f), dtype=dtype)
+        return self._stale[key]
 
     def matmul_t(self, Y_local, stream: int | None = None):
         op = self._op
+        if self._exact():
+            return op.matmul_t(Y_local, stream)
         y = op._check_local(Y_local, "matmul_t", op.n_local)
         out = np.empty((op.n_local_in, y.shape[1]), dtype=y.dtype)
         op.stats.calls_matmul_t += 1
         prod, stats = op.product, op.stats
-        slot = self._slot(1)
-        if not self._owner.drop:
-            partial = prod.plan.buffer("partial", prod.plan.n_ghost, y.shape[1], y.dtype, slot)
+        posted = None
+        if not self._owner.drop and self._owner.backward == "delayed":
+            t, b, slot = self._bin(1)
+            plan = self._owner.bins.plans[b]
+            partial = prod.plan.buffer("partial", prod.plan.n_ghost, y.shape[1], y.dtype)
             with stats.timing("seconds_multiply"):
                 prod.ghost.t_matmul(y, partial, accumulate=False)
-            self._pending[1].append(prod.plan.start_reduce(partial, stats, prod.codec_backward,
-                                                           op._key(stream, 1), slot))
+            send = plan.buffer("partial_send", plan.n_ghost, y.shape[1], y.dtype, slot)
+            np.take(partial, self._owner.bins.rows[b], axis=0, out=send)
+            posted = plan.start_reduce(send, stats, prod.codec_backward, op._key(stream, 1),
+                                       slot)
         with stats.timing("seconds_multiply"):
             prod.diag.t_matmul(y, out, accumulate=False)
-        if len(self._pending[1]) > self._owner.staleness:
-            self._pending[1].popleft().finish(out)
+        if posted is not None:
+            earlier = self._pending[1].pop(t - self._owner.staleness, None)
+            if earlier is not None:
+                earlier.finish(out)
+            self._pending[1][t] = posted
         return like_input(out, Y_local)
 
     def drain(self) -> None:
         """Wait for every exchange still in flight, discarding what arrives."""
         for pending in self._pending:
-            while pending:
-                pending.popleft().request.Wait()
+            for exchange in pending.values():
+                exchange.request.Wait()
+            pending.clear()

@@ -251,19 +251,22 @@ def plot_codecs(plt, runs, path: Path) -> None:
 def _accuracy(r: dict) -> float:
     if r.get("accuracy") is not None:
         return float(r["accuracy"])
-    return float(1.0 - min(1.0, r.get("max_rel_error", 0.0)))
+    return float(1.0 - min(1.0, r.get("max_rel_error") or 0.0))
 
 
 def _table(runs: list[dict]) -> list[str]:
     lines = ["| mode | algorithm | P | c | partitioner | codec | f | ms | local | exchange "
              "| all-reduce | codec | dense | other | max MB sent | avg MB sent | max/avg "
-             "| accuracy |", "|" + " --- |" * 18]
+             "| accuracy (final / best-val) |", "|" + " --- |" * 18]
     for r in sorted(runs, key=lambda r: (r["mode"], r["P"], r["f"], r["algorithm"], r["c"],
                                          r["partitioner"], r["codec"])):
         s = sent(r) / MB
         b = r["breakdown"]
         acc = r.get("accuracy")
-        acc = f"{acc:.3f}" if acc is not None else f"err {r.get('max_rel_error', 0):.1e}"
+        err = r.get("max_rel_error")
+        best = r.get("best_accuracy")
+        acc = (f"{acc:.3f}" + (f" / {best:.3f}" if best is not None else "")
+               if acc is not None else f"err {err:.1e}" if err is not None else "-")
         ratio = f"{s.max() / s.mean():.2f}" if s.mean() > 0 else "-"
         lines.append(
             f"| {r['mode']} | {r['algorithm']} | {r['P']} | {r['c']} | {r['partitioner']} | "
@@ -279,14 +282,16 @@ def summary(records: list[dict], by_graph: dict[str, list[dict]],
     nets = [r for r in records if r.get("kind") == "network"]
     if nets:
         n = nets[-1]
-        lines += [f"Network (P={n['P']}, {n['machine'].get('host', '?')}): ping-pong alpha = "
+        host = n.get("machine", {}).get("host", "?")
+        lines += [f"Network (P={n['P']}, {host}): ping-pong alpha = "
                   f"{n['alpha'] * 1e6:.2f} us, beta = {n['beta'] * 1e9:.4f} ns/B "
                   f"({1e-9 / max(n['beta'], 1e-30):.2f} GB/s); all-to-all alpha = "
                   f"{n['all_to_all']['alpha'] * 1e6:.2f} us, beta = "
                   f"{n['all_to_all']['beta'] * 1e9:.4f} ns/B per pair.", ""]
     lines += ["Times are the slowest rank's per phase (ms per SpMM or per epoch); bytes sent "
-              "per call (SpMM) or per epoch (training); accuracy is the test accuracy of a "
-              "training run, or the SpMM's max relative error against scipy.", ""]
+              "per call (SpMM) or per epoch (training); accuracy is a training run's test "
+              "accuracy at its final epoch / at its best-validation epoch, or the SpMM's max "
+              "relative error against scipy.", ""]
     for graph, runs in by_graph.items():
         r0 = runs[0]
         lines += [f"## `{graph}` (n = {r0.get('n')}, nnz = {r0.get('nnz')})", ""]
@@ -307,9 +312,12 @@ def _slug(graph: str) -> str:
 
 def write_report(records: list[dict], out: str | Path) -> list[Path]:
     """Write every plot of ``PLOTS`` and ``summary.md`` into ``out`` (with several graphs,
-    each graph's plots go to a sub-folder named after it); returns the paths."""
+    each graph's plots go to a sub-folder named after it); returns the paths. A run recorded
+    more than once (failed, then retried) counts with its newest record."""
     from ..atomic import write_text_atomic
+    from .records import latest
 
+    records = latest(records)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     plt = pyplot()

@@ -146,7 +146,9 @@ def train_run(comm: MPI.Comm, run: dict) -> dict | None:
                      codec=0.0, dense=b["dense"], other=b["other"])
     calls = max(1, result["epochs_run"] + 1)
     return dict(seconds=result["epoch_seconds"], unit="epoch", breakdown=breakdown,
-                accuracy=result["final"].get("test_acc"), final=result["final"],
+                accuracy=result["final"].get("test_acc"), accuracy_of="final epoch",
+                best_accuracy=(result["best"] or {}).get("test_acc"), final=result["final"],
+                best=result["best"], diverged_at=result.get("diverged_at"),
                 n=int(result["n"]), nnz=int(result["nnz"]), epochs_run=result["epochs_run"],
                 per_rank=dict(bytes_sent=[q["bytes_sent"] // calls for q in result["ranks"]],
                               bytes_received=[q["bytes_received"] // calls

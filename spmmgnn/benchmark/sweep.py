@@ -3,8 +3,7 @@
 A sweep is the product graphs x modes x algorithms x c x partitioners x codecs x widths,
 less the combinations that cannot run (c not dividing P, a 1D algorithm with c > 1, a codec
 on an algorithm without one). Each run has a ``run_id``: a hash of its exact configuration
-and P, so a restarted sweep skips the runs whose line is already in the results file (the
-file is only ever appended to, one JSON object per line).
+and P, so a restarted sweep skips the runs that already succeeded (see ``records``).
 """
 
 from __future__ import annotations
@@ -13,11 +12,12 @@ import hashlib
 import itertools
 import json
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 
 from ..errors import SpmmgnnError
 
 MODES = ("spmm", "train")
+LIST_KEYS = ("graphs", "modes", "algorithms", "replication", "partitioners", "codecs",
+             "features")
 
 
 @dataclass
@@ -62,13 +62,25 @@ class SweepConfig:
         from ..codecs import get_codec
         from .graphs import parse_spec
 
-        for key in ("graphs", "modes", "algorithms", "replication", "partitioners", "codecs",
-                    "features"):
-            value = getattr(self, key)
-            if isinstance(value, (str, int)):
-                setattr(self, key, [value])
-            if not getattr(self, key):
-                raise SpmmgnnError(f"sweep: {key} is empty")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in LIST_KEYS:
+                if isinstance(value, (str, int)) and not isinstance(value, bool):
+                    value = [value]
+                    setattr(self, f.name, value)
+                if not isinstance(value, list) or not value:
+                    raise SpmmgnnError(f"sweep: {f.name} must be a non-empty list, got "
+                                       f"{value!r}")
+                kind = int if f.name in ("replication", "features") else str
+                bad = [v for v in value if isinstance(v, bool) or not isinstance(v, kind)]
+                if bad:
+                    raise SpmmgnnError(f"sweep: {f.name} must hold {kind.__name__}s, got "
+                                       f"{bad[0]!r}")
+            else:
+                kind = type(f.default)
+                if type(value) is not kind:
+                    raise SpmmgnnError(f"sweep: {f.name} must be a {kind.__name__}, got "
+                                       f"{value!r}")
         for g in self.graphs:
             parse_spec(g)
         bad = [a for a in self.algorithms if a not in ALGORITHMS]
@@ -79,7 +91,7 @@ class SweepConfig:
             raise SpmmgnnError(f"sweep: modes must be among {MODES}, got {self.modes}")
         for c in self.codecs:
             get_codec(c)
-        if any(int(c) < 1 for c in self.replication) or any(int(f) < 1 for f in self.features):
+        if min(self.replication) < 1 or min(self.features) < 1:
             raise SpmmgnnError("sweep: replication and features must be positive")
         if self.repeat < 1 or self.epochs < 1 or self.layers < 1:
             raise SpmmgnnError("sweep: repeat, epochs and layers must be positive")
@@ -116,54 +128,6 @@ def run_id(run: dict) -> str:
     """Hash of the exact configuration (key order does not matter)."""
     text = json.dumps({k: v for k, v in run.items() if k != "run_id"}, sort_keys=True)
     return hashlib.sha1(text.encode()).hexdigest()[:16]
-
-
-def done_ids(path: str | Path) -> set[str]:
-    """run_ids already recorded in the results file (a missing file: none; a torn last line
-    from an interrupted write is ignored)."""
-    p = Path(path)
-    if not p.exists():
-        return set()
-    seen = set()
-    for line in p.read_text().splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(rec, dict) and "run_id" in rec:
-            seen.add(rec["run_id"])
-    return seen
-
-
-def append_record(path: str | Path, record: dict) -> None:
-    """Append one JSON line (never rewrites the file); a torn previous line is closed first."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(record, sort_keys=True) + "\n"
-    with open(p, "a+b") as fh:
-        fh.seek(0, 2)
-        if fh.tell():
-            fh.seek(-1, 2)
-            if fh.read(1) != b"\n":
-                text = "\n" + text
-        fh.write(text.encode())
-        fh.flush()
-
-
-def read_records(path: str | Path) -> list[dict]:
-    """Every complete JSON line of a results file."""
-    p = Path(path)
-    if not p.exists():
-        raise SpmmgnnError(f"results file {path} does not exist")
-    out = []
-    for line in p.read_text().splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
 
 
 def as_dict(cfg: SweepConfig) -> dict:

@@ -177,6 +177,27 @@ def sparse_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
                    nnz=(N[i] * M[j]).sum(axis=1), messages=np.maximum(peers_in, peers_out))
 
 
+def delayed_volumes(layout: Layout, P: int, r: int, f: int, itemsize: int = 4,
+                    codec: str | None = None, backward: str = "local") -> list[Volumes]:
+    """cd-r on sparse1d (``algorithms.delayed``), one ``Volumes`` per bin b = t mod r of call
+    t: block row i's V[i, q] ghost rows from block q are dealt round-robin over the bins, so
+    bin b holds ``V // r + (b < V mod r)`` of them. The backward sends nothing (``local``)
+    or the same bin's partial sums (``delayed``). Calls t >= r also land, but never send,
+    more; a training epoch of L layers makes L such calls."""
+    full = sparse_volumes(layout, P, 1, f, itemsize, codec)
+    V = layout.pair_volume()
+    rb = row_bytes(f, itemsize, codec)
+    out = []
+    for b in range(r):
+        Vb = V // r + (b < V % r)
+        sent, received = Vb.sum(axis=0) * rb, Vb.sum(axis=1) * rb
+        back = backward == "delayed"
+        out.append(Volumes(sent=sent, received=received, sent_t=received * back,
+                           received_t=sent * back, allreduce=full.allreduce, nnz=full.nnz,
+                           messages=np.maximum((Vb > 0).sum(axis=0), (Vb > 0).sum(axis=1))))
+    return out
+
+
 def prepost_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
                     codec: str | None = None, codec_backward: str | None = "same") -> Volumes:
     """prepost1d: block q sends block row i the minimum-vertex-cover rows of the cut A_iq

@@ -2,6 +2,10 @@
 
     mpiexec -n 2 spmmgnn bench --preset quick -o results.jsonl
     mpiexec -n 4 spmmgnn bench --config sweep.toml -o results.jsonl   # restart: skips done runs
+
+A restart skips every run whose newest record succeeded and runs the failed ones again (a
+failure is often the machine's: memory, a killed rank); the new record is appended and the
+report uses the newest record of each run.
     mpiexec -n 2 spmmgnn bench --network -o results.jsonl             # alpha, beta of the machine
 """
 
@@ -13,6 +17,7 @@ import time
 
 from mpi4py import MPI
 
+from ..atomic import check_writable
 from ..errors import SpmmgnnError, check_on_root
 
 PRESETS = {
@@ -23,9 +28,6 @@ PRESETS = {
                   replication=[1, 2], partitioners=["none", "metis-vol"],
                   codecs=["none", "int2"], features=[64], repeat=5, epochs=20),
 }
-LIST_FLAGS = ("graphs", "modes", "algorithms", "replication", "partitioners", "codecs",
-              "features")
-
 
 def add_parser(sub) -> None:
     p = sub.add_parser("bench", help="benchmark sweep: one JSON line per run, restartable",
@@ -86,8 +88,8 @@ def sweep_config(args):
 def _network(comm, args) -> int:
     from .. import __version__
     from ..benchmark.network import measure
+    from ..benchmark.records import append_record
     from ..benchmark.runs import machine
-    from ..benchmark.sweep import append_record
 
     rec = measure(comm)
     if comm.rank == 0:
@@ -105,19 +107,23 @@ def _network(comm, args) -> int:
 def run(args) -> int:
     from .. import __version__
     from ..benchmark.graphs import make_graph
+    from ..benchmark.records import append_record, done_ids
     from ..benchmark.runs import Bar, PartitionCache, machine, spmm_run, train_run
-    from ..benchmark.sweep import append_record, done_ids, runs
+    from ..benchmark.sweep import runs
     from ..threads import default_threads, set_threads
 
     comm = MPI.COMM_WORLD
     threads = set_threads(args.threads or default_threads(comm))
+    check_on_root(comm, 0, lambda: check_writable(args.results, "results file"))
     if args.network:
         return _network(comm, args)
     cfg = check_on_root(comm, 0, lambda: sweep_config(args))
     cfg = comm.bcast(cfg, root=0)
     todo = runs(cfg, comm.size)
-    done = check_on_root(comm, 0, lambda: done_ids(args.results))
-    done = comm.bcast(done, root=0)
+    done, retry = comm.bcast(check_on_root(comm, 0, lambda: done_ids(args.results)), root=0)
+    if comm.rank == 0 and retry:
+        print(f"spmmgnn bench: {retry} failed run(s) in {args.results} will run again",
+              flush=True)
     bar = Bar(len(todo), enabled=comm.rank == 0 and not args.quiet)
     info = dict(version=__version__, machine=machine(), threads_per_rank=threads)
     parts = PartitionCache()

@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 
 from mpi4py import MPI
 
+from ..atomic import check_writable
 from ..errors import SpmmgnnError, check_on_root
 
 
@@ -49,11 +51,35 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
+# The volume model holds k x k int64 matrices of peer volumes (k = P / c): 512 MiB each here.
+MAX_P = 8192
+
+
+def _positive(name: str, value: float | None) -> None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise SpmmgnnError(f"--{name} must be a positive finite number, got {value}")
+
+
+def _check_args(args) -> None:
+    for name in ("alpha", "beta", "rate"):
+        _positive(name, getattr(args, name))
+    if min(args.P) < 1 or min(args.c) < 1 or args.features < 1 or args.layers < 1:
+        raise SpmmgnnError("--P, --c, --features and --layers must be positive")
+    if max(args.P) > MAX_P:
+        raise SpmmgnnError(f"--P {max(args.P)}: the model holds P x P volume matrices and "
+                           f"stops at P = {MAX_P}")
+    if not any(P % c == 0 and c <= P for P in args.P for c in args.c):
+        raise SpmmgnnError(f"no (P, c) to model: no c in {args.c} divides a P in {args.P}")
+    for path, what in ((args.json, "--json"), (args.plot, "--plot")):
+        if path:
+            check_writable(path, what)
+
+
 def _alpha_beta(args) -> tuple[float, float, str]:
     if args.alpha is not None and args.beta is not None:
         return args.alpha, args.beta, "given"
     if args.network:
-        from ..benchmark.sweep import read_records
+        from ..benchmark.records import read_records
 
         nets = [r for r in read_records(args.network) if r.get("kind") == "network"]
         if not nets:
@@ -71,9 +97,8 @@ def _work(args) -> dict:
     from ..benchmark.graphs import make_graph
     from ..benchmark.volumes import VOLUMES
 
+    _check_args(args)
     alpha, beta, source = _alpha_beta(args)
-    if min(args.P) < 1 or min(args.c) < 1 or args.features < 1 or args.layers < 1:
-        raise SpmmgnnError("P, c, features and layers must be positive")
     algorithms = args.algorithms or [a for a in ALGORITHMS if a in VOLUMES]
     bad = [a for a in algorithms if a not in VOLUMES]
     if bad:
@@ -117,11 +142,12 @@ def _measured_rate(args, f: int, threads: int | None = 1) -> float | None:
     thread count when there are none), or None when there are no runs at all."""
     import numpy as np
 
-    from ..benchmark.sweep import read_records
+    from ..benchmark.records import read_records
 
     recs = [r for r in read_records(args.compare) if r.get("mode") == "spmm"
             and r.get("graph") == args.graph and "error" not in r and r["codec"] == "none"
-            and r["f"] == f and r["breakdown"].get("local", 0) > 0]
+            and r["f"] == f and r["breakdown"].get("local", 0) > 0
+            and r["per_rank"].get("nnz")]
     same = [r for r in recs if r.get("threads_per_rank") == threads]
     rates = [max(r["per_rank"]["nnz"]) * r["f"] / r["breakdown"]["local"]
              for r in (same or recs)]
@@ -131,7 +157,7 @@ def _measured_rate(args, f: int, threads: int | None = 1) -> float | None:
 def _compare(args, A, m, itemsize: int) -> list[dict]:
     """Measured bare-SpMM runs of this graph next to their predictions."""
     from ..benchmark.costs import spmm_time
-    from ..benchmark.sweep import read_records
+    from ..benchmark.records import read_records
     from ..benchmark.volumes import VOLUMES, Layout, predict
 
     recs = [r for r in read_records(args.compare) if r.get("mode") == "spmm"
@@ -146,15 +172,15 @@ def _compare(args, A, m, itemsize: int) -> list[dict]:
         if args.partitioner not in ("none", "contiguous") and k > 1:
             from ..partitioners import partition
 
-            part = partition(A, k, method=args.partitioner, seed=r["seed"])
+            part = partition(A, k, method=args.partitioner, seed=r.get("seed", 0))
         layout = Layout.build(A, part, k)
-        isz = 4 if r["dtype"] == "float32" else 8
+        isz = 8 if r.get("dtype") == "float64" else 4
         vol = predict(r["algorithm"], layout, r["P"], r["c"], r["f"], isz)
         rate = (None if args.rate else _measured_rate(args, r["f"], r.get("threads_per_rank"))
                 ) or m.rate
         t = spmm_time(r["algorithm"], layout, vol, r["P"], r["c"], r["f"], isz,
                       dataclasses.replace(m, rate=rate))
-        same = vol.sent.tolist() == r["per_rank"]["bytes_sent"]
+        same = vol.sent.tolist() == r["per_rank"].get("bytes_sent")
         out.append(dict(P=r["P"], c=r["c"], algorithm=r["algorithm"], f=r["f"],
                         measured=r["seconds"], predicted=t["seconds"], bytes_equal=same))
         print(f"{r['P']:>3} {r['c']:>3} {r['algorithm']:>13} {r['f']:>5} "

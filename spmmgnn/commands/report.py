@@ -17,8 +17,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from ..benchmark.records import read_records
     from ..benchmark.report import write_report
-    from ..benchmark.sweep import read_records
     from ..errors import SpmmgnnError, check_on_root
 
     comm = MPI.COMM_WORLD

@@ -10,7 +10,7 @@ from mpi4py import MPI
 
 from ..algorithms import ALGORITHMS, DistSpMM
 from ..atomic import write_text_atomic
-from ..errors import SpmmgnnError
+from ..errors import agree, collective_error
 from ..grid import ProcessGrid
 from ..threads import default_threads, set_threads
 
@@ -38,8 +38,8 @@ def run(args) -> int:
 
     comm = MPI.COMM_WORLD
     set_threads(args.threads or default_threads(comm))
-    if args.repeat < 1 or args.features < 1:
-        raise SpmmgnnError("--repeat and --features must be positive")
+    agree(comm, None if args.repeat >= 1 and args.features >= 1 else
+          "--repeat and --features must be positive")
     A = X = None
     if comm.rank == 0:
         A = (rmat(args.scale, int(args.degree), seed=args.seed) if args.graph == "rmat"
@@ -75,7 +75,7 @@ def run(args) -> int:
                   flush=True)
         err = comm.bcast(err if comm.rank == 0 else None, root=0)
         if err > (1e-4 if args.dtype == "float32" else 1e-10):
-            raise SpmmgnnError(f"{algo} disagrees with scipy (relative error {err:.2e})")
+            raise collective_error(f"{algo} disagrees with scipy (relative error {err:.2e})")
     if comm.rank == 0 and args.json:
         write_text_atomic(args.json, json.dumps(results, indent=2))
     return 0

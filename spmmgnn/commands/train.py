@@ -14,10 +14,10 @@ from pathlib import Path
 from mpi4py import MPI
 
 from ..algorithms import ALGORITHMS
-from ..atomic import write_text_atomic
+from ..atomic import check_writable, write_text_atomic
 from ..codecs import CODECS
 from ..data.csbm import DEFAULTS
-from ..errors import SpmmgnnError, check_on_root
+from ..errors import agree, check_on_root, collective_error
 from ..grid import ProcessGrid
 from ..nn.models import MODELS
 from ..threads import default_threads, set_threads
@@ -90,10 +90,16 @@ def add_parser(sub) -> None:
                         "Cuthill-McKee for cache locality of the local products (same blocks, "
                         "same bytes, same results up to rounding; not for HDF5 datasets)")
     r.add_argument("--staleness", type=int, default=0, metavar="R",
-                   help="DistGNN cd-R (sparse1d only): the remote part of each aggregation "
-                        "uses rows sent R epochs earlier (the exchange stays in flight "
-                        "meanwhile; no remote part in the first R epochs). CHANGES THE MODEL'S "
-                        "MATHEMATICS; 0 (default) is exact")
+                   help="DistGNN cd-R (sparse1d only, Algorithm 4): the ghost rows are split "
+                        "into R bins and each epoch sends one bin, which lands R epochs later "
+                        "and is used until its next refresh (1/R of the bytes; no remote part "
+                        "until a bin first lands). CHANGES THE MODEL'S MATHEMATICS; 0 "
+                        "(default) is exact")
+    r.add_argument("--delayed-backward", choices=["local", "delayed"], default="local",
+                   help="with --staleness: the gradient through the stale remote part is "
+                        "zero ('local', no backward exchange; default, see "
+                        "bench/results/delayed.md) or the binned partial sums reduced R "
+                        "epochs late ('delayed')")
     r.add_argument("--drop-remote", action="store_true",
                    help="DistGNN 0c (sparse1d only): ignore remote contributions, no exchange "
                         "at all. CHANGES THE MODEL'S MATHEMATICS (each rank trains on its own "
@@ -118,7 +124,7 @@ def _config(args):
         checkpoint_every=args.checkpoint_every, resume=args.resume,
         cache_input_aggregation=not args.no_cache, progress=not args.quiet, dtype=args.dtype,
         label_propagation=args.label_propagation, staleness=args.staleness,
-        drop_remote=args.drop_remote)
+        drop_remote=args.drop_remote, delayed_backward=args.delayed_backward)
 
 
 def op_options(args) -> dict:
@@ -139,13 +145,11 @@ def load_data(args, grid: ProcessGrid, normalization: str):
     dtype = DTYPES[args.dtype]
     ds = args.dataset
     if ds != "csbm" and Path(ds).suffix.lower() in H5_SUFFIXES:
-        if args.partitioner not in ("none", "contiguous"):
-            raise SpmmgnnError("an HDF5 file is already partitioned when written "
-                               "(spmmgnn datasets ... --parts K --partitioner M); drop "
-                               "--partitioner")
-        if args.reorder != "none":
-            raise SpmmgnnError("--reorder renumbers block rows while one rank distributes "
-                               "the graph; an HDF5 file is read block by block: drop --reorder")
+        agree(grid.comm, "an HDF5 file is already partitioned when written (spmmgnn datasets "
+              "... --parts K --partitioner M); drop --partitioner"
+              if args.partitioner not in ("none", "contiguous") else
+              "--reorder renumbers block rows while one rank distributes the graph; an HDF5 "
+              "file is read block by block: drop --reorder" if args.reorder != "none" else None)
         return load_h5_distributed(ds, grid, normalization, args.algorithm, seed=args.seed,
                                    dtype=dtype, **op_options(args))
 
@@ -176,7 +180,10 @@ def run(args, on_epoch_end=None) -> int:
     threads = set_threads(args.threads or default_threads(comm))
     torch.set_num_threads(threads)
     config = _config(args)
-    config.check()
+    agree(comm, config.problem() or (None if config.epochs >= 1 else
+                                     f"--epochs must be >= 1, got {config.epochs}"))
+    outputs = [(args.json, "--json output"), (args.checkpoint, "checkpoint")]
+    check_on_root(comm, 0, lambda: [check_writable(p, what) for p, what in outputs if p])
     grid = ProcessGrid(comm, args.replication)
     data = load_data(args, grid, NORMALIZATION[args.model])
     rank0 = comm.rank == 0
@@ -186,9 +193,10 @@ def run(args, on_epoch_end=None) -> int:
               f"{args.algorithm} P={grid.size} c={grid.replication} threads/rank={threads}",
               file=sys.stderr, flush=True)
     trainer = Trainer(data, config)
-    if trainer.start_epoch > config.epochs:
-        raise SpmmgnnError(f"the checkpoint already holds {trainer.start_epoch - 1} epochs; "
-                           f"ask for more with --epochs")
+    if trainer.start_epoch > config.epochs:  # the same on every rank: no agreement needed
+        held = trainer.start_epoch - 1
+        raise collective_error(f"the checkpoint {args.checkpoint} already holds {held} epochs; "
+                               f"continue it with --epochs larger than {held}")
     result = trainer.fit(on_epoch_end=on_epoch_end)
     if rank0:
         result["threads_per_rank"] = threads
@@ -198,10 +206,11 @@ def run(args, on_epoch_end=None) -> int:
                 f"({result['epoch_seconds'] * 1e3:.1f} ms/epoch: "
                 + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in b.items()) + " ms)")
         if "test_acc" in fin:
-            line += (f"\nfinal loss {fin['loss']:.4f}  train {fin['train_acc']:.4f}  "
-                     f"val {fin['val_acc']:.4f}  test {fin['test_acc']:.4f}")
+            line += (f"\nfinal epoch {fin['epoch']}: loss {fin['loss']:.4f}  train "
+                     f"{fin['train_acc']:.4f}  val {fin['val_acc']:.4f}  test "
+                     f"{fin['test_acc']:.4f}")
         if best:
-            line += (f"\nbest val {best['val_acc']:.4f} at epoch {best['epoch']}: "
+            line += (f"\nbest-validation epoch {best['epoch']}: val {best['val_acc']:.4f}  "
                      f"test {best['test_acc']:.4f}")
         print(line, flush=True)
         if args.json:

@@ -16,27 +16,10 @@ import scipy.sparse as sp
 
 from ..errors import SpmmgnnError
 from .graph import Graph
+from .splits import random_split
 
 DEFAULTS = dict(n=20000, avg_degree=16.0, num_features=64, num_classes=8, homophily=0.5,
                 signal=0.85)
-
-
-def random_split(n: int, seed: int, fractions=(0.6, 0.2, 0.2),
-                 labelled: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """Seeded random train/val/test masks over the labelled vertices (default all)."""
-    f = np.asarray(fractions, dtype=np.float64)
-    if f.shape != (3,) or np.any(f < 0) or f.sum() > 1 + 1e-9:
-        raise SpmmgnnError(f"split fractions must be three non-negative numbers summing to "
-                           f"at most 1, got {list(fractions)}")
-    ids = np.arange(n) if labelled is None else np.flatnonzero(labelled)
-    ids = np.random.default_rng(seed).permutation(ids)
-    cut = np.floor(np.cumsum(f) * ids.size + 1e-9).astype(np.int64)
-    masks = {}
-    for name, a, b in zip(("train", "val", "test"), np.r_[0, cut[:2]], cut, strict=True):
-        m = np.zeros(n, dtype=bool)
-        m[ids[a:b]] = True
-        masks[name] = m
-    return masks
 
 
 def csbm(n: int = DEFAULTS["n"], avg_degree: float = DEFAULTS["avg_degree"],
@@ -45,6 +28,9 @@ def csbm(n: int = DEFAULTS["n"], avg_degree: float = DEFAULTS["avg_degree"],
          signal: float = DEFAULTS["signal"], seed: int = 0,
          split=(0.6, 0.2, 0.2)) -> Graph:
     """Generate an undirected CSBM graph with features, labels and a random split."""
+    if not all(np.isfinite(v) for v in (avg_degree, homophily, signal)):
+        raise SpmmgnnError(f"csbm: degree, homophily and signal must be finite numbers, got "
+                           f"{avg_degree}, {homophily}, {signal}")
     if n < 2 or num_classes < 1 or num_features < 1 or avg_degree < 0:
         raise SpmmgnnError("csbm needs n >= 2, classes >= 1, features >= 1, degree >= 0")
     if not 0.0 <= homophily <= 1.0:

@@ -24,8 +24,9 @@ class Graph:
     def n(self) -> int:
         return int(self.adj.shape[0])
 
-    def validate(self) -> Graph:
-        """Raise SpmmgnnError on inconsistent shapes or non-finite values."""
+    def validate(self, feature_values: bool = True) -> Graph:
+        """Raise SpmmgnnError on inconsistent shapes, non-integer labels or non-finite values
+        (of the features only when ``feature_values``: training checks them rank by rank)."""
         n = self.n
         if self.adj.shape != (n, n):
             raise SpmmgnnError(f"{self.name}: adjacency must be square, got {self.adj.shape}")
@@ -35,11 +36,15 @@ class Graph:
             if self.features.ndim != 2 or self.features.shape[0] != n:
                 raise SpmmgnnError(f"{self.name}: features must be {n} x f, got "
                                    f"{self.features.shape}")
-            if not np.all(np.isfinite(self.features)):
+            if feature_values and not np.all(np.isfinite(self.features)):
                 raise SpmmgnnError(f"{self.name}: features have NaN or Inf values")
-        if self.labels is not None and self.labels.shape != (n,):
-            raise SpmmgnnError(f"{self.name}: labels must have length {n}, got "
-                               f"{self.labels.shape}")
+        if self.labels is not None:
+            if self.labels.shape != (n,):
+                raise SpmmgnnError(f"{self.name}: labels must have length {n}, got "
+                                   f"{self.labels.shape}")
+            if self.labels.dtype.kind not in "iu":
+                raise SpmmgnnError(f"{self.name}: labels must be integers (class ids, -1 = "
+                                   f"unlabelled), got {self.labels.dtype}")
         for k, m in self.masks.items():
             if m.shape != (n,):
                 raise SpmmgnnError(f"{self.name}: mask {k!r} must have length {n}")

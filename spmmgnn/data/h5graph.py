@@ -46,6 +46,7 @@ class BlockRow:
     num_classes: int
     offsets: np.ndarray
     perm: np.ndarray | None
+    directed: bool = False
 
 
 def write_graph(path, adj, offsets=None, perm=None, features=None, labels=None, masks=None,
@@ -177,6 +178,7 @@ def _block_row(h: h5py.File, path, lo, hi, block) -> BlockRow:
                for m in MASKS if f"masks/{m}" in h},
         num_classes=int(h.attrs.get("num_classes", 0)),
         offsets=offsets, perm=_dataset(h, path, "perm", n, "iu")[...] if "perm" in h else None,
+        directed=bool(h.attrs.get("directed", False)),
     )
 
 

@@ -94,6 +94,18 @@ def _edges_to_target_rows(path, A) -> sp.csr_array:
     return T
 
 
+def is_symmetric(A) -> bool:
+    """Same entries (pattern and values) in A and its transpose: an undirected graph."""
+    A = sp.csr_array(A)
+    return A.shape[0] == A.shape[1] and (A != A.T).nnz == 0
+
+
+def _graph(path, A) -> Graph:
+    """A Graph of an adjacency whose format does not say whether it is directed: it is
+    directed exactly when it is not symmetric."""
+    return Graph(adj=A, directed=not is_symmetric(A), name=Path(path).stem)
+
+
 # ------------------------------------------------------------------ Matrix Market
 def _check_mtx_header(path) -> None:
     try:
@@ -120,7 +132,7 @@ def load_mtx(path) -> Graph:
         _fail(path, f"malformed Matrix Market file ({type(exc).__name__}: {exc})")
     if isinstance(A, np.ndarray):
         A = sp.coo_array(A)
-    return Graph(adj=_edges_to_target_rows(path, A), name=Path(path).stem)
+    return _graph(path, _edges_to_target_rows(path, A))
 
 
 # ------------------------------------------------------------------ scipy .npz
@@ -182,7 +194,7 @@ def load_npz(path) -> Graph:
         A = _npz_matrix(path, arrays)
     except (ValueError, TypeError, IndexError, OverflowError) as exc:
         _fail(path, f"inconsistent sparse arrays ({type(exc).__name__}: {exc})")
-    return Graph(adj=_edges_to_target_rows(path, A), name=Path(path).stem)
+    return _graph(path, _edges_to_target_rows(path, A))
 
 
 # ------------------------------------------------------------------ edge lists
@@ -276,7 +288,7 @@ def load_metis(path) -> Graph:
         _fail(path, f"header says {m} edges but the lists hold {nb.size} entries")
     A = sp.csr_array((w, (nb, src)), shape=(n, n))
     A.sum_duplicates()
-    return Graph(adj=A, name=Path(path).stem)
+    return _graph(path, A)
 
 
 # ------------------------------------------------------------------ others
@@ -286,7 +298,7 @@ def load_h5(path) -> Graph:
 
     b = read_block_row(path)
     return Graph(adj=b.adj, features=b.features, labels=b.labels, masks=b.masks,
-                 num_classes=b.num_classes, name=Path(path).stem)
+                 num_classes=b.num_classes, directed=b.directed, name=Path(path).stem)
 
 
 def load_pt(path) -> Graph:

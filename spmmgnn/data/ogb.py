@@ -68,13 +68,20 @@ def _read_labels(path: Path) -> np.ndarray:
     return np.where(np.isfinite(lab), lab, -1).astype(np.int64)
 
 
+def _has_split_file(folder: Path) -> bool:
+    return any(_find(folder, stem) for stem in SPLIT_FILES.values())
+
+
 def _split_folder(root: Path) -> Path | None:
+    """``DIR/split`` if it holds any of train/valid/test, else its first scheme folder that
+    does (a folder with only some of them still counts: the training data path keeps the
+    given parts and draws only the missing ones, see ``data.splits``)."""
     split = root / "split"
     if not split.is_dir():
         return None
-    if _find(split, "train"):
+    if _has_split_file(split):
         return split
-    schemes = sorted(p for p in split.iterdir() if p.is_dir() and _find(p, "train"))
+    schemes = sorted(p for p in split.iterdir() if p.is_dir() and _has_split_file(p))
     return schemes[0] if schemes else None
 
 

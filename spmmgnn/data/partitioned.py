@@ -4,15 +4,16 @@ block row is contiguous, and write it atomically in the project's HDF5 format (u
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import SpmmgnnError
 from ..layout import Partition
-from .csbm import random_split
 from .graph import Graph
 from .h5graph import write_graph
+from .splits import SPLITS, SplitPlan, SplitWarning, complete_split
 
 CONTIGUOUS = ("none", "contiguous")
 
@@ -34,16 +35,20 @@ def write_partitioned(graph: Graph, path, parts: int, method: str = "none", seed
     """Partition ``graph`` into ``parts`` block rows with ``method`` ('none' = near-equal
     contiguous blocks, else a ``spmmgnn.partitioners`` method), relabel and write ``path``.
 
-    A labelled graph without a complete train/val/test split gets a seeded one first, so
-    every reader of the file trains on the same split. ``original_perm``: the input's own
+    A labelled graph without a complete train/val/test split gets the missing parts drawn
+    first (``splits``: the given parts kept, a warning saying what was drawn), so every
+    reader of the file trains on the same split. ``original_perm``: the input's own
     relabelling (``source_perm``), composed into the stored perm; ``refine_options`` go to
     ``partitioners.partition`` (the ``+maxsend`` refinement). Returns the Partition
     (with ``metrics`` when a partitioner ran)."""
     if isinstance(parts, bool) or not isinstance(parts, (int, np.integer)) or parts < 1:
         raise SpmmgnnError(f"the number of block rows must be a positive integer, got {parts!r}")
     graph.validate()
-    if graph.labels is not None and not all(m in graph.masks for m in ("train", "val", "test")):
-        graph.masks = random_split(graph.n, seed, labelled=graph.labels >= 0)
+    if graph.labels is not None and not all(m in graph.masks for m in SPLITS):
+        ids = np.arange(graph.n, dtype=np.int64) if original_perm is None else original_perm
+        plan = SplitPlan(tuple(s for s in SPLITS if s in graph.masks), seed)
+        graph.masks, unlabelled = complete_split(ids, graph.labels, graph.masks, seed)
+        warnings.warn(plan.note(graph.name, unlabelled), SplitWarning, stacklevel=2)
     if method in CONTIGUOUS:
         part = Partition.contiguous(graph.n, int(parts))
     else:
@@ -51,6 +56,10 @@ def write_partitioned(graph: Graph, path, parts: int, method: str = "none", seed
 
         part = partition(graph.adj, int(parts), method=method, epsilon=epsilon, seed=seed,
                          threads=threads, **refine_options)
+    empty = int(np.count_nonzero(part.sizes == 0))
+    if empty:
+        warnings.warn(f"{graph.name}: {empty} of the {part.k} block rows are empty ("
+                      f"{graph.n} vertices): ranks reading them hold no rows", stacklevel=2)
     g = graph if part.is_identity else graph.permuted(part.perm)
     perm = part.perm if original_perm is None else original_perm[part.perm]
     write_graph(path, g.adj, offsets=part.offsets, perm=perm, features=g.features,

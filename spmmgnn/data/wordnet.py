@@ -23,8 +23,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SpmmgnnError
-from .csbm import random_split
 from .graph import Graph
+from .splits import random_split
 
 DEFAULT_DIRS = ("/usr/share/wordnet", "/usr/share/wordnet/dict", "/usr/local/WordNet-3.0/dict")
 FILES = ("noun", "verb", "adj", "adv")

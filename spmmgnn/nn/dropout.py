@@ -28,7 +28,8 @@ def _mask_kernel(key, vertex_ids, f, threshold, scale, out):
 
 @njit(parallel=True, cache=True, nogil=True, boundscheck=False)
 def _relu_dropout_kernel(z, key, vertex_ids, threshold, scale, out):
-    """out = relu(z) * mask in one pass (mask from the hash, never stored)."""
+    """out = relu(z) * mask in one pass (mask from the hash, never stored). NaN stays NaN,
+    kept or dropped, as in ``torch.relu(z) * mask``: a diverging run must not look healthy."""
     f = z.shape[1]
     for i in prange(z.shape[0]):
         base = splitmix64(key ^ (uint64(vertex_ids[i]) * uint64(0x9E3779B97F4A7C15)))
@@ -37,6 +38,8 @@ def _relu_dropout_kernel(z, key, vertex_ids, threshold, scale, out):
             if v > 0:
                 h = splitmix64(base + uint64(k) * uint64(0xD1B54A32D192ED03))
                 out[i, k] = v * scale if (h >> uint64(40)) >= threshold else 0.0
+            elif v != v:
+                out[i, k] = v
             else:
                 out[i, k] = 0.0
 

@@ -39,6 +39,8 @@ class SpMMFunction(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor):
         if not ctx.needs_input_grad[0]:
             return None, None, None
+        if grad.requires_grad:
+            raise RuntimeError("spmmgnn.nn.spmm has no double backward (create_graph=True)")
         op, g = ctx.op, grad.contiguous()
         if op.symmetric:  # a stream of its own, not the forward's
             stream = None if ctx.stream is None else mix64(ctx.stream, 0xBAC)

@@ -11,6 +11,8 @@ rank 0 reads and broadcasts, so other nodes need not see the file.
 from __future__ import annotations
 
 import json
+import math
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +22,10 @@ from mpi4py import MPI
 from ..atomic import atomic_path
 from ..errors import SpmmgnnError, agree
 
-FORMAT = "spmmgnn-checkpoint-1"
+FORMAT = "spmmgnn-checkpoint-2"  # 2: the signature holds the data fingerprint
+OLD_FORMATS = ("spmmgnn-checkpoint-1",)
+FINGERPRINT_NAMES = dict(features="the features", labels="the labels", split="the split",
+                         structure="the graph structure")
 
 
 def state_arrays(model: torch.nn.Module, optimizer) -> dict:
@@ -43,7 +48,7 @@ def save_checkpoint(path, model, optimizer, epoch: int, history: list, signature
                 param_groups=groups)
     arrays = state_arrays(model, optimizer)
     arrays["meta"] = np.array(json.dumps(meta, default=_json_default))
-    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+    with atomic_path(path, remove_stale=True) as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **arrays)
 
 
@@ -56,7 +61,8 @@ def _json_default(o):
 
 
 def read_checkpoint(path) -> tuple[dict, dict]:
-    """(meta, arrays) of a checkpoint file; SpmmgnnError if missing or malformed."""
+    """(meta, arrays) of a checkpoint file; SpmmgnnError if missing, truncated, malformed or
+    holding NaN / Inf (a checkpoint of a diverged run is not a starting point)."""
     p = Path(path)
     if not p.is_file():
         raise SpmmgnnError(f"checkpoint {path} does not exist")
@@ -64,11 +70,58 @@ def read_checkpoint(path) -> tuple[dict, dict]:
         with np.load(p, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
         meta = json.loads(str(arrays.pop("meta")))
-    except (OSError, ValueError, KeyError) as exc:
-        raise SpmmgnnError(f"checkpoint {path} is not readable: {exc}") from None
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        raise SpmmgnnError(f"checkpoint {path} is not readable (truncated or not a "
+                           f"checkpoint): {type(exc).__name__}: {exc}") from None
+    if not isinstance(meta, dict) or meta.get("format") in OLD_FORMATS:
+        found = meta.get("format") if isinstance(meta, dict) else None
+        raise SpmmgnnError(f"{path} is not a {FORMAT} file ({found!r})"
+                           + ("; it was written by an older spmmgnn without a data "
+                              "fingerprint: start a new run" if found in OLD_FORMATS else ""))
     if meta.get("format") != FORMAT:
         raise SpmmgnnError(f"{path} is not a spmmgnn checkpoint ({meta.get('format')!r})")
+    _check_meta(path, meta)
+    for k, v in arrays.items():
+        if v.dtype.kind not in "biuf":
+            raise SpmmgnnError(f"checkpoint {path}: {k} is not numeric ({v.dtype})")
+        if v.dtype.kind == "f" and not np.all(np.isfinite(v)):
+            raise SpmmgnnError(f"checkpoint {path} holds NaN or Inf in {k}: it was written by "
+                               "a run that diverged; resume from an earlier checkpoint")
     return meta, arrays
+
+
+def _check_meta(path, meta: dict) -> None:
+    """The keys ``restore`` and ``Trainer`` read, with their types."""
+    want = dict(epoch=int, history=list, signature=dict, param_groups=list)
+    for key, kind in want.items():
+        if not isinstance(meta.get(key), kind) or isinstance(meta.get(key), bool):
+            raise SpmmgnnError(f"checkpoint {path}: meta.{key} is missing or not a "
+                               f"{kind.__name__}")
+    if meta["epoch"] < 0 or not all(isinstance(g, dict) for g in meta["param_groups"]):
+        raise SpmmgnnError(f"checkpoint {path}: malformed meta (epoch or param_groups)")
+    numbers = [v for g in meta["param_groups"] for v in g.values() if isinstance(v, float)]
+    if not all(math.isfinite(v) for v in numbers):
+        raise SpmmgnnError(f"checkpoint {path}: the optimizer's settings hold NaN or Inf")
+    if not all(isinstance(r, dict) and isinstance(r.get("epoch"), int)
+               for r in meta["history"]):
+        raise SpmmgnnError(f"checkpoint {path}: malformed meta.history")
+
+
+def signature_diff(saved: dict, mine: dict) -> list[str]:
+    """What differs between a checkpoint's signature and this run's, one phrase each; the
+    data fingerprint is named part by part ("the labels differ")."""
+    out = []
+    for k in sorted(set(saved) | set(mine)):
+        a, b = saved.get(k), mine.get(k)
+        if a == b:
+            continue
+        if k == "data" and isinstance(a, dict) and isinstance(b, dict):
+            parts = [FINGERPRINT_NAMES.get(p, p) for p in sorted(set(a) | set(b))
+                     if a.get(p) != b.get(p)]
+            out.append(f"{', '.join(parts)} differ (same sizes, other values)")
+        else:
+            out.append(f"{k} {a!r} != {b!r}")
+    return out
 
 
 def load_checkpoint(path, comm: MPI.Comm, root: int = 0) -> tuple[dict, dict]:
@@ -84,7 +137,16 @@ def load_checkpoint(path, comm: MPI.Comm, root: int = 0) -> tuple[dict, dict]:
 
 
 def restore(model, optimizer, meta: dict, arrays: dict) -> None:
-    """Load parameters and optimizer state from checkpoint arrays."""
+    """Load parameters and optimizer state from checkpoint arrays (SpmmgnnError when they do
+    not fit the model)."""
+    try:
+        _restore(model, optimizer, meta, arrays)
+    except (RuntimeError, ValueError, KeyError, IndexError, TypeError) as exc:
+        raise SpmmgnnError(f"checkpoint parameters do not fit the model: "
+                           f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+
+
+def _restore(model, optimizer, meta: dict, arrays: dict) -> None:
     params = {k.removeprefix("param/"): torch.from_numpy(np.array(v))
               for k, v in arrays.items() if k.startswith("param/")}
     missing = set(model.state_dict()) ^ set(params)

@@ -13,6 +13,7 @@ Two paths:
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,15 +22,15 @@ import torch
 from mpi4py import MPI
 
 from ..algorithms.base import DistSpMM
-from ..data.csbm import random_split
 from ..data.graph import Graph
 from ..data.normalize import normalize, normalize_block_row
 from ..data.pyg import graph_from_pyg
+from ..data.splits import SPLITS, SplitPlan, SplitWarning, complete_split
 from ..errors import SpmmgnnError, agree, check_on_root
 from ..grid import ProcessGrid
 from ..layout import Partition
-
-SPLITS = ("train", "val", "test")
+from .fingerprint import fingerprint, reduce_sum, structure_sum
+from .validate import check_training_rows
 
 
 @dataclass
@@ -47,22 +48,41 @@ class LocalData:
     nnz: int
     name: str
     info: dict = field(default_factory=dict)
+    fingerprint: dict = field(default_factory=dict)  # see training.fingerprint
 
     @property
     def num_features(self) -> int:
         return int(self.features.shape[1])
 
 
-def _global_counts(grid: ProcessGrid, masks: dict[str, np.ndarray]) -> dict[str, int]:
-    local = np.array([int(masks[s].sum()) for s in SPLITS], dtype=np.int64)
-    total = np.empty_like(local)
-    grid.across_block_rows.Allreduce(local, total, op=MPI.SUM)
-    return dict(zip(SPLITS, (int(t) for t in total), strict=True))
+def _local_data(op: DistSpMM, grid: ProcessGrid, name: str, vertex_ids: np.ndarray,
+                features: np.ndarray, labels: np.ndarray, given: dict[str, np.ndarray],
+                plan: SplitPlan, num_classes: int | None, n: int, nnz: int, info: dict,
+                structure: int, adjacency=None, normalized=None) -> LocalData:
+    """Complete the split, validate this rank's rows (collective) and wrap them up.
+    ``structure``: the global structure sum of the fingerprint."""
+    vertex_ids = np.ascontiguousarray(vertex_ids, dtype=np.int64)
+    labels = np.asarray(labels, dtype=np.int64)
+    masks, unlabelled = complete_split(vertex_ids, labels, given, plan.seed)
+    rows_comm = grid.across_block_rows
+    classes, counts = check_training_rows(rows_comm, name, vertex_ids, features, labels, masks,
+                                          num_classes, adjacency, normalized)
+    note = plan.note(name, int(rows_comm.allreduce(unlabelled, op=MPI.SUM)))
+    if note and grid.comm.Get_rank() == 0:
+        warnings.warn(note, SplitWarning, stacklevel=3)
+    info = dict(info, split=dict(given=list(plan.given), drawn=list(plan.drawn), note=note))
+    return LocalData(
+        op=op, vertex_ids=vertex_ids, features=torch.from_numpy(features),
+        labels=torch.from_numpy(labels),
+        masks={s: torch.from_numpy(np.ascontiguousarray(m)) for s, m in masks.items()},
+        num_classes=classes, counts=counts, n=n, nnz=nnz, name=name, info=info,
+        fingerprint=fingerprint(rows_comm, vertex_ids, features, labels, masks, structure))
 
 
-def _check_learnable(g: Graph, seed: int) -> Graph:
-    """Root-side checks: features and labels present; a seeded 60/20/20 split if none."""
-    g.validate()
+def _check_learnable(g: Graph) -> Graph:
+    """Root-side checks of what only the whole graph shows (shapes, the adjacency's values,
+    features and labels present); the rows' values are checked on every rank later."""
+    g.validate(feature_values=False)
     if g.features is None:
         raise SpmmgnnError(f"{g.name}: the graph has no node features; training needs them "
                            "(use an HDF5 file written by `spmmgnn datasets`, an OGB folder, "
@@ -70,19 +90,6 @@ def _check_learnable(g: Graph, seed: int) -> Graph:
     if g.labels is None:
         raise SpmmgnnError(f"{g.name}: the graph has no node labels; node classification "
                            "needs them")
-    labelled = g.labels >= 0
-    if not labelled.any():
-        raise SpmmgnnError(f"{g.name}: no vertex has a label")
-    if not all(s in g.masks for s in SPLITS):
-        g.masks = random_split(g.n, seed, labelled=labelled)
-    g.masks = {s: g.masks[s] & labelled for s in SPLITS}
-    if not g.masks["train"].any():
-        raise SpmmgnnError(f"{g.name}: the training mask is empty")
-    if not g.num_classes:
-        g.num_classes = int(g.labels.max()) + 1
-    if g.labels.max() >= g.num_classes:
-        raise SpmmgnnError(f"{g.name}: label {int(g.labels.max())} >= num_classes "
-                           f"{g.num_classes}")
     return g
 
 
@@ -114,18 +121,22 @@ def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
     np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
 
     def prepare():
-        g = _check_learnable(graph if isinstance(graph, Graph) else graph_from_pyg(graph),
-                             seed)
+        g = _check_learnable(graph if isinstance(graph, Graph) else graph_from_pyg(graph))
         A = g.adj
         if symmetrize:
             A = ((A + A.T) > 0).astype(np.float64)
         A_hat = normalize(A, normalization)
+        if A_hat.nnz and not np.all(np.isfinite(A_hat.data)):
+            raise SpmmgnnError(f"{g.name}: the {normalization!r} normalization gives NaN or "
+                               "Inf values; negative edge weights can make a degree 0 or "
+                               "negative")
         part = (partition if partition is not None
                 else make_partition(A_hat, grid.n_block_rows, partitioner, seed))
+        given = [s for s in SPLITS if s in g.masks]
         packed = np.column_stack([g.labels.astype(np.float64)]
-                                 + [g.masks[s].astype(np.float64) for s in SPLITS])
-        meta = dict(num_classes=int(g.num_classes), n=g.n, nnz=int(A_hat.nnz), name=g.name,
-                    f=int(g.features.shape[1]))
+                                 + [g.masks[s].astype(np.float64) for s in given])
+        meta = dict(num_classes=int(g.num_classes) or None, n=g.n, nnz=int(A_hat.nnz),
+                    name=g.name, given=given, structure=structure_sum(A_hat, np.arange(g.n)))
         return A_hat, part, np.asarray(g.features, dtype=np_dtype), packed, meta
 
     got = check_on_root(comm, root, prepare)
@@ -135,16 +146,12 @@ def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
                              validate=False, **op_options)
     x_local = op.scatter_rows(X, root=root)
     extra = op.scatter_rows(packed, root=root)
-    labels = extra[:, 0].astype(np.int64)
-    masks = {s: extra[:, 1 + i] > 0.5 for i, s in enumerate(SPLITS)}
-    vertex_ids = op.partition.perm[op.lo:op.hi]
-    return LocalData(
-        op=op, vertex_ids=np.ascontiguousarray(vertex_ids, dtype=np.int64),
-        features=torch.from_numpy(x_local),
-        labels=torch.from_numpy(labels), masks={s: torch.from_numpy(m) for s, m in masks.items()},
-        num_classes=meta["num_classes"], counts=_global_counts(grid, masks), n=meta["n"],
-        nnz=meta["nnz"], name=meta["name"],
-        info=dict(path="memory", partition=op.partition.method, sizes=op.partition.sizes.tolist()))
+    given = {s: extra[:, 1 + i] > 0.5 for i, s in enumerate(meta["given"])}
+    return _local_data(
+        op, grid, meta["name"], op.row_ids(), x_local, extra[:, 0].astype(np.int64), given,
+        SplitPlan(tuple(meta["given"]), seed), meta["num_classes"], meta["n"], meta["nnz"],
+        dict(path="memory", partition=op.partition.method, sizes=op.partition.sizes.tolist()),
+        meta["structure"])
 
 
 def load_h5_distributed(path, grid: ProcessGrid, normalization: str,
@@ -181,25 +188,15 @@ def load_h5_distributed(path, grid: ProcessGrid, normalization: str,
                                  **op_options)
     vertex_ids = (block.perm[lo:hi] if block.perm is not None
                   else np.arange(lo, hi, dtype=np.int64))
-    labels = block.labels.astype(np.int64)
-    labelled = labels >= 0
-    if all(s in block.masks for s in SPLITS):
-        masks = {s: block.masks[s].astype(bool) & labelled for s in SPLITS}
-    else:  # the same seeded split on every rank, by position in the file
-        full = random_split(n, seed)
-        masks = {s: full[s][lo:hi] & labelled for s in SPLITS}
-    num_classes = block.num_classes or int(comm.allreduce(int(labels.max(initial=-1)),
-                                                          op=MPI.MAX)) + 1
-    nnz = int(grid.across_block_rows.allreduce(int(A_hat.nnz), op=MPI.SUM))
     np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
-    features = np.ascontiguousarray(block.features, dtype=np_dtype)
-    counts = _global_counts(grid, masks)
-    agree(comm, None if counts["train"] > 0 else f"{path}: the training mask is empty")
-    return LocalData(
-        op=op, vertex_ids=np.ascontiguousarray(vertex_ids, dtype=np.int64),
-        features=torch.from_numpy(features),
-        labels=torch.from_numpy(labels), masks={s: torch.from_numpy(m) for s, m in masks.items()},
-        num_classes=num_classes, counts=counts, n=n, nnz=nnz, name=Path(path).stem,
-        info=dict(path=str(path), file_blocks=file_blocks,
-                  partition="file" if file_blocks == k else "contiguous",
-                  sizes=partition.sizes.tolist()))
+    given = {s: block.masks[s] for s in SPLITS if s in block.masks}
+    nnz = int(grid.across_block_rows.allreduce(int(A_hat.nnz), op=MPI.SUM))
+    structure = reduce_sum(grid.across_block_rows, structure_sum(A_hat, vertex_ids, block.perm))
+    return _local_data(
+        op, grid, Path(path).stem, vertex_ids,
+        np.ascontiguousarray(block.features, dtype=np_dtype), block.labels, given,
+        SplitPlan(tuple(given), seed), block.num_classes or None, n, nnz,
+        dict(path=str(path), file_blocks=file_blocks,
+             partition="file" if file_blocks == k else "contiguous",
+             sizes=partition.sizes.tolist()),
+        structure, adjacency=block.adj, normalized=A_hat)

@@ -20,7 +20,9 @@ class Progress:
         self.start = start
         self._width = 0
 
-    def update(self, epoch: int, row: dict) -> None:
+    def update(self, epoch: int, row: dict, best: dict | None = None) -> None:
+        """Show epoch ``epoch``'s loss and accuracies, and the test accuracy at the
+        best-validation epoch so far (``best``)."""
         if not self.enabled:
             return
         done = epoch - self.start
@@ -29,6 +31,8 @@ class Progress:
         if "train_acc" in row:
             text += (f"  acc train {row['train_acc']:.3f} val {row['val_acc']:.3f} "
                      f"test {row['test_acc']:.3f}")
+        if best:
+            text += f"  (best val: epoch {best['epoch']} test {best['test_acc']:.3f})"
         text += f"  {rate * 1e3:.1f} ms/epoch"
         if self.tty:
             pad = max(0, self._width - len(text))

@@ -15,7 +15,9 @@ dropout, loss), ``other`` (the rest of the epoch). Evaluation passes are timed s
 
 from __future__ import annotations
 
+import math
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -23,11 +25,11 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from ..algorithms.delayed import DelayedRemote
-from ..errors import SpmmgnnError, agree
+from ..algorithms.delayed import BACKWARDS, DelayedRemote
+from ..errors import SpmmgnnError, agree, collective_error
 from ..hashing import uniform_by_id
 from ..nn.models import build_model
-from .checkpoint import load_checkpoint, restore, save_checkpoint
+from .checkpoint import load_checkpoint, restore, save_checkpoint, signature_diff
 from .data import LocalData
 from .metrics import evaluate, masked_loss_sum
 from .optim import Adam
@@ -35,6 +37,12 @@ from .progress import Progress
 
 BREAKDOWN = ("spmm_local", "exchange", "allreduce", "dense", "other")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+MAX_LR = 1e30
+DIVERGED_EPOCHS = 20  # epochs the loss must stay above 2x its minimum to be called diverged
+
+
+class DivergenceWarning(UserWarning):
+    """The training loss rose far above its minimum and stayed there."""
 
 
 @dataclass
@@ -59,15 +67,33 @@ class TrainConfig:
     label_propagation: float = 0.0
     staleness: int = 0
     drop_remote: bool = False
+    delayed_backward: str = "local"
 
-    def check(self) -> None:
+    def check(self, comm: MPI.Comm | None = None) -> None:
+        """SpmmgnnError for bad settings; with ``comm``, collective (every rank raises)."""
+        problem = self.problem()
+        if comm is not None:
+            agree(comm, problem)
+        elif problem:
+            raise SpmmgnnError(problem)
+
+    def problem(self) -> str | None:
+        """What is wrong with these settings (None: nothing)."""
+        floats = dict(lr=self.lr, weight_decay=self.weight_decay, dropout=self.dropout,
+                      input_dropout=self.input_dropout,
+                      label_propagation=self.label_propagation)
+        bad = [f"--{k.replace('_', '-')} {v}" for k, v in floats.items()
+               if not math.isfinite(v)]
+        if bad:
+            return f"{', '.join(bad)}: must be a finite number"
         problems = []
         if self.layers < 1 or self.hidden < 1 or self.epochs < 0:
             problems.append("--layers and --hidden must be >= 1 and --epochs >= 0")
         if not (0 <= self.dropout < 1 and 0 <= self.input_dropout < 1):
             problems.append("dropout rates must lie in [0, 1)")
-        if self.lr <= 0 or self.weight_decay < 0:
-            problems.append("--lr must be > 0 and --weight-decay >= 0")
+        if not 0 < self.lr <= MAX_LR or self.weight_decay < 0:
+            problems.append(f"--lr must lie in (0, {MAX_LR:g}] (Adam's step must fit a float32) "
+                            "and --weight-decay be >= 0")
         if self.checkpoint_every < 0 or self.eval_every < 0:
             problems.append("--checkpoint-every and --eval-every must be >= 0")
         if (self.resume or self.checkpoint_every) and not self.checkpoint:
@@ -77,13 +103,14 @@ class TrainConfig:
         if self.staleness < 0 or (self.staleness and self.drop_remote):
             problems.append("--staleness must be >= 0 and cannot be combined with "
                             "--drop-remote")
+        if self.delayed_backward not in BACKWARDS:
+            problems.append(f"--delayed-backward must be one of {BACKWARDS}")
         if self.resume and self.staleness:
             problems.append("--resume with --staleness > 0 is not supported: the remote "
                             "aggregates in flight are not part of a checkpoint")
         if self.dtype not in DTYPES:
             problems.append(f"--dtype must be one of {sorted(DTYPES)}")
-        if problems:
-            raise SpmmgnnError("; ".join(problems))
+        return "; ".join(problems) or None
 
 
 def _spmm_seconds(op) -> np.ndarray:
@@ -95,7 +122,7 @@ class Trainer:
     """Trains a GNN on ``data`` (this rank's rows) with ``config``; collective throughout."""
 
     def __init__(self, data: LocalData, config: TrainConfig):
-        config.check()
+        config.check(data.op.grid.comm)
         self.data = data
         self.config = config
         self.grid = data.op.grid
@@ -112,7 +139,8 @@ class Trainer:
         if config.staleness or config.drop_remote:
             agree(self.comm, None if op.name == "sparse1d" else
                   f"--staleness and --drop-remote need --algorithm sparse1d, got {op.name}")
-            self.delayed = DelayedRemote(op, config.staleness, config.drop_remote)
+            self.delayed = DelayedRemote(op, config.staleness, config.drop_remote,
+                                         config.delayed_backward, config.seed)
             self.layer_ops = self.delayed.views(config.layers)
         self.model = build_model(
             config.model, data.num_features, config.hidden, data.num_classes, config.layers,
@@ -121,10 +149,12 @@ class Trainer:
             label_classes=data.num_classes if self.label_input is not None else 0)
         self.params = list(self.model.parameters())
         self._broadcast_parameters()
-        # one flat buffer: every parameter's .grad is a view into it, plus a slot for the
-        # local loss sum, so gradients and loss travel in a single Allreduce
+        # one flat buffer: every parameter's .grad is a view into it, plus slots for the local
+        # loss sum and for "this rank's loss or gradient is not finite", so gradients, loss
+        # and the health check travel in a single Allreduce
         sizes = [p.numel() for p in self.params]
-        self.flat = torch.zeros(sum(sizes) + 1, dtype=self.dtype)
+        self.flat = torch.zeros(sum(sizes) + 2, dtype=self.dtype)
+        self._n_grad = sum(sizes)
         self._views = []
         offset = 0
         for p, size in zip(self.params, sizes, strict=True):
@@ -134,6 +164,8 @@ class Trainer:
             offset += size
         self.optimizer = Adam(self.params, lr=config.lr, weight_decay=config.weight_decay)
         self.history: list[dict] = []
+        self.diverged_at: int | None = None
+        self._above = 0
         self.start_epoch = 1
         self.best: dict = {}
         if config.resume:
@@ -157,14 +189,23 @@ class Trainer:
               "--label-propagation left no training vertex for the loss; lower the rate")
 
     def signature(self) -> dict:
-        """What must match for a checkpoint to be resumed by this run."""
-        c, d = self.config, self.data
+        """What must match for a checkpoint to be resumed by this run: the options that change
+        the mathematics, and the data's sizes and fingerprint (``training.fingerprint``)."""
+        c, d, op = self.config, self.data, self.data.op
+
+        def codec(attr: str) -> str:
+            found = getattr(op, attr, None)
+            return "none" if found is None else found.name
+
         return dict(model=c.model, layers=c.layers, hidden=c.hidden, dropout=c.dropout,
                     input_dropout=c.input_dropout, layernorm=c.layernorm, lr=c.lr,
                     weight_decay=c.weight_decay, seed=c.seed, dtype=c.dtype, n=d.n, nnz=d.nnz,
                     label_propagation=c.label_propagation, drop_remote=c.drop_remote,
+                    staleness=c.staleness, delayed_backward=c.delayed_backward,
+                    codec=codec("codec"),
+                    codec_backward=codec("codec_backward"),
                     num_features=d.num_features, num_classes=d.num_classes,
-                    counts=dict(d.counts))
+                    counts=dict(d.counts), data=dict(d.fingerprint))
 
     def _broadcast_parameters(self) -> None:
         """Same seed gives the same weights everywhere; broadcast anyway to be certain."""
@@ -177,12 +218,10 @@ class Trainer:
 
     def _resume(self) -> None:
         meta, arrays = load_checkpoint(self.config.checkpoint, self.comm)
-        saved = meta["signature"]
-        mine = self.signature()
-        diff = sorted(k for k in set(saved) | set(mine) if saved.get(k) != mine.get(k))
+        diff = signature_diff(meta["signature"], self.signature())
         agree(self.comm, None if not diff else
               f"checkpoint {self.config.checkpoint} is from a different run: "
-              + ", ".join(f"{k} {saved.get(k)!r} != {mine.get(k)!r}" for k in diff))
+              + "; ".join(diff))
         restore(self.model, self.optimizer, meta, arrays)
         for p, view in zip(self.params, self._views, strict=True):
             p.grad = view
@@ -203,6 +242,7 @@ class Trainer:
         d, op = self.data, self.data.op
         t0 = time.perf_counter()
         s0 = _spmm_seconds(op)
+        bytes0 = op.stats.bytes_sent
         self.model.train()
         self.flat.zero_()
         logits = self.model(self.x, op, step=epoch, vertex_ids=d.vertex_ids,
@@ -212,8 +252,12 @@ class Trainer:
         t1 = time.perf_counter()
         self._ensure_grad_views()
         self.flat[-1] = loss_sum.detach()
+        local_ok = bool(torch.isfinite(self.flat[:self._n_grad + 1]).all())
+        self.flat[-2] = 0.0 if local_ok else 1.0
         self.reduce_comm.Allreduce(MPI.IN_PLACE, self.flat.numpy(), op=MPI.SUM)
         t2 = time.perf_counter()
+        if not bool(torch.isfinite(self.flat).all()) or float(self.flat[-2]) > 0:
+            self._diverged(epoch, local_ok)
         self.optimizer.step()
         t3 = time.perf_counter()
         multiply, exchange, spmm_allreduce = _spmm_seconds(op) - s0
@@ -223,7 +267,37 @@ class Trainer:
                          dense=(t1 - t0) - (multiply + exchange + spmm_allreduce) + (t3 - t2))
         breakdown["other"] = max(0.0, total - sum(breakdown.values()))
         return dict(epoch=epoch, loss=float(self.flat[-1]) / self.loss_count,
-                    seconds=total, breakdown={k: float(v) for k, v in breakdown.items()})
+                    seconds=total, breakdown={k: float(v) for k, v in breakdown.items()},
+                    bytes_sent=int(op.stats.bytes_sent - bytes0))
+
+    def _diverged(self, epoch: int, local_ok: bool) -> None:
+        """Every rank gets here together (the flat buffer is the same everywhere): stop with
+        one line naming the epoch, the ranks whose rows gave a non-finite loss or gradient,
+        and whether the parameters were finite before this step."""
+        bad = [r for r, ok in enumerate(self.comm.allgather(local_ok)) if not ok]
+        finite = all(bool(torch.isfinite(p).all()) for p in self.params)
+        loss = float(self.flat[-1]) / self.loss_count
+        why = ("the parameters were already NaN or Inf (from the checkpoint, or the previous "
+               "step overflowed)" if not finite else
+               "the parameters were finite before this step: lower --lr, or check the data "
+               "and --dtype")
+        raise collective_error(
+            f"training stopped at epoch {epoch}: the loss ({loss:g}) or its gradient is NaN or "
+            f"Inf on rank(s) {', '.join(map(str, bad))} of {self.comm.Get_size()}; {why}")
+
+    def _watch_loss(self, row: dict) -> None:
+        """One warning (rank 0) when the training loss has stayed above twice its minimum for
+        ``DIVERGED_EPOCHS`` epochs: the run's last numbers come from a diverged model."""
+        loss = row["loss"]
+        self._min_loss = min(getattr(self, "_min_loss", loss), loss)
+        self._above = self._above + 1 if loss > 2 * self._min_loss else 0
+        if self._above == DIVERGED_EPOCHS and self.diverged_at is None:
+            self.diverged_at = row["epoch"] - DIVERGED_EPOCHS + 1
+            if self.comm.Get_rank() == 0:
+                warnings.warn(
+                    f"the training loss has been above twice its minimum ({self._min_loss:.4g})"
+                    f" since epoch {self.diverged_at}: the run diverged; its final accuracy "
+                    "is that of a diverged model", DivergenceWarning, stacklevel=2)
 
     def _ensure_grad_views(self) -> None:
         """Autograd accumulates into existing .grad in place; if it ever replaced one,
@@ -259,7 +333,8 @@ class Trainer:
                         self.best = dict(epoch=epoch, val_acc=row["val_acc"],
                                          test_acc=row["test_acc"])
                 self.history.append(row)
-                progress.update(epoch, row)
+                self._watch_loss(row)
+                progress.update(epoch, row, self.best)
                 if c.checkpoint_every and epoch % c.checkpoint_every == 0:
                     self.save(epoch)
                 if on_epoch_end is not None:
@@ -295,6 +370,8 @@ class Trainer:
         per_rank = dict(rank=self.grid.rank, block_row=self.grid.block_row, rows=op.n_local,
                         breakdown=mine, bytes_sent=stats["bytes_sent"],
                         bytes_received=stats["bytes_received"],
+                        train_bytes_per_epoch=float(np.mean([r["bytes_sent"] for r in ran]))
+                        if ran else 0.0,
                         epoch_seconds=float(np.mean([r["seconds"] for r in steady]))
                         if steady else 0.0)
         ranks = self.comm.gather(per_rank, root=0)
@@ -307,5 +384,7 @@ class Trainer:
             data_info=self.data.info,
             epochs_run=len(ran), wall_seconds=wall,
             epoch_seconds=per_rank["epoch_seconds"], breakdown=mine,
-            final={k: last[k] for k in ("loss", "train_acc", "val_acc", "test_acc") if k in last},
+            final={k: last[k] for k in ("epoch", "loss", "train_acc", "val_acc", "test_acc")
+                   if k in last},
+            diverged_at=self.diverged_at,
             best=self.best, history=self.history, ranks=ranks)

@@ -1,9 +1,10 @@
 """MPI worker: delayed remote aggregates (DistGNN cd-r, 0c) on sparse1d, call by call.
 
 Usage: mpiexec -n P python delayed_cases.py OUT.json
-For a non-symmetric A with uneven blocks (one empty when P > 2), six calls of one layer's view with
-staleness R in {0, 2} and with drop; each call t multiplies fresh X_t (and Y_t for the
-transpose). Rank 0 writes A, the layout and the gathered results per mode.
+For a non-symmetric A with uneven blocks (one empty when P > 2), CALLS calls of one layer's
+view exact, with r = 2 (local and delayed backward), r = 3 and with drop; each call t
+multiplies fresh X_t (and Y_t for the transpose). Rank 0 writes A, the layout, the gathered
+results, every rank's bytes sent per call and its ghost rows' bins, per mode.
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ from spmmgnn.algorithms.delayed import DelayedRemote
 
 comm = MPI.COMM_WORLD
 P = comm.size
-F, CALLS = 3, 6
+F, CALLS = 3, 8
+
+
+MODES = (("exact", 0, False, "local"), ("stale2", 2, False, "local"),
+         ("stale2_delayed", 2, False, "delayed"), ("stale3", 3, False, "local"),
+         ("drop", 0, True, "local"))
 
 
 def main() -> None:
@@ -30,21 +36,35 @@ def main() -> None:
     n = int(sizes.sum())
     A = sp.random(n, n, density=0.3, random_state=7, format="csr")
     out = dict(A=A.toarray().tolist(), modes={})
-    for mode, R, drop in (("exact", 0, False), ("stale2", 2, False), ("drop", 0, True)):
+    for mode, R, drop, backward in MODES:
         op = spmmgnn.DistSpMM.from_scipy(A if comm.rank == 0 else None, algorithm="sparse1d",
                                          partition=sizes.tolist())
-        view = DelayedRemote(op, R, drop).views(2)[1]
-        zs, ts = [], []
+        delayed = DelayedRemote(op, R, drop, backward, seed=3)
+        view = delayed.views(2)[1]
+        zs, ts, sent, sent_t = [], [], [], []
         for t in range(CALLS):
             X = np.random.default_rng(100 + t).standard_normal((n, F))
             Y = np.random.default_rng(200 + t).standard_normal((n, F))
-            zs.append(op.gather_rows(view.matmul(op.scatter_rows(X if comm.rank == 0 else None))))
+            x = op.scatter_rows(X if comm.rank == 0 else None)
+            before = op.stats.bytes_sent
+            z = view.matmul(x)
+            sent.append(comm.gather(op.stats.bytes_sent - before))
+            zs.append(op.gather_rows(z))
             y = op.scatter_rows(Y if comm.rank == 0 else None, side="output")
-            ts.append(op.gather_rows(view.matmul_t(y), side="input"))
-        view.drain()
+            before = op.stats.bytes_sent
+            w = view.matmul_t(y)
+            sent_t.append(comm.gather(op.stats.bytes_sent - before))
+            ts.append(op.gather_rows(w, side="input"))
+        delayed.close()
+        bins = None
+        if delayed.bins is not None:
+            bins = dict(ids=op.product.plan.ghost_ids.tolist(),
+                        bins=delayed.bins.bin_of.tolist())
+        bins = comm.gather(bins)
         if comm.rank == 0:
             out["offsets"] = op.row_offsets.tolist()
-            out["modes"][mode] = dict(z=[z.tolist() for z in zs], t=[t.tolist() for t in ts])
+            out["modes"][mode] = dict(z=[z.tolist() for z in zs], t=[t.tolist() for t in ts],
+                                      sent=sent, sent_t=sent_t, bins=bins, r=R)
     if comm.rank == 0:
         with open(sys.argv[1], "w") as fh:
             json.dump(out, fh)

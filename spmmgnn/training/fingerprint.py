@@ -1,0 +1,56 @@
+"""A fingerprint of the training data, stored in checkpoints so ``--resume`` refuses other data.
+
+Four 64-bit sums, one per part a user can change without changing any size: ``features``,
+``labels``, ``split`` and ``structure`` (the adjacency's pattern after normalization). Each is a
+sum mod 2**64 of a hash of (vertex id in the source graph, that vertex's content) -- per row for
+the first three, per non-zero (target id, source id) for the structure. A sum does not depend on
+the order of the terms, so each rank adds its own rows and one Allreduce gives the same value at
+any P, partition or path (in memory or HDF5 block rows). Edge values are left out on purpose:
+normalized on different ranks they may differ in the last bit; the normalization itself is part
+of the run's signature (the model).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from ..data.splits import SPLITS
+from ..hashing import hash_rows, keyed_sum
+
+PARTS = ("features", "labels", "split", "structure")
+_SEEDS = dict(features=0xFEA7, labels=0x1AB7, split=0x5B17, structure=0x57C7)
+
+
+def structure_sum(A, row_ids: np.ndarray, col_ids: np.ndarray | None = None) -> int:
+    """This block row's share of the structure part: rows and columns mapped to source-graph
+    ids (``col_ids`` None: the columns already are)."""
+    A = sp.csr_array(A)
+    rows = np.repeat(np.asarray(row_ids, dtype=np.int64), np.diff(A.indptr))
+    cols = A.indices.astype(np.int64) if col_ids is None else np.asarray(col_ids)[A.indices]
+    return int(keyed_sum(rows, cols, _SEEDS["structure"]))
+
+
+def fingerprint(rows_comm: MPI.Comm, vertex_ids: np.ndarray, features: np.ndarray,
+                labels: np.ndarray, masks: dict[str, np.ndarray], structure: int) -> dict:
+    """Collective over ``rows_comm`` (one rank per block row). ``structure``: the global
+    structure sum (already reduced). Returns {part: 16 hex digits}."""
+    ids = np.asarray(vertex_ids, dtype=np.int64)
+    split_bits = sum(np.asarray(masks[s], dtype=np.uint64) << np.uint64(i)
+                     for i, s in enumerate(SPLITS))
+    local = np.array([
+        keyed_sum(ids, hash_rows(features), _SEEDS["features"]),
+        keyed_sum(ids, np.asarray(labels, dtype=np.int64).view(np.uint64), _SEEDS["labels"]),
+        keyed_sum(ids, split_bits, _SEEDS["split"]),
+    ], dtype=np.uint64)
+    rows_comm.Allreduce(MPI.IN_PLACE, [local, MPI.UINT64_T], op=MPI.SUM)
+    values = [*(int(v) for v in local), int(structure) & (2**64 - 1)]
+    return {p: f"{v:016x}" for p, v in zip(PARTS, values, strict=True)}
+
+
+def reduce_sum(rows_comm: MPI.Comm, value: int) -> int:
+    """Sum mod 2**64 of one uint64 per rank of ``rows_comm``."""
+    buf = np.array([int(value) & (2**64 - 1)], dtype=np.uint64)
+    rows_comm.Allreduce(MPI.IN_PLACE, [buf, MPI.UINT64_T], op=MPI.SUM)
+    return int(buf[0])
