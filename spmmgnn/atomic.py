@@ -29,6 +29,14 @@ def _mode_for(target: Path) -> int:
         return 0o666 & ~_umask()
 
 
+def _temp_beside(target: Path) -> Path:
+    """A new empty file ``.NAME.XXXX.tmp`` in the target's folder (the pattern
+    ``_remove_stale`` looks for)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
 def _remove_stale(target: Path) -> None:
     """Temporary files of earlier writes of ``target`` that a killed process left behind."""
     for old in target.parent.glob(f".{target.name}.*.tmp"):
@@ -50,9 +58,7 @@ def atomic_path(target: str | os.PathLike, remove_stale: bool = False) -> Iterat
     target.parent.mkdir(parents=True, exist_ok=True)
     if remove_stale:
         _remove_stale(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    tmp_path = _temp_beside(target)
     try:
         yield tmp_path
         with open(tmp_path, "rb+") as fh:
@@ -77,9 +83,6 @@ def check_writable(target: str | os.PathLike, what: str = "output") -> None:
         raise SpmmgnnError(f"cannot write {what} {target}: it is a directory")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                     dir=target.parent)
-        os.close(fd)
-        os.unlink(probe)
+        _temp_beside(target).unlink()
     except OSError as exc:
         raise SpmmgnnError(f"cannot write {what} {target}: {exc.strerror or exc}") from None

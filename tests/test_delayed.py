@@ -163,7 +163,7 @@ def test_divergence_warning_after_twenty_epochs_above_twice_the_minimum():
 
     from spmmgnn.training.trainer import DivergenceWarning, Trainer
 
-    t = SimpleNamespace(comm=MPI.COMM_SELF, diverged_at=None, _above=0)
+    t = SimpleNamespace(comm=MPI.COMM_SELF, diverged_at=None, _min_loss=float("inf"), _above=0)
     losses = [1.0, 0.5, 0.4] + [0.81] * 5 + [0.3] + [0.61] * 19 + [0.7] * 30
     caught = []
     for epoch, loss in enumerate(losses, 1):

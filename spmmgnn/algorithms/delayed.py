@@ -54,7 +54,6 @@ class GhostBins:
 
     def __init__(self, op: DistSpMM, r: int, seed: int = 0):
         plan = op.product.plan
-        self.r = r
         self.bin_of = ghost_bins(plan.ghost_ids, plan.recv_counts, r, seed)
         self.rows = [np.flatnonzero(self.bin_of == b) for b in range(r)]
         self.plans = [HaloPlan(plan.comm, op.col_offsets, plan.ghost_ids[rows], seed=seed,

@@ -47,13 +47,13 @@ def _check_keys(rec: dict, keys: dict, where: str) -> None:
         v = rec[k]
         if isinstance(v, bool) or not isinstance(v, kind):
             raise SpmmgnnError(f"{where}: {k} must be {_want(kind)}, got {_kind(v)}")
-        if kind == _NUMBER and not (math.isfinite(v) and v >= 0):
-            raise SpmmgnnError(f"{where}: {k} must be finite and >= 0, got {v}")
+        if kind == _NUMBER:
+            _check_number(v, k, where)
 
 
 def _check_number(v, name: str, where: str) -> None:
     if isinstance(v, bool) or not isinstance(v, _NUMBER) or not (math.isfinite(v) and v >= 0):
-        raise SpmmgnnError(f"{where}: {name} must be a finite number >= 0, got {v!r}")
+        raise SpmmgnnError(f"{where}: {name} must be finite and >= 0, got {v!r}")
 
 
 def check_record(rec, where: str) -> dict:

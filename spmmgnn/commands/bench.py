@@ -2,11 +2,11 @@
 
     mpiexec -n 2 spmmgnn bench --preset quick -o results.jsonl
     mpiexec -n 4 spmmgnn bench --config sweep.toml -o results.jsonl   # restart: skips done runs
+    mpiexec -n 2 spmmgnn bench --network -o results.jsonl             # alpha, beta of the machine
 
 A restart skips every run whose newest record succeeded and runs the failed ones again (a
 failure is often the machine's: memory, a killed rank); the new record is appended and the
 report uses the newest record of each run.
-    mpiexec -n 2 spmmgnn bench --network -o results.jsonl             # alpha, beta of the machine
 """
 
 from __future__ import annotations

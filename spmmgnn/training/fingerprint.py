@@ -39,18 +39,21 @@ def fingerprint(rows_comm: MPI.Comm, vertex_ids: np.ndarray, features: np.ndarra
     ids = np.asarray(vertex_ids, dtype=np.int64)
     split_bits = sum(np.asarray(masks[s], dtype=np.uint64) << np.uint64(i)
                      for i, s in enumerate(SPLITS))
-    local = np.array([
+    values = _sums(rows_comm, [
         keyed_sum(ids, hash_rows(features), _SEEDS["features"]),
         keyed_sum(ids, np.asarray(labels, dtype=np.int64).view(np.uint64), _SEEDS["labels"]),
         keyed_sum(ids, split_bits, _SEEDS["split"]),
-    ], dtype=np.uint64)
-    rows_comm.Allreduce(MPI.IN_PLACE, [local, MPI.UINT64_T], op=MPI.SUM)
-    values = [*(int(v) for v in local), int(structure) & (2**64 - 1)]
+    ]) + [int(structure) & (2**64 - 1)]
     return {p: f"{v:016x}" for p, v in zip(PARTS, values, strict=True)}
+
+
+def _sums(rows_comm: MPI.Comm, values: list[int]) -> list[int]:
+    """Element-wise sums mod 2**64 over the ranks of ``rows_comm``."""
+    buf = np.array([int(v) & (2**64 - 1) for v in values], dtype=np.uint64)
+    rows_comm.Allreduce(MPI.IN_PLACE, [buf, MPI.UINT64_T], op=MPI.SUM)
+    return [int(v) for v in buf]
 
 
 def reduce_sum(rows_comm: MPI.Comm, value: int) -> int:
     """Sum mod 2**64 of one uint64 per rank of ``rows_comm``."""
-    buf = np.array([int(value) & (2**64 - 1)], dtype=np.uint64)
-    rows_comm.Allreduce(MPI.IN_PLACE, [buf, MPI.UINT64_T], op=MPI.SUM)
-    return int(buf[0])
+    return _sums(rows_comm, [value])[0]

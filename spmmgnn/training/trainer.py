@@ -165,7 +165,7 @@ class Trainer:
         self.optimizer = Adam(self.params, lr=config.lr, weight_decay=config.weight_decay)
         self.history: list[dict] = []
         self.diverged_at: int | None = None
-        self._above = 0
+        self._min_loss, self._above = math.inf, 0
         self.start_epoch = 1
         self.best: dict = {}
         if config.resume:
@@ -289,7 +289,7 @@ class Trainer:
         """One warning (rank 0) when the training loss has stayed above twice its minimum for
         ``DIVERGED_EPOCHS`` epochs: the run's last numbers come from a diverged model."""
         loss = row["loss"]
-        self._min_loss = min(getattr(self, "_min_loss", loss), loss)
+        self._min_loss = min(self._min_loss, loss)
         self._above = self._above + 1 if loss > 2 * self._min_loss else 0
         if self._above == DIVERGED_EPOCHS and self.diverged_at is None:
             self.diverged_at = row["epoch"] - DIVERGED_EPOCHS + 1
