@@ -186,6 +186,35 @@ def test_model_prices_exact_volumes(tmp_path):
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_model_prices_cd_r(tmp_path):
+    """model --staleness 3: each forward call sends a third of sparse1d's rows (the bins
+    partition every ghost set); the local backward sends nothing, so with alpha = 0 the mean
+    exchange per SpMM is half the forward's and the delayed backward's equals the forward's;
+    the local work is sparse1d's."""
+    rows = {}
+    for backward in ("local", "delayed"):
+        out = tmp_path / f"{backward}.json"
+        proc = run_cli(1, "model", "random:n=600,avg_degree=6", "--P", "2", "3", "--c", "1",
+                       "--algorithm", "sparse1d", "--alpha", "1e-30", "--beta", "1e-9",
+                       "--rate", "1e9", "--staleness", "3", "--delayed-backward", backward,
+                       "--json", str(out))
+        assert proc.returncode == 0, proc.stderr
+        got = json.loads(out.read_text())
+        rows[backward] = {(r["P"], r["algorithm"]): r for r in got["predictions"]}
+        assert sum("sparse1d cd-3" in s for s in got["summary"]) == 2
+    for P in (2, 3):
+        exact, local, delayed = (rows["local"][P, "sparse1d"], rows["local"][P, "sparse1d cd-3"],
+                                 rows["delayed"][P, "sparse1d cd-3"])
+        assert local["avg_bytes_sent"] * 3 == pytest.approx(exact["avg_bytes_sent"])
+        assert local["local"] == pytest.approx(exact["local"])
+        assert delayed["exchange"] == pytest.approx(2 * local["exchange"])
+        assert exact["exchange"] / 3 <= delayed["exchange"] <= exact["exchange"]
+        assert local["epoch_seconds"] < exact["epoch_seconds"]
+    proc = run_cli(1, "model", "random:n=60", "--P", "2", "--alpha", "1", "--beta", "1",
+                   "--staleness", "-1")
+    assert proc.returncode == 2 and "--staleness must be >= 0" in proc.stderr
+
+
 def test_network_alpha_beta_feed_the_model(tmp_path):
     """bench --network appends a record with a fitted alpha and beta (one rank refuses);
     model --network takes them from the last such record."""

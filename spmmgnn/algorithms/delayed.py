@@ -26,6 +26,7 @@ These change the model's mathematics; evaluation uses the exact operator.
 from __future__ import annotations
 
 import numpy as np
+from mpi4py import MPI
 
 from ..convert import like_input
 from ..errors import SpmmgnnError
@@ -76,6 +77,14 @@ class DelayedRemote:
         self.backward = backward
         self.bins = GhostBins(op, self.staleness, seed) if self.staleness and not drop else None
         self._views: list[DelayedView] = []
+
+    def remote_share(self) -> float:
+        """Share of all ranks' non-zeros in ghost columns: the part of every aggregate that
+        cd-r makes stale and 0c drops (collective)."""
+        prod = self.op.product
+        counts = np.array([prod.ghost.nnz, prod.nnz], dtype=np.int64)
+        self.op.grid.comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.SUM)
+        return float(counts[0] / counts[1]) if counts[1] else 0.0
 
     def views(self, layers: int) -> list[DelayedView]:
         """One operator per layer (created once, then the same objects)."""

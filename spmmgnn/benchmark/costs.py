@@ -95,6 +95,40 @@ def predict_all(A, Ps: list[int], cs: list[int], algorithms: list[str], f: int,
     return rows
 
 
+def delayed_rows(A, Ps: list[int], r: int, f: int, itemsize: int, m: Machine, layers: int,
+                 backward: str = "local", partitioner: str = "none", seed: int = 0) -> list[dict]:
+    """cd-r on sparse1d at each P (c = 1): an epoch makes ``layers`` forward and ``layers``
+    transpose calls that all send bin ``epoch mod r``; the times are averaged over the r bins
+    (r consecutive epochs). The forward prices like sparse1d's exchange with the bin's rows
+    (no credit for the r epochs the transfer may overlap); the local backward sends nothing."""
+    from .volumes import delayed_volumes
+
+    rows = []
+    for P in Ps:
+        part = None
+        if partitioner not in ("none", "contiguous") and P > 1:
+            from ..partitioners import partition
+
+            part = partition(A, P, method=partitioner, seed=seed)
+        layout = Layout.build(A, part, P)
+        vols = delayed_volumes(layout, P, r, f, itemsize, backward=backward)
+        parts = []
+        for vol in vols:
+            back = Volumes(sent=vol.sent_t, received=vol.received_t, sent_t=vol.sent,
+                           received_t=vol.received, allreduce=vol.allreduce, nnz=vol.nnz,
+                           messages=vol.messages * (backward == "delayed"))
+            for v in (vol, back):
+                parts.append(spmm_time("sparse1d", layout, v, P, 1, f, itemsize, m))
+        mean = {key: float(np.mean([t[key] for t in parts]))
+                for key in ("seconds", "local", "exchange", "allreduce")}
+        sent = np.mean([v.sent for v in vols], axis=0)
+        rows.append(dict(P=P, c=1, algorithm=f"sparse1d cd-{r}", f=f, **mean,
+                         max_bytes_sent=int(round(sent.max())),
+                         avg_bytes_sent=float(sent.mean()), max_allreduce_bytes=0,
+                         epoch_seconds=2 * layers * mean["seconds"], backward=backward))
+    return rows
+
+
 def crossovers(rows: list[dict]) -> list[str]:
     """Per c: the smallest P where the sparse algorithm beats the oblivious one; per P: the
     best (algorithm, c)."""

@@ -44,6 +44,11 @@ def add_parser(sub) -> None:
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--partitioner", default="none",
                    help="'none' (contiguous blocks) or a spmmgnn.partitioners method")
+    p.add_argument("--staleness", type=int, default=0, metavar="R",
+                   help="also model DistGNN cd-R on sparse1d (train --staleness R): each "
+                        "epoch sends one of R bins of the ghost rows")
+    p.add_argument("--delayed-backward", choices=["local", "delayed"], default="local",
+                   help="with --staleness: the backward of train --delayed-backward")
     p.add_argument("--compare", help="a bench results file: print measured vs predicted for "
                                      "its bare-SpMM runs of this graph")
     p.add_argument("-o", "--plot", help="PNG of predicted epoch time vs P")
@@ -65,6 +70,8 @@ def _check_args(args) -> None:
         _positive(name, getattr(args, name))
     if min(args.P) < 1 or min(args.c) < 1 or args.features < 1 or args.layers < 1:
         raise SpmmgnnError("--P, --c, --features and --layers must be positive")
+    if args.staleness < 0:
+        raise SpmmgnnError(f"--staleness must be >= 0, got {args.staleness}")
     if max(args.P) > MAX_P:
         raise SpmmgnnError(f"--P {max(args.P)}: the model holds P x P volume matrices and "
                            f"stops at P = {MAX_P}")
@@ -93,7 +100,7 @@ def _work(args) -> dict:
     import numpy as np
 
     from ..algorithms import ALGORITHMS
-    from ..benchmark.costs import Machine, crossovers, measure_rate, predict_all
+    from ..benchmark.costs import Machine, crossovers, delayed_rows, measure_rate, predict_all
     from ..benchmark.graphs import make_graph
     from ..benchmark.volumes import VOLUMES
 
@@ -113,6 +120,12 @@ def _work(args) -> dict:
           f"f={args.features}, epoch = {2 * args.layers} SpMMs", flush=True)
     rows = predict_all(A, args.P, args.c, algorithms, args.features, itemsize, m,
                        2 * args.layers, args.partitioner)
+    notes = crossovers(rows)
+    if args.staleness:
+        stale = delayed_rows(A, args.P, args.staleness, args.features, itemsize, m,
+                             args.layers, args.delayed_backward, args.partitioner)
+        notes += _delayed_notes(rows, stale)
+        rows += stale
     print(f"{'P':>5} {'c':>3} {'algorithm':>13} {'max MB sent':>12} {'avg MB':>9} "
           f"{'local ms':>9} {'exch ms':>9} {'allred ms':>9} {'SpMM ms':>9} {'epoch ms':>9}")
     for r in rows:
@@ -120,7 +133,6 @@ def _work(args) -> dict:
               f" {r['avg_bytes_sent'] / 1e6:>9.3f} {r['local'] * 1e3:>9.3f} "
               f"{r['exchange'] * 1e3:>9.3f} {r['allreduce'] * 1e3:>9.3f} "
               f"{r['seconds'] * 1e3:>9.3f} {r['epoch_seconds'] * 1e3:>9.2f}")
-    notes = crossovers(rows)
     print("\n".join(notes), flush=True)
     out = dict(graph=args.graph, n=int(A.shape[0]), nnz=int(A.nnz), alpha=alpha, beta=beta,
                alpha_beta_source=source, rate=rate, f=args.features, layers=args.layers,
@@ -133,6 +145,24 @@ def _work(args) -> dict:
         from ..atomic import write_text_atomic
 
         write_text_atomic(args.json, json.dumps(out, indent=1))
+    return out
+
+
+def _delayed_notes(exact: list[dict], stale: list[dict]) -> list[str]:
+    """cd-r against exact sparse1d at each P: epoch time and bytes (cd-r is not a candidate
+    for 'best': it changes the model's mathematics)."""
+    base = {r["P"]: r for r in exact if r["algorithm"] == "sparse1d" and r["c"] == 1}
+    out = []
+    for r in stale:
+        b = base.get(r["P"])
+        if b is None:
+            continue
+        ratio = (r["avg_bytes_sent"] / b["avg_bytes_sent"] if b["avg_bytes_sent"]
+                 else float("nan"))
+        out.append(f"P={r['P']}: {r['algorithm']} ({r['backward']} backward) "
+                   f"{r['epoch_seconds'] * 1e3:.2f} ms/epoch = "
+                   f"{r['epoch_seconds'] / b['epoch_seconds']:.2f}x sparse1d's, sending "
+                   f"{ratio:.2f}x its bytes per forward call")
     return out
 
 

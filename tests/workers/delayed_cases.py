@@ -56,6 +56,7 @@ def main() -> None:
             sent_t.append(comm.gather(op.stats.bytes_sent - before))
             ts.append(op.gather_rows(w, side="input"))
         delayed.close()
+        share = delayed.remote_share()
         bins = None
         if delayed.bins is not None:
             bins = dict(ids=op.product.plan.ghost_ids.tolist(),
@@ -64,7 +65,8 @@ def main() -> None:
         if comm.rank == 0:
             out["offsets"] = op.row_offsets.tolist()
             out["modes"][mode] = dict(z=[z.tolist() for z in zs], t=[t.tolist() for t in ts],
-                                      sent=sent, sent_t=sent_t, bins=bins, r=R)
+                                      sent=sent, sent_t=sent_t, bins=bins, r=R,
+                                      remote_share=share)
     if comm.rank == 0:
         with open(sys.argv[1], "w") as fh:
             json.dump(out, fh)
