@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import numpy as np
+import sys
 
-try:
-    import torch
-except ImportError:  # pragma: no cover - torch is a dependency, but keep the core importable
-    torch = None
+import numpy as np
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def is_torch(x) -> bool:
+    """Whether x is a torch tensor, without importing torch: a tensor exists only once its
+    caller imported torch, so ``sys.modules`` has it whenever the answer is yes."""
+    torch = sys.modules.get("torch")
     return torch is not None and isinstance(x, torch.Tensor)
 
 
@@ -29,7 +29,7 @@ def to_numpy(x) -> np.ndarray:
 def like_input(y: np.ndarray, template):
     """Return ``y`` as the same kind (numpy or torch) as ``template``."""
     if is_torch(template):
-        return torch.from_numpy(y)
+        return sys.modules["torch"].from_numpy(y)
     return y
 
 

@@ -1,0 +1,40 @@
+"""Start-up: the numpy-only API and the command line do not import torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from .mpi import run_mpi
+
+NO_TORCH = """
+import sys
+import numpy as np, scipy.sparse as sp
+import spmmgnn
+from spmmgnn.cli import build_parser
+build_parser()
+A = sp.random(40, 40, density=0.2, random_state=0, format="csr")
+op = spmmgnn.DistSpMM.from_scipy(A, algorithm="sparse1d")
+X = np.random.default_rng(0).standard_normal((40, 3))
+y = op.gather_rows(op.matmul(op.scatter_rows(X)))
+if op.grid.rank == 0:
+    assert np.allclose(y, A @ X)
+    assert "torch" not in sys.modules, "torch was imported"
+    print("ok")
+"""
+
+
+def test_numpy_api_and_parser_leave_torch_out(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", NO_TORCH], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+    script = tmp_path / "no_torch.py"
+    script.write_text(NO_TORCH)
+    assert run_mpi(2, str(script)).stdout.strip() == "ok"
+
+
+def test_parser_model_names_are_the_models():
+    from spmmgnn.commands.train import MODELS as PARSER_MODELS
+    from spmmgnn.nn.models import MODELS
+
+    assert PARSER_MODELS == MODELS
