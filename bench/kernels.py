@@ -105,7 +105,7 @@ def bench_case(name: str, A: sp.csr_array, f: int, threads: list[int], repeat: i
     acc = np.zeros((A.shape[1], f), dtype=np.float32)
     n_blocks = M.col_blocks(f, 4)
     forced, unblocked = LocalCSR(A), LocalCSR(A)
-    forced.use_blocks, unblocked.use_blocks = True, False
+    forced.kernel, unblocked.kernel = "blocked", "unrolled"
     set_threads(1)
     ref = interleaved({"scipy": lambda: A32 @ X, "t_scipy": lambda: AT32 @ Y}, repeat)
     data = M.data(np.float32)
@@ -121,7 +121,7 @@ def bench_case(name: str, A: sp.csr_array, f: int, threads: list[int], repeat: i
                                                 False),
                    unblocked=lambda: unblocked.matmul(X, out, False),
                    torch=lambda: torch.sparse.mm(At, Xt))
-        if forced.col_blocks(f, 4) > 1:  # measured even where the policy leaves it off
+        if forced.llc_blocks(f, 4) > 1:  # measured even where the policy leaves it off
             fwd["blocked"] = lambda: forced.matmul(X, out, False)
         r = interleaved(fwd, repeat)
         M.matmul(X, out, False)
@@ -143,7 +143,7 @@ def bench_case(name: str, A: sp.csr_array, f: int, threads: list[int], repeat: i
         moved = spmm_bytes(A.shape[0], A.shape[1], A.nnz, f)
         rows.append(dict(
             graph=name, n=A.shape[0], nnz=int(A.nnz), f=f, threads=t, col_blocks=n_blocks,
-            forced_col_blocks=forced.col_blocks(f, 4),
+            forced_col_blocks=forced.llc_blocks(f, 4),
             seconds=r, bytes_compulsory=moved, bytes_gather=A.nnz * (8 + 4 * f) + out.nbytes,
             scatter_rows=int(scat_idx.size),
             numba_vs_torch=r["numba"] / r["torch"], numba_vs_scipy=r["numba"] / r["scipy"],

@@ -24,7 +24,7 @@ from numba.extending import intrinsic
 
 _JIT = dict(parallel=True, cache=True, nogil=True, boundscheck=False)
 PREFETCH_DISTANCE = 16  # non-zeros ahead: hides the latency of gathering a random row of x
-UNROLL_MIN_F = 32  # feature columns from which row_product takes four non-zeros per pass
+UNROLL_MIN_F = 32  # columns from which the blocked kernel unrolls four non-zeros per pass
 
 
 @intrinsic
@@ -93,21 +93,22 @@ def row_chunks(indptr: np.ndarray, n_chunks: int) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def row_product(indptr, indices, data, x, out, r, last):
-    """out[r] += sum_k data[k] * x[indices[k]] over row r. From ``UNROLL_MIN_F`` columns on,
-    four non-zeros per pass over out[r] (a quarter of the loads and stores of out, and
-    independent adds); narrower rows are faster one non-zero at a time (measured)."""
+def row_product(indptr, indices, data, x, out, r, last, unroll):
+    """out[r] += sum_k data[k] * x[indices[k]] over row r, one term at a time in column
+    order (so every variant rounds alike). With ``unroll``, four non-zeros per pass over
+    out[r]: a quarter of the loads and stores of out."""
     f = x.shape[1]
     k = indptr[r]
     end = indptr[r + 1]
-    if f >= UNROLL_MIN_F:
+    if unroll:
         while k + 4 <= end:
             for d in range(4):
                 prefetch_row(x, indices[min(k + PREFETCH_DISTANCE + d, last)])
             j0, j1, j2, j3 = indices[k], indices[k + 1], indices[k + 2], indices[k + 3]
             a0, a1, a2, a3 = data[k], data[k + 1], data[k + 2], data[k + 3]
             for t in range(f):
-                out[r, t] += (a0 * x[j0, t] + a1 * x[j1, t]) + (a2 * x[j2, t] + a3 * x[j3, t])
+                out[r, t] = (((out[r, t] + a0 * x[j0, t]) + a1 * x[j1, t]) + a2 * x[j2, t]) \
+                    + a3 * x[j3, t]
             k += 4
     for kk in range(k, end):
         prefetch_row(x, indices[min(kk + PREFETCH_DISTANCE, last)])
@@ -138,7 +139,8 @@ def csr_matmul(indptr, indices, data, x, out, chunks, accumulate):
 
 @njit(**_JIT)
 def csr_matmul_unrolled(indptr, indices, data, x, out, chunks, accumulate):
-    """``csr_matmul`` taking four non-zeros per pass over out[r] (``row_product``)."""
+    """``csr_matmul`` taking four non-zeros per pass over out[r] (``row_product``), at any
+    width (``LocalCSR`` times it against the others)."""
     f = x.shape[1]
     last = indices.shape[0] - 1
     for c in prange(chunks.shape[0] - 1):
@@ -146,7 +148,7 @@ def csr_matmul_unrolled(indptr, indices, data, x, out, chunks, accumulate):
             if not accumulate:
                 for t in range(f):
                     out[r, t] = 0
-            row_product(indptr, indices, data, x, out, r, last)
+            row_product(indptr, indices, data, x, out, r, last, True)
 
 
 @njit(**_JIT)
@@ -161,11 +163,12 @@ def csr_matmul_blocked(indptr2, indices, data, x, out, chunks2, accumulate):
         for r in prange(out.shape[0]):
             for t in range(f):
                 out[r, t] = 0
+    unroll = f >= UNROLL_MIN_F
     for b in range(indptr2.shape[0]):
         ptr = indptr2[b]
         for c in prange(chunks2.shape[1] - 1):
             for r in range(chunks2[b, c], chunks2[b, c + 1]):
-                row_product(ptr, indices, data, x, out, r, last)
+                row_product(ptr, indices, data, x, out, r, last, unroll)
 
 
 @njit(**_JIT)

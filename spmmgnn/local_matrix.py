@@ -7,24 +7,38 @@ global ids) as the map back. Sparsity awareness is exactly this: only ghost colu
 
 from __future__ import annotations
 
+import os
+import time
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 
 from . import kernels
+from .errors import SpmmgnnError
 from .threads import get_threads
 
 
 class LocalCSR:
     """A CSR matrix ready for the numba kernels; values are cast once per dtype and cached.
 
-    Derived layouts are built on first use and kept: a transposed CSR for ``t_matmul`` (a
-    gather, parallel over balanced row chunks, instead of a scatter over feature ranges) and
-    column blocks for ``matmul`` when the rows of x would not fit in the last-level cache.
-    ``use_transpose`` / ``use_blocks`` = None chooses automatically; True / False forces.
+    Every variant of a product adds each row's terms in the same order (column order, one
+    rounding per term), so they give bitwise the same numbers and the choice is only about
+    speed. ``matmul`` runs one of: ``plain`` (one non-zero per pass over the output row),
+    ``unrolled`` (four per pass), ``blocked:N``
+    (column blocks whose rows of x fit in the last-level cache, DistGNN §4). ``t_matmul``
+    runs ``transpose`` (the transposed CSR, built once, itself a ``LocalCSR`` that chooses)
+    or ``scan`` (A scanned over feature x output-row ranges, no copy).
+
+    ``kernel`` / ``kernel_t`` select (default ``$SPMMGNN_KERNEL`` / ``$SPMMGNN_KERNEL_T``, else
+    ``auto``): ``auto`` times the candidates on the first call at each (width, dtype,
+    threads), on the real operands, and keeps the fastest (inspector-executor); ``rule``
+    picks by the cache model (``col_blocks``) without timing; any variant name forces it
+    (``blocked`` = the cache model's block count). ``choices`` records what ran and why.
     """
 
-    use_transpose: bool | None = None
-    use_blocks: bool | None = None
+    kernel: str | None = None
+    kernel_t: str | None = None
 
     def __init__(self, m: sp.csr_array | sp.csr_matrix):
         m = sp.csr_array(m)
@@ -40,6 +54,7 @@ class LocalCSR:
         self._t: LocalCSR | None = None
         self._blocked: dict[int, _ColumnBlocks] = {}
         self._col_cum: np.ndarray | None = None
+        self.choices: dict[tuple, Choice] = {}
 
     def data(self, dtype) -> np.ndarray:
         dtype = np.dtype(dtype)
@@ -53,20 +68,24 @@ class LocalCSR:
             self._chunks[t] = kernels.row_chunks(self.indptr, 4 * t)
         return self._chunks[t]
 
+    def llc_blocks(self, f: int, itemsize: int) -> int:
+        """Column blocks whose rows of x (f columns) fill at most a quarter of the
+        last-level cache each (at least 1, at most one per column)."""
+        quarter = max(1, kernels.LLC_BYTES // 4)
+        return max(1, min(-(-self.shape[1] * f * itemsize // quarter), self.shape[1]))
+
     def col_blocks(self, f: int, itemsize: int) -> int:
-        """Column blocks for ``matmul`` with f columns of x: enough that each block's rows of
-        x fill at most a quarter of the last-level cache (measured best of 1/2 .. 1/16), but
-        no more than ``nnz / rows / BLOCK_MIN_DEGREE``: every further block costs one more
-        pass over ``out``, which short rows cannot pay for. 1 means unblocked."""
-        if self.use_blocks is False or self.shape[0] == 0:
+        """The cache model's choice (``rule``): ``llc_blocks``, but no more than
+        ``nnz / rows / BLOCK_MIN_DEGREE`` (every further block costs one more pass over
+        ``out``, which short rows cannot pay for) and none when the columns a quarter LLC
+        holds carry ``HOT_SHARE_MAX`` of the non-zeros. 1 means unblocked. It regressed a
+        banded matrix (issue 22), which is why ``auto`` measures instead."""
+        if self.shape[0] == 0:
             return 1
-        n = min(-(-self.shape[1] * f * itemsize // max(1, kernels.LLC_BYTES // 4)),
-                self.shape[1])
-        if self.use_blocks is None:
-            n = min(n, self.nnz // (BLOCK_MIN_DEGREE * self.shape[0]))
-            hot = kernels.LLC_BYTES // 4 // max(1, f * itemsize)  # x rows a quarter LLC holds
-            if n > 1 and self.hot_share(hot) >= HOT_SHARE_MAX:
-                return 1
+        n = min(self.llc_blocks(f, itemsize), self.nnz // (BLOCK_MIN_DEGREE * self.shape[0]))
+        hot = kernels.LLC_BYTES // 4 // max(1, f * itemsize)  # x rows a quarter LLC holds
+        if n > 1 and self.hot_share(hot) >= HOT_SHARE_MAX:
+            return 1
         return max(1, int(n))
 
     def hot_share(self, k: int) -> float:
@@ -79,43 +98,195 @@ class LocalCSR:
             return 1.0
         return float(self._col_cum[min(k, self.shape[1])] / self.nnz)
 
-    def matmul(self, x: np.ndarray, out: np.ndarray, accumulate: bool) -> None:
-        """out (+)= self @ x."""
-        n_blocks = self.col_blocks(x.shape[1], x.dtype.itemsize)
-        if n_blocks > 1:
+    # ------------------------------------------------------------------ A @ x
+    def candidates(self, f: int, itemsize: int) -> list[str]:
+        """The ``matmul`` variants ``auto`` times at width f: plain, unrolled, and column
+        blocks at the cache model's count and half of it when x does not fit in a quarter of
+        the last-level cache."""
+        out = ["plain", "unrolled"]
+        n = min(self.llc_blocks(f, itemsize), self.nnz // max(1, self.shape[0]))
+        out += [f"blocked:{b}" for b in sorted({max(2, n // 2), n}) if n >= 2]
+        return out
+
+    def _rule(self, f: int, itemsize: int) -> str:
+        n = self.col_blocks(f, itemsize)
+        # unrolled was at least as fast as plain in all 15 cases of bench/kernel_choice.py
+        return f"blocked:{n}" if n > 1 else "unrolled"
+
+    def _forced(self, setting: str, f: int, itemsize: int) -> str:
+        if setting == "blocked":
+            return f"blocked:{max(2, self.llc_blocks(f, itemsize))}"
+        return setting
+
+    def _run(self, variant: str, x: np.ndarray, out: np.ndarray, accumulate: bool) -> None:
+        if variant.startswith("blocked:"):
+            n_blocks = int(variant[8:])
             blocks = self._blocked.get(n_blocks)
             if blocks is None:
                 blocks = self._blocked[n_blocks] = _ColumnBlocks(self, n_blocks)
             kernels.csr_matmul_blocked(blocks.indptr2, blocks.indices, blocks.data(x.dtype), x,
                                        out, blocks.chunks(), accumulate)
             return
-        kernel = (kernels.csr_matmul_unrolled if x.shape[1] >= kernels.UNROLL_MIN_F
-                  else kernels.csr_matmul)
+        kernel = kernels.csr_matmul_unrolled if variant == "unrolled" else kernels.csr_matmul
         kernel(self.indptr, self.indices, self.data(x.dtype), x, out, self.chunks(), accumulate)
 
+    def _choose(self, x: np.ndarray) -> str:
+        f, itemsize = x.shape[1], x.dtype.itemsize
+        key = (f, x.dtype.str, get_threads())
+        choice = self.choices.get(key)
+        if choice is None:
+            setting = _setting(self.kernel, "SPMMGNN_KERNEL", MATMUL_SETTINGS)
+            if setting == "auto" and self.nnz * f >= MEASURE_MIN_WORK:
+                cands = self.candidates(f, itemsize)
+                self._prepare(cands, x.dtype)
+                seconds = _time_candidates(
+                    cands, lambda v, scratch: self._run(v, x, scratch, False),
+                    (self.shape[0], f), x.dtype)
+                choice = Choice(min(seconds, key=seconds.get), "measured", seconds)
+                self._keep_blocks(choice.variant)
+            elif setting in ("auto", "rule"):
+                choice = Choice(self._rule(f, itemsize), "rule")
+            else:
+                choice = Choice(self._forced(setting, f, itemsize), "forced")
+            self.choices[key] = choice
+        return choice.variant
+
+    def _prepare(self, variants: list[str], dtype) -> None:
+        """Build what each variant reads (values in this dtype, column blocks, row chunks)
+        before it is timed: set-up is paid once and must not decide the choice."""
+        self.data(dtype)
+        self.chunks()
+        for v in variants:
+            if v.startswith("blocked:") and int(v[8:]) not in self._blocked:
+                blocks = self._blocked[int(v[8:])] = _ColumnBlocks(self, int(v[8:]))
+                blocks.data(dtype)
+                blocks.chunks()
+
+    def _keep_blocks(self, chosen: str) -> None:
+        """Free the column-block copies that timing built and no choice uses (each is a
+        copy of the matrix)."""
+        used = {c.variant for c in self.choices.values()} | {chosen}
+        for n in list(self._blocked):
+            if f"blocked:{n}" not in used:
+                del self._blocked[n]
+
+    def matmul(self, x: np.ndarray, out: np.ndarray, accumulate: bool) -> None:
+        """out (+)= self @ x."""
+        self._run(self._choose(x), x, out, accumulate)
+
+    # ------------------------------------------------------------------ A^T @ y
     def transpose(self) -> LocalCSR:
         """The transposed CSR (built once, kept)."""
         if self._t is None:
             self._t = LocalCSR(self.to_scipy().T.tocsr())
+            self._t.kernel = self.kernel
         return self._t
 
-    def t_matmul(self, y: np.ndarray, out: np.ndarray, accumulate: bool) -> None:
-        """out (+)= self.T @ y: with the transposed CSR by default (faster at every measured
-        width and thread count), else scanning A over feature x output-row ranges."""
-        if self.use_transpose is not False:
+    @property
+    def transposed(self) -> LocalCSR | None:
+        """The transposed CSR if ``t_matmul`` built and kept one, else None."""
+        return self._t
+
+    def _run_t(self, variant: str, y: np.ndarray, out: np.ndarray, accumulate: bool) -> None:
+        if variant == "transpose":
             self.transpose().matmul(y, out, accumulate)
             return
         n_par = kernels.column_split(y.shape[1])
         kernels.csr_t_matmul(self.indptr, self.indices, self.data(y.dtype), y, out, accumulate,
                              n_par, kernels.row_split(n_par))
 
+    def _choose_t(self, y: np.ndarray) -> str:
+        f = y.shape[1]
+        key = ("t", f, y.dtype.str, get_threads())
+        choice = self.choices.get(key)
+        if choice is None:
+            setting = _setting(self.kernel_t, "SPMMGNN_KERNEL_T", TRANSPOSE_SETTINGS)
+            if setting == "auto" and self.nnz * f >= MEASURE_MIN_WORK:
+                scratch = np.empty((self.shape[1], f), dtype=y.dtype)
+                self._run_t("transpose", y, scratch, False)  # the transpose chooses first
+                self.data(y.dtype)
+                seconds = _time_candidates(
+                    ["transpose", "scan"], lambda v, out: self._run_t(v, y, out, False),
+                    (self.shape[1], f), y.dtype)
+                choice = Choice(min(seconds, key=seconds.get), "measured", seconds)
+            elif setting in ("auto", "rule"):
+                choice = Choice("transpose", "rule")
+            else:
+                choice = Choice(setting, "forced")
+            self.choices[key] = choice
+            if not any(c.variant == "transpose" for k, c in self.choices.items()
+                       if k[0] == "t"):
+                self._t = None  # scan won everywhere: no transposed copy to keep
+        return choice.variant
+
+    def t_matmul(self, y: np.ndarray, out: np.ndarray, accumulate: bool) -> None:
+        """out (+)= self.T @ y."""
+        self._run_t(self._choose_t(y), y, out, accumulate)
+
+    def kernel_report(self) -> list[dict]:
+        """One dict per (direction, width, dtype, threads) this matrix ran: the variant,
+        how it was chosen and the seconds of each candidate when measured."""
+        rows = []
+        for key, c in self.choices.items():
+            t = key[0] == "t"
+            f, dtype, threads = key[1:] if t else key
+            rows.append(dict(op="A^T x" if t else "A x", f=f, dtype=np.dtype(dtype).name,
+                             threads=threads, variant=c.variant, source=c.source,
+                             seconds=c.seconds))
+        return rows
+
     def to_scipy(self) -> sp.csr_array:
         return sp.csr_array((self._data[np.dtype(np.float64)], self.indices, self.indptr),
                             shape=self.shape)
 
 
+@dataclass
+class Choice:
+    """The kernel variant one (width, dtype, threads) runs, and why."""
+
+    variant: str
+    source: str                         # "measured", "rule" or "forced"
+    seconds: dict[str, float] | None = None
+
+
+MATMUL_SETTINGS = ("auto", "rule", "plain", "unrolled", "blocked")
+TRANSPOSE_SETTINGS = ("auto", "rule", "transpose", "scan")
+MEASURE_MIN_WORK = 1 << 21  # non-zeros x columns below which a call takes ~1 ms: use the rule
 BLOCK_MIN_DEGREE = 2  # average non-zeros per row and column block that blocking needs
 HOT_SHARE_MAX = 0.5  # unblocked when the columns a quarter LLC holds carry this share of nnz
+
+
+def _setting(value: str | None, env: str, allowed: tuple[str, ...]) -> str:
+    """The kernel setting: the attribute, else the environment variable, else ``auto``."""
+    setting = (value or os.environ.get(env, "") or "auto").strip().lower()
+    ok = setting in allowed or (
+        "blocked" in allowed and setting.startswith("blocked:") and setting[8:].isdigit()
+        and int(setting[8:]) >= 1)
+    if not ok:
+        raise SpmmgnnError(f"kernel setting {setting!r} ({env}): choose one of "
+                           f"{', '.join(allowed)}" + (", blocked:N" if "blocked" in allowed
+                                                      else ""))
+    return setting
+
+
+def _time_candidates(variants: list[str], run, shape: tuple[int, int], dtype) -> dict:
+    """Seconds of each variant writing a scratch array (every variant gives the same
+    numbers): each once, then the two fastest twice more, interleaved, keeping each one's
+    minimum, so a choice costs about ``len(variants) + 4`` calls and one disturbed timing
+    cannot decide it."""
+    scratch = np.empty(shape, dtype=dtype)
+    seconds = {}
+    for v in variants:
+        t0 = time.perf_counter()
+        run(v, scratch)
+        seconds[v] = time.perf_counter() - t0
+    finalists = sorted(seconds, key=seconds.get)[:2]
+    for _ in range(2):
+        for v in finalists:
+            t0 = time.perf_counter()
+            run(v, scratch)
+            seconds[v] = min(seconds[v], time.perf_counter() - t0)
+    return seconds
 
 
 class _ColumnBlocks:

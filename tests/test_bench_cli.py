@@ -87,6 +87,9 @@ def test_bench_appends_and_restart_runs_nothing_twice(tmp_path):
     for r in recs:
         assert r["P"] == 2 and r["version"] and r["machine"]["cores"] >= 1
         assert r["max_rel_error"] < 1e-5 and set(r["breakdown"]) >= {"local", "exchange"}
+        # each rank's kernel choices: a tiny product takes the cache model's pick
+        assert len(r["kernels"]) == 2 and all(
+            k.startswith("A x unrolled") and k.endswith("(rule)") for q in r["kernels"] for k in q)
     # contiguous halves of 300 rows, f=4 float32: the oblivious root sends its 150 rows once
     obl = next(r for r in recs if r["algorithm"] == "oblivious15d" and r["c"] == 1)
     assert obl["per_rank"]["bytes_sent"] == [150 * 4 * 4] * 2
@@ -105,6 +108,7 @@ def test_bench_appends_and_restart_runs_nothing_twice(tmp_path):
         ("csbm", "spmm"), ("csbm", "train"), ("random", "train")]
     trained = next(r for r in new if r["mode"] == "train" and "error" not in r)
     assert 0.0 <= trained["accuracy"] <= 1.0 and trained["epochs_run"] == 3
+    assert all(any(k.startswith("A^T x") for k in q) for q in trained["kernels"])
     assert "features" in next(r for r in new if "error" in r)["error"]
     # a third call runs only the failed run again, and appends its new record
     proc = run_cli(2, "bench", "--config", str(toml), "--algorithm", "sparse1d",

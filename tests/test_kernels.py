@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from spmmgnn import kernels, set_threads
+from spmmgnn import kernels, local_matrix, set_threads
+from spmmgnn.errors import SpmmgnnError
 from spmmgnn.local_matrix import LocalCSR, _ColumnBlocks, split_block_columns, split_columns
+from spmmgnn.threads import get_threads
 
 
 @pytest.fixture(params=[1, 2, 3])
@@ -126,24 +128,41 @@ def test_every_kernel_path_equals_scipy(threads, monkeypatch, kind, dtype, f):
     # a 256-byte "cache" makes every case blocked: x's rows span >= 19 column blocks, some
     # of them empty in the random matrix
     monkeypatch.setattr(kernels, "LLC_BYTES", 256)
-    for blocks in (False, True):
+    monkeypatch.setattr(local_matrix, "MEASURE_MIN_WORK", 1)  # auto times even these
+    got, got_t = {}, {}
+    for kernel in ("plain", "unrolled", "blocked", "blocked:3", "rule", "auto"):
         M = LocalCSR(A)
-        M.use_blocks = blocks
-        n_blocks = M.col_blocks(f, np.dtype(dtype).itemsize)
-        assert (n_blocks > 2) == blocks
+        M.kernel = kernel
         out = np.full((A.shape[0], f), 7, dtype=dtype)
         M.matmul(X, out, accumulate=False)
         np.testing.assert_allclose(out, want, rtol=tol, atol=tol * 10)
-        M.matmul(X, out, accumulate=True)
-        np.testing.assert_allclose(out, 2 * want, rtol=tol, atol=tol * 20)
-    for transpose in (True, False):
+        acc = out.copy()
+        M.matmul(X, acc, accumulate=True)
+        np.testing.assert_allclose(acc, 2 * want, rtol=tol, atol=tol * 20)
+        got[kernel] = (out, acc)
+        (choice,) = M.choices.values()
+        assert choice.source == {"rule": "rule", "auto": "measured"}.get(kernel, "forced")
+        if kernel == "blocked":
+            assert choice.variant == f"blocked:{M.llc_blocks(f, X.itemsize)}"
+        if kernel == "auto":
+            assert set(choice.seconds) == set(M.candidates(f, X.itemsize))
+            assert choice.variant in choice.seconds
+    for kernel_t in ("transpose", "scan", "auto"):
         M = LocalCSR(A)
-        M.use_transpose = transpose
+        M.kernel_t = kernel_t
         outt = np.full((A.shape[1], f), -3, dtype=dtype)
         M.t_matmul(Y, outt, accumulate=False)
         np.testing.assert_allclose(outt, want_t, rtol=tol, atol=tol * 10)
-        M.t_matmul(Y, outt, accumulate=True)
-        np.testing.assert_allclose(outt, 2 * want_t, rtol=tol, atol=tol * 20)
+        acc = outt.copy()
+        M.t_matmul(Y, acc, accumulate=True)
+        np.testing.assert_allclose(acc, 2 * want_t, rtol=tol, atol=tol * 20)
+        got_t[kernel_t] = (outt, acc)
+    # every variant adds each row's terms in the same order: bitwise the same numbers
+    for table in (got, got_t):
+        first = next(iter(table.values()))
+        for name, pair in table.items():
+            for a, b in zip(pair, first, strict=True):
+                assert np.array_equal(a, b), name
     M = LocalCSR(A)
     data = M.data(dtype)
     for n_par, n_rp in [(1, 1), (1, 3), (2, 2), (1, 7)]:
@@ -186,10 +205,7 @@ def test_column_blocks_layout_and_policy(monkeypatch):
     assert dense.hot_share(512) == pytest.approx(0.512)
     sparse = LocalCSR(sp.csr_array(sp.eye(1000)))
     assert sparse.col_blocks(256, 8) == 1    # 1 non-zero per row cannot feed 16 blocks
-    sparse.use_blocks = True
-    assert sparse.col_blocks(256, 8) == 16
-    dense.use_blocks = False
-    assert dense.col_blocks(256, 8) == 1
+    assert sparse.llc_blocks(256, 8) == 16  # what kernel="blocked" uses
     seven = sp.csr_array((np.ones(700), (np.repeat(np.arange(100), 7), np.arange(700))),
                          shape=(100, 1000))
     assert LocalCSR(seven).col_blocks(256, 8) == 3  # 7 per row: capped at 7 // 2
@@ -201,12 +217,33 @@ def test_column_blocks_layout_and_policy(monkeypatch):
 def test_empty_matrices_every_path(monkeypatch):
     monkeypatch.setattr(kernels, "LLC_BYTES", 64)
     for shape in [(0, 5), (5, 0), (0, 0), (4, 4)]:
-        for forced in (False, True):
+        for kernel, kernel_t in (("plain", "transpose"), ("blocked", "scan"), ("auto", "auto")):
             M = LocalCSR(sp.csr_array(shape))
-            M.use_blocks = M.use_transpose = forced
+            M.kernel, M.kernel_t = kernel, kernel_t
             out = np.full((shape[0], 2), 9.0)
             M.matmul(np.ones((shape[1], 2)), out, accumulate=False)
             assert np.all(out == 0)
             outt = np.full((shape[1], 2), 9.0)
             M.t_matmul(np.ones((shape[0], 2)), outt, accumulate=False)
             assert np.all(outt == 0)
+
+
+def test_kernel_setting_from_the_environment(monkeypatch):
+    """$SPMMGNN_KERNEL / $SPMMGNN_KERNEL_T force a variant for every LocalCSR without its
+    own setting; a setting that names no variant is refused with the choices."""
+    A = sp.csr_array(sp.random(50, 40, density=0.2, random_state=1))
+    X, Y = np.ones((40, 3)), np.ones((50, 3))
+    monkeypatch.setenv("SPMMGNN_KERNEL", "blocked:2")
+    monkeypatch.setenv("SPMMGNN_KERNEL_T", "scan")
+    M = LocalCSR(A)
+    M.matmul(X, np.empty((50, 3)), accumulate=False)
+    M.t_matmul(Y, np.empty((40, 3)), accumulate=False)
+    assert [(c.variant, c.source) for c in M.choices.values()] == [
+        ("blocked:2", "forced"), ("scan", "forced")]
+    assert M.transposed is None  # scan needs no transposed copy
+    M.kernel = "plain"  # the attribute wins over the environment
+    M.matmul(np.ones((40, 5)), np.empty((50, 5)), accumulate=False)
+    assert M.choices[(5, "<f8", get_threads())].variant == "plain"
+    monkeypatch.setenv("SPMMGNN_KERNEL", "fastest")
+    with pytest.raises(SpmmgnnError, match="'fastest'.*auto, rule, plain, unrolled, blocked"):
+        LocalCSR(A).matmul(X, np.empty((50, 3)), accumulate=False)

@@ -378,16 +378,44 @@ class DistSpMM:
 
     # ---------------------------------------------------------------- reporting
     def comm_stats(self) -> dict:
-        """This rank's cumulative counters (bytes, calls, seconds) as a dict."""
+        """This rank's cumulative counters (bytes, calls, seconds) as a dict, with
+        ``kernels``: how many of its local products ran each kernel variant."""
         d = self.stats.as_dict()
-        d.update(algorithm=self.name, rank=self.grid.rank, rows=self.n_local)
+        d.update(algorithm=self.name, rank=self.grid.rank, rows=self.n_local,
+                 kernels=kernel_counts(self.kernel_choices()))
         return d
+
+    def local_matrices(self) -> list:
+        """The ``LocalCSR`` blocks this rank multiplies."""
+        return self.product.matrices()
+
+    def kernel_choices(self) -> list[dict]:
+        """Each local block's kernel choices so far (``LocalCSR.kernel_report``), tagged
+        with the block's position in ``local_matrices()``; a transposed CSR built for
+        ``matmul_t`` reports as the same block."""
+        rows = []
+        for i, m in enumerate(self.local_matrices()):
+            rows += [dict(block=i, **r) for r in m.kernel_report()]
+            if m.transposed is not None:
+                rows += [{**r, "block": i, "op": "A^T x: transposed CSR x"}
+                         for r in m.transposed.kernel_report()]
+        return rows
 
     def reset_stats(self) -> None:
         self.stats.reset()
 
     def local_nnz(self) -> int:
         raise NotImplementedError
+
+
+def kernel_counts(choices: list[dict]) -> dict[str, int]:
+    """``{"A x unrolled (measured)": 2, ...}``: how many (block, width) products ran each
+    variant, and how it was chosen."""
+    counts: dict[str, int] = {}
+    for c in choices:
+        key = f"{c['op']} {c['variant']} ({c['source']})"
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def _rows_error(arr: np.ndarray, what: str, rows: int) -> str | None:

@@ -46,6 +46,9 @@ class BlockBroadcast:
     def nnz(self) -> int:
         return sum(b.nnz for b in self.blocks.values())
 
+    def matrices(self) -> list:
+        return list(self.blocks.values())
+
     def _stage_buffer(self, f: int, dtype) -> np.ndarray:
         key = (f, np.dtype(dtype))
         if key not in self._buf:

@@ -91,6 +91,9 @@ class FeatureParallel(DistSpMM):
     def local_nnz(self) -> int:
         return self.A.nnz
 
+    def local_matrices(self) -> list:
+        return [self.A]
+
     def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
         self._product(x, out, self.rows_in, self.rows_out, transpose=False)
 

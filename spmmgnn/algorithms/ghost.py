@@ -48,6 +48,9 @@ class GhostProduct:
     def nnz(self) -> int:
         return self.diag.nnz + self.ghost.nnz
 
+    def matrices(self) -> list:
+        return [self.diag, self.ghost]
+
     def matmul(self, x: np.ndarray, out: np.ndarray, stats: CommStats, key: int) -> None:
         """out = A x: post the ghost fetch, multiply the owned block, land ghosts, add."""
         ghost_x = self.plan.buffer("ghost", self.plan.n_ghost, x.shape[1], x.dtype)

@@ -150,6 +150,9 @@ class PrePost1D(DistSpMM):
     def local_nnz(self) -> int:
         return self._nnz
 
+    def local_matrices(self) -> list:
+        return [self.diag, self.M_recv, self.M_send]
+
     # ------------------------------------------------------------ per call
     def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
         f, plan, stats = x.shape[1], self.plan, self.stats

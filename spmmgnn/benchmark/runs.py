@@ -75,7 +75,7 @@ def spmm_run(comm: MPI.Comm, run: dict, A, parts: PartitionCache) -> dict | None
                 allreduce=s["seconds_allreduce"] / r, codec=s["seconds_codec"] / r,
                 bytes_sent=s["bytes_sent"] // r, bytes_received=s["bytes_received"] // r,
                 allreduce_bytes=s["allreduce_bytes"] // r, nnz=op.local_nnz(),
-                rows=op.n_local)
+                rows=op.n_local, kernels=s["kernels"])
     ranks = comm.gather(mine, root=0)
     full = op.gather_rows(y)
     if comm.rank != 0:
@@ -88,6 +88,7 @@ def spmm_run(comm: MPI.Comm, run: dict, A, parts: PartitionCache) -> dict | None
     breakdown["other"] = max(0.0, wall - sum(breakdown.values()))
     return dict(seconds=wall, unit="spmm", breakdown=breakdown, max_rel_error=err,
                 n=int(A.shape[0]), nnz=int(A.nnz), partition_seconds=part_seconds,
+                kernels=[q["kernels"] for q in ranks],
                 per_rank={k: [q[k] for q in ranks] for k in ("bytes_sent", "bytes_received",
                                                               "allreduce_bytes", "nnz",
                                                               "rows")})
@@ -154,6 +155,7 @@ def train_run(comm: MPI.Comm, run: dict) -> dict | None:
                               bytes_received=[q["bytes_received"] // calls
                                               for q in result["ranks"]],
                               rows=[q["rows"] for q in result["ranks"]]),
+                kernels=[q.get("kernels", {}) for q in result["ranks"]],
                 bytes_note="per epoch (cumulative bytes / (epochs + 1 evaluation))")
 
 

@@ -68,7 +68,8 @@ def run(args) -> int:
                        nnz=int(A.nnz), f=args.features, seconds_per_spmm=seconds,
                        max_rel_error=err,
                        max_bytes_sent_per_spmm=max(s["bytes_sent"] for s in stats) / args.repeat,
-                       total_bytes_per_spmm=sum(s["bytes_sent"] for s in stats) / args.repeat)
+                       total_bytes_per_spmm=sum(s["bytes_sent"] for s in stats) / args.repeat,
+                       kernels=[s["kernels"] for s in stats])
             results.append(row)
             print(f"{algo:>12}: {seconds * 1e3:8.2f} ms/SpMM  max bytes sent/rank "
                   f"{row['max_bytes_sent_per_spmm'] / 1e6:8.3f} MB  rel. error {err:.1e}",

@@ -391,7 +391,7 @@ class Trainer:
         stats = op.comm_stats()
         per_rank = dict(rank=self.grid.rank, block_row=self.grid.block_row, rows=op.n_local,
                         breakdown=mine, bytes_sent=stats["bytes_sent"],
-                        bytes_received=stats["bytes_received"],
+                        bytes_received=stats["bytes_received"], kernels=stats["kernels"],
                         train_bytes_per_epoch=float(np.mean([r["bytes_sent"] for r in ran]))
                         if ran else 0.0,
                         epoch_seconds=float(np.mean([r["seconds"] for r in steady]))

@@ -1,0 +1,186 @@
+"""The local kernel's automatic choice against every forced variant, torch and the gather bound.
+
+Three kinds of matrix of ~150k rows and ~2.4M non-zeros (a banded matrix with locality, an
+R-MAT power-law graph, a uniform random graph), float32, f in {16, 32, 64, 128, 256}, 2
+threads. Per case, in one interleaved run (round robin, best of ``--repeat``):
+
+- ``auto``: a fresh ``LocalCSR`` (kernel ``auto``): the variant its first call measured and
+  chose, then its time; the seconds of that first call (the choice's cost) are reported too;
+- every forced variant ``auto`` considers (``plain``, ``unrolled``, ``blocked:N``) and the
+  cache model's pick (``rule``);
+- ``torch.sparse.mm`` with a CSR tensor (``torch.set_num_threads`` the same).
+
+The gather bound: a numba kernel that only reads random rows of x (width f, the SpMM's
+prefetch, one accumulator row per thread) from an x that fits in a quarter of the last-level
+cache (L3) and from one 8x the cache (DRAM); its GB/s at each f. A case's bound is the time to
+gather ``nnz`` random rows of its x at the rate of L3 if x fits in the last-level cache, else
+of DRAM; ``share`` is that
+bound over the kernel's time (a matrix with locality can beat a random-gather bound).
+
+    python bench/kernel_choice.py [--quick] [--out bench/results/kernel-choice.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from numba import njit, prange
+
+from spmmgnn import kernels, set_threads
+from spmmgnn.atomic import write_text_atomic
+from spmmgnn.data.generators import random_graph, rmat
+from spmmgnn.local_matrix import LocalCSR
+
+from common import RESULTS, machine, write_json
+from kernels import interleaved, torch_csr
+
+WIDTHS = (16, 32, 64, 128, 256)
+
+
+def banded(n: int, per_row: int, half_width: int, seed: int = 1) -> sp.csr_array:
+    """Each row's columns drawn uniformly within ``half_width`` of the diagonal: rows touch
+    nearby rows of x (locality, as after a bandwidth-reducing ordering of a mesh)."""
+    rng = np.random.default_rng(seed)
+    rows = np.repeat(np.arange(n), per_row)
+    cols = np.clip(rows + rng.integers(-half_width, half_width + 1, rows.size), 0, n - 1)
+    A = sp.csr_array((np.ones(rows.size), (rows, cols)), shape=(n, n))
+    A.sum_duplicates()
+    return A
+
+
+def matrices(quick: bool) -> dict[str, sp.csr_array]:
+    if quick:
+        return {"banded": banded(20_000, 16, 500), "powerlaw": sp.csr_array(rmat(14, 10, 1)),
+                "uniform": sp.csr_array(random_graph(20_000, 16, seed=1))}
+    return {"banded": banded(150_000, 16, 2000),                        # 2.38M non-zeros
+            "powerlaw": sp.csr_array(rmat(17, 10, seed=1)),             # 131k rows, 2.40M
+            "uniform": sp.csr_array(random_graph(150_000, 17, seed=1))}  # 2.55M
+
+
+@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
+def _gather_sum(x, idx, acc):
+    """acc[c] += x[idx[k]] over chunk c of idx: reads random rows of x and nothing else."""
+    n_chunks = acc.shape[0]
+    f = x.shape[1]
+    per = (idx.shape[0] + n_chunks - 1) // n_chunks
+    last = idx.shape[0] - 1
+    for c in prange(n_chunks):
+        for k in range(c * per, min(idx.shape[0], (c + 1) * per)):
+            kernels.prefetch_row(x, idx[min(k + kernels.PREFETCH_DISTANCE, last)])
+            j = idx[k]
+            for t in range(f):
+                acc[c, t] += x[j, t]
+
+
+def gather_rates(threads: int, repeat: int, quick: bool) -> dict[str, dict[int, float]]:
+    """GB/s of random-row gathers of x at each width, x in L3 and in DRAM."""
+    out: dict[str, dict[int, float]] = {"L3": {}, "DRAM": {}}
+    rng = np.random.default_rng(0)
+    for regime, size in (("L3", kernels.LLC_BYTES // 4), ("DRAM", 8 * kernels.LLC_BYTES)):
+        for f in WIDTHS:
+            rows = max(1, size // (4 * f))
+            x = rng.standard_normal((rows, f)).astype(np.float32)
+            idx = rng.integers(0, rows, 200_000 if quick else 2_000_000).astype(np.int32)
+            acc = np.zeros((4 * threads, f), dtype=np.float32)
+            best = interleaved({"g": lambda x=x, idx=idx, acc=acc: _gather_sum(x, idx, acc)},
+                               repeat)["g"]
+            out[regime][f] = idx.size * f * 4 / best / 1e9
+    return out
+
+
+def bound_seconds(A: sp.csr_array, f: int, rates: dict) -> tuple[float, str]:
+    regime = "L3" if A.shape[1] * f * 4 <= kernels.LLC_BYTES else "DRAM"
+    return A.nnz * f * 4 / (rates[regime][f] * 1e9), regime
+
+
+def run_case(name: str, A: sp.csr_array, f: int, repeat: int, rates: dict) -> dict:
+    rng = np.random.default_rng(f)
+    X = rng.standard_normal((A.shape[1], f)).astype(np.float32)
+    out = np.empty((A.shape[0], f), dtype=np.float32)
+    auto = LocalCSR(A)
+    t0 = time.perf_counter()
+    auto.matmul(X, out, False)                  # the inspector: times the candidates
+    first_call = time.perf_counter() - t0
+    (choice,) = auto.choices.values()
+    fns = {"auto": lambda: auto.matmul(X, out, False)}
+    forced = {}
+    for variant in [*auto.candidates(f, 4), "rule"]:
+        forced[variant] = LocalCSR(A)
+        forced[variant].kernel = variant
+        fns[variant] = lambda m=forced[variant]: m.matmul(X, out, False)
+    At, Xt = torch_csr(A), torch.from_numpy(X)
+    fns["torch"] = lambda: torch.sparse.mm(At, Xt)
+    best = interleaved(fns, repeat)
+    want = A.astype(np.float32) @ X
+    for m in [auto, *forced.values()]:
+        m.matmul(X, out, False)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3)
+    rule_variant = next(iter(forced["rule"].choices.values())).variant
+    variants = {k: v for k, v in best.items() if k not in ("auto", "torch", "rule")}
+    fastest = min(variants, key=variants.get)
+    bound, regime = bound_seconds(A, f, rates)
+    return dict(graph=name, n=int(A.shape[0]), nnz=int(A.nnz), f=f, chosen=choice.variant,
+                inspector_seconds=choice.seconds, first_call_seconds=first_call,
+                rule_variant=rule_variant, seconds=best, fastest_forced=fastest,
+                auto_vs_fastest=best["auto"] / variants[fastest],
+                auto_vs_torch=best["auto"] / best["torch"],
+                auto_vs_rule=best["auto"] / best["rule"],
+                gather_bound_seconds=bound, gather_regime=regime,
+                share_of_gather_bound=bound / best["auto"])
+
+
+def markdown(rows: list[dict], rates: dict) -> str:
+    lines = ["Random-row gather bound (GB/s of rows read, 2 threads):", "",
+             "| x in | " + " | ".join(f"f={f}" for f in WIDTHS) + " |",
+             "|---|" + "---:|" * len(WIDTHS)]
+    for regime, r in rates.items():
+        lines.append(f"| {regime} | " + " | ".join(f"{r[f]:.1f}" for f in WIDTHS) + " |")
+    lines += ["", "| matrix | f | auto chose | auto ms | fastest forced (ms) | rule: variant, ms "
+              "| torch ms | auto / fastest | auto / torch | share of gather bound |",
+              "|---|---:|---|---:|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        s = r["seconds"]
+        lines.append(
+            f"| {r['graph']} | {r['f']} | {r['chosen']} | {s['auto'] * 1e3:.1f} | "
+            f"{r['fastest_forced']} ({s[r['fastest_forced']] * 1e3:.1f}) | "
+            f"{r['rule_variant']}, {s['rule'] * 1e3:.1f} | {s['torch'] * 1e3:.1f} | "
+            f"{r['auto_vs_fastest']:.2f} | {r['auto_vs_torch']:.2f} | "
+            f"{r['share_of_gather_bound']:.0%} ({r['gather_regime']}) |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="20k-row matrices (a smoke run)")
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default=str(RESULTS / "kernel-choice.json"))
+    args = ap.parse_args()
+    set_threads(args.threads)
+    torch.set_num_threads(args.threads)
+    rates = gather_rates(args.threads, args.repeat, args.quick)
+    print("gather GB/s:", {k: {f: round(v, 1) for f, v in r.items()} for k, r in rates.items()},
+          flush=True)
+    rows = []
+    for name, A in matrices(args.quick).items():
+        for f in WIDTHS:
+            rows.append(run_case(name, A, f, args.repeat, rates))
+            r = rows[-1]
+            print(f"{name} f={f}: auto {r['chosen']} {r['seconds']['auto'] * 1e3:.1f} ms, "
+                  f"fastest {r['fastest_forced']} x{r['auto_vs_fastest']:.2f}, "
+                  f"torch x{r['auto_vs_torch']:.2f}, bound {r['share_of_gather_bound']:.0%}",
+                  flush=True)
+    path = write_json(args.out, dict(machine=machine(), threads=args.threads,
+                                     llc_bytes=kernels.LLC_BYTES, gather_gb_per_s=rates,
+                                     cases=rows))
+    md = path.with_suffix(".md")
+    write_text_atomic(md, markdown(rows, rates))
+    print(f"wrote {path} and {md}")
+
+
+if __name__ == "__main__":
+    main()
