@@ -118,12 +118,15 @@ class LocalCSR:
             return f"blocked:{max(2, self.llc_blocks(f, itemsize))}"
         return setting
 
+    def _blocks(self, n_blocks: int) -> _ColumnBlocks:
+        """The matrix regrouped into ``n_blocks`` column blocks (built once, kept)."""
+        if n_blocks not in self._blocked:
+            self._blocked[n_blocks] = _ColumnBlocks(self, n_blocks)
+        return self._blocked[n_blocks]
+
     def _run(self, variant: str, x: np.ndarray, out: np.ndarray, accumulate: bool) -> None:
         if variant.startswith("blocked:"):
-            n_blocks = int(variant[8:])
-            blocks = self._blocked.get(n_blocks)
-            if blocks is None:
-                blocks = self._blocked[n_blocks] = _ColumnBlocks(self, n_blocks)
+            blocks = self._blocks(int(variant[8:]))
             kernels.csr_matmul_blocked(blocks.indptr2, blocks.indices, blocks.data(x.dtype), x,
                                        out, blocks.chunks(), accumulate)
             return
@@ -157,8 +160,8 @@ class LocalCSR:
         self.data(dtype)
         self.chunks()
         for v in variants:
-            if v.startswith("blocked:") and int(v[8:]) not in self._blocked:
-                blocks = self._blocked[int(v[8:])] = _ColumnBlocks(self, int(v[8:]))
+            if v.startswith("blocked:"):
+                blocks = self._blocks(int(v[8:]))
                 blocks.data(dtype)
                 blocks.chunks()
 

@@ -62,29 +62,44 @@ def spmm_time(algorithm: str, layout: Layout, vol: Volumes, P: int, c: int, f: i
                 max_allreduce_bytes=int(vol.allreduce.max()))
 
 
+def build_layout(A, k: int, partitioner: str = "none", seed: int = 0) -> Layout:
+    """A's layout on k block rows: contiguous blocks for 'none'/'contiguous', else the
+    partition ``partitioner`` computes."""
+    part = None
+    if partitioner not in ("none", "contiguous") and k > 1:
+        from ..partitioners import partition
+
+        part = partition(A, k, method=partitioner, seed=seed)
+    return Layout.build(A, part, k)
+
+
+def cached_layout(layouts: dict[int, Layout], A, k: int, partitioner: str, seed: int,
+                  log=None) -> Layout:
+    """``build_layout`` once per k in ``layouts`` (partitioning is the expensive part)."""
+    if k not in layouts:
+        t0 = time.perf_counter()
+        layouts[k] = build_layout(A, k, partitioner, seed)
+        if log:
+            log(f"layout k={k}: {time.perf_counter() - t0:.1f} s")
+    return layouts[k]
+
+
 def predict_all(A, Ps: list[int], cs: list[int], algorithms: list[str], f: int,
                 itemsize: int, m: Machine, spmms_per_epoch: int, partitioner: str = "none",
-                seed: int = 0, log=None) -> list[dict]:
-    """Predictions for every runnable (P, c, algorithm): one dict each."""
+                seed: int = 0, log=None, layouts: dict[int, Layout] | None = None
+                ) -> list[dict]:
+    """Predictions for every runnable (P, c, algorithm): one dict each. ``layouts`` (by k)
+    is filled and reused when given."""
     from .volumes import ONE_D
 
-    layouts: dict[int, Layout] = {}
+    layouts = {} if layouts is None else layouts
     rows = []
     for P in Ps:
         for c in cs:
             if P % c or c > P:
                 continue
             k = P // c
-            if k not in layouts:
-                t0 = time.perf_counter()
-                part = None
-                if partitioner not in ("none", "contiguous") and k > 1:
-                    from ..partitioners import partition
-
-                    part = partition(A, k, method=partitioner, seed=seed)
-                layouts[k] = Layout.build(A, part, k)
-                if log:
-                    log(f"layout k={k}: {time.perf_counter() - t0:.1f} s")
+            cached_layout(layouts, A, k, partitioner, seed, log)
             for algo in algorithms:
                 if c > 1 and algo in ONE_D:
                     continue
@@ -96,21 +111,18 @@ def predict_all(A, Ps: list[int], cs: list[int], algorithms: list[str], f: int,
 
 
 def delayed_rows(A, Ps: list[int], r: int, f: int, itemsize: int, m: Machine, layers: int,
-                 backward: str = "local", partitioner: str = "none", seed: int = 0) -> list[dict]:
+                 backward: str = "local", partitioner: str = "none", seed: int = 0,
+                 layouts: dict[int, Layout] | None = None) -> list[dict]:
     """cd-r on sparse1d at each P (c = 1): an epoch makes ``layers`` forward and ``layers``
     transpose calls that all send bin ``epoch mod r``; the times are averaged over the r bins
     (r consecutive epochs). The forward prices like sparse1d's exchange with the bin's rows
     (no credit for the r epochs the transfer may overlap); the local backward sends nothing."""
     from .volumes import delayed_volumes
 
+    layouts = {} if layouts is None else layouts
     rows = []
     for P in Ps:
-        part = None
-        if partitioner not in ("none", "contiguous") and P > 1:
-            from ..partitioners import partition
-
-            part = partition(A, P, method=partitioner, seed=seed)
-        layout = Layout.build(A, part, P)
+        layout = cached_layout(layouts, A, P, partitioner, seed)
         vols = delayed_volumes(layout, P, r, f, itemsize, backward=backward)
         parts = []
         for vol in vols:

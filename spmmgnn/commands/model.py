@@ -118,12 +118,14 @@ def _work(args) -> dict:
     print(f"graph {args.graph}: n={A.shape[0]} nnz={A.nnz}; alpha={alpha:.3g} s, "
           f"beta={beta:.3g} s/B ({source}); local rate {rate / 1e9:.3f} G nnz*col/s; "
           f"f={args.features}, epoch = {2 * args.layers} SpMMs", flush=True)
+    layouts: dict = {}
     rows = predict_all(A, args.P, args.c, algorithms, args.features, itemsize, m,
-                       2 * args.layers, args.partitioner)
+                       2 * args.layers, args.partitioner, layouts=layouts)
     notes = crossovers(rows)
     if args.staleness:
         stale = delayed_rows(A, args.P, args.staleness, args.features, itemsize, m,
-                             args.layers, args.delayed_backward, args.partitioner)
+                             args.layers, args.delayed_backward, args.partitioner,
+                             layouts=layouts)
         notes += _delayed_notes(rows, stale)
         rows += stale
     print(f"{'P':>5} {'c':>3} {'algorithm':>13} {'max MB sent':>12} {'avg MB':>9} "
@@ -186,9 +188,9 @@ def _measured_rate(args, f: int, threads: int | None = 1) -> float | None:
 
 def _compare(args, A, m, itemsize: int) -> list[dict]:
     """Measured bare-SpMM runs of this graph next to their predictions."""
-    from ..benchmark.costs import spmm_time
+    from ..benchmark.costs import build_layout, spmm_time
     from ..benchmark.records import read_records
-    from ..benchmark.volumes import VOLUMES, Layout, predict
+    from ..benchmark.volumes import VOLUMES, predict
 
     recs = [r for r in read_records(args.compare) if r.get("mode") == "spmm"
             and r.get("graph") == args.graph and "error" not in r and r["codec"] == "none"
@@ -197,13 +199,7 @@ def _compare(args, A, m, itemsize: int) -> list[dict]:
     print(f"{'P':>3} {'c':>3} {'algorithm':>13} {'f':>5} {'measured ms':>12} {'predicted ms':>13}"
           f" {'bytes equal':>11}")
     for r in sorted(recs, key=lambda r: (r["f"], r["P"], r["algorithm"], r["c"])):
-        k = r["P"] // r["c"]
-        part = None
-        if args.partitioner not in ("none", "contiguous") and k > 1:
-            from ..partitioners import partition
-
-            part = partition(A, k, method=args.partitioner, seed=r.get("seed", 0))
-        layout = Layout.build(A, part, k)
+        layout = build_layout(A, r["P"] // r["c"], args.partitioner, r.get("seed", 0))
         isz = 8 if r.get("dtype") == "float64" else 4
         vol = predict(r["algorithm"], layout, r["P"], r["c"], r["f"], isz)
         rate = (None if args.rate else _measured_rate(args, r["f"], r.get("threads_per_rank"))
