@@ -24,17 +24,36 @@ def mpiexec() -> str:
 
 
 def run_mpi(n: int, script: str, *args: str, timeout: float = 300,
-            check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run ``tests/workers/<script>`` (or a module path) on n ranks; returns the process."""
+            check: bool = True, env: dict | None = None,
+            prefix: list[str] | None = None) -> subprocess.CompletedProcess:
+    """Run ``tests/workers/<script>`` (or a module path) on n ranks; returns the process.
+    ``prefix`` goes between mpiexec's options and python (e.g. ``own_files``)."""
     target = str(WORKERS / script) if not os.path.isabs(script) else script
     full_env = dict(os.environ, SPMMGNN_THREADS="1", PYTHONUNBUFFERED="1")
     full_env.update(env or {})
-    cmd = [mpiexec(), "-n", str(n), sys.executable, target, *args]
+    cmd = [mpiexec(), "-n", str(n), *(prefix or []), sys.executable, target, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n"
                              f"{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}")
     return proc
+
+
+def own_files(directory: Path, stdout: bool = False) -> list[str]:
+    """Command prefix making each rank write its stderr (and with ``stdout`` its stdout) to
+    ``directory/rank<r>.err`` (``.out``) itself, by a shell ``exec`` redirect. Hydra forwards
+    rank output through its proxies, and when a rank aborts the job the proxies may end before
+    forwarding what the rank printed just before (seen about once in 40 aborted runs on a
+    loaded machine); what a rank wrote to its own file is there whatever Hydra does."""
+    directory.mkdir(parents=True, exist_ok=True)
+    out = f' >"{directory}/rank$PMI_RANK.out"' if stdout else ""
+    return ["sh", "-c", f'exec "$0" "$@" 2>"{directory}/rank$PMI_RANK.err"{out}']
+
+
+def read_own_files(directory: Path, n: int, suffix: str = "err") -> list[str]:
+    """What each of n ranks wrote to its file (see ``own_files``; "" if it wrote none)."""
+    files = [directory / f"rank{r}.{suffix}" for r in range(n)]
+    return [f.read_text(errors="replace") if f.exists() else "" for f in files]
 
 
 def run_mpi_json(n: int, script: str, tmp_path: Path, *args: str, **kw):

@@ -25,22 +25,30 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from .mpi import WORKERS, mpiexec, run_mpi
+from .mpi import WORKERS, mpiexec, own_files, read_own_files, run_mpi
 
 DEADLINE = 30.0  # seconds from the fault to the end of the job
 STARTUP = 120.0  # seconds a job may take to import and reach its first epoch
 
 
 def _run(n: int, script: str, *args: str, env: dict | None = None):
-    """Run a worker that is expected to fail; returns (process, seconds)."""
+    """Run a worker that is expected to fail; returns (process, seconds). The process's
+    stdout and stderr are Hydra's followed by what each rank wrote to its own files
+    (``own_files``: an abort cannot cut those)."""
     t0 = time.monotonic()
-    proc = run_mpi(n, script, *args, check=False, timeout=STARTUP + DEADLINE, env=env)
+    with tempfile.TemporaryDirectory() as tmp:
+        own = Path(tmp)
+        proc = run_mpi(n, script, *args, check=False, timeout=STARTUP + DEADLINE, env=env,
+                       prefix=own_files(own, stdout=True))
+        proc.stdout += "".join(read_own_files(own, n, "out"))
+        proc.stderr += "".join(read_own_files(own, n, "err"))
     return proc, time.monotonic() - t0
 
 
@@ -90,21 +98,13 @@ TRAIN = ["train", "--csbm-n", "1200", "--hidden", "16", "--dropout", "0.5", "--q
 
 
 def _start_training(tmp_path: Path, *flags: str, sleep: float = 0.3, n: int = 2):
-    """Start ``spmmgnn train`` (via fault_train.py cli) in its own process group.
-
-    Each rank's stderr goes straight to ``tmp_path/stderr/rank<r>.err`` (a shell ``exec``
-    redirect, so the rank itself writes the file): Hydra forwards rank output through its
-    proxies, and when a rank aborts the job it may end before forwarding what the rank
-    printed just before (seen about once in 40 interrupted runs on a loaded machine). What
-    a rank wrote to its own file is there whatever Hydra does.
-    """
-    pid_dir, err_dir = tmp_path / "pids", tmp_path / "stderr"
-    err_dir.mkdir(parents=True, exist_ok=True)
+    """Start ``spmmgnn train`` (via fault_train.py cli) in its own process group; each
+    rank's stderr goes to ``tmp_path/stderr/rank<r>.err`` (``own_files``)."""
+    pid_dir = tmp_path / "pids"
     env = dict(os.environ, SPMMGNN_THREADS="1", PYTHONUNBUFFERED="1",
                SPMMGNN_TEST_PID_DIR=str(pid_dir), SPMMGNN_TEST_EPOCH_SLEEP=str(sleep))
-    wrap = ["sh", "-c", f'exec "$0" "$@" 2>"{err_dir}/rank$PMI_RANK.err"']
-    cmd = [mpiexec(), "-n", str(n), *wrap, sys.executable, str(WORKERS / "fault_train.py"),
-           "cli", *TRAIN, *flags]
+    cmd = [mpiexec(), "-n", str(n), *own_files(tmp_path / "stderr"), sys.executable,
+           str(WORKERS / "fault_train.py"), "cli", *TRAIN, *flags]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True)
     return proc, pid_dir
@@ -112,8 +112,7 @@ def _start_training(tmp_path: Path, *flags: str, sleep: float = 0.3, n: int = 2)
 
 def _rank_stderr(pid_dir: Path, n: int = 2) -> list[str]:
     """What each rank wrote to its stderr (see ``_start_training``)."""
-    files = [pid_dir.parent / "stderr" / f"rank{r}.err" for r in range(n)]
-    return [f.read_text(errors="replace") if f.exists() else "" for f in files]
+    return read_own_files(pid_dir.parent / "stderr", n)
 
 
 def _wait_for(predicate, proc, what: str, timeout: float = STARTUP) -> None:
