@@ -29,6 +29,10 @@ import warnings
 
 from .errors import RankFailed, SpmmgnnError
 
+DESCRIPTION = ("Distributed sparse x dense matrix multiplication (SpMM) over MPI and full-batch "
+               "GNN training built on it. Run under mpiexec (mpiexec -n P spmmgnn COMMAND ...);"
+               " 'spmmgnn COMMAND --help' lists a command's options.")
+
 
 class Terminated(BaseException):
     """Raised in the main thread by SIGTERM (a BaseException, like KeyboardInterrupt, so
@@ -47,17 +51,21 @@ def _world_rank() -> int:
 
 class Parser(argparse.ArgumentParser):
     """argparse that speaks on rank 0 only (usage, errors, ``--help``); its sub-command
-    parsers are of the same class."""
+    parsers are of the same class. Descriptions come from docstrings: their RST double
+    backticks are dropped from the help."""
 
     def _print_message(self, message, file=None):
         if _world_rank() == 0:
             super()._print_message(message, file)
 
+    def format_help(self) -> str:
+        return super().format_help().replace("``", "")
+
 
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__, commands
 
-    parser = Parser(prog="spmmgnn", description=__doc__.splitlines()[0])
+    parser = Parser(prog="spmmgnn", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"spmmgnn {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):

@@ -19,6 +19,7 @@ wrong numbers, a hang or a traceback. One test (or more) per case of the trust i
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import stat
@@ -104,6 +105,7 @@ def test_h5_missing_masks_keep_the_given_ones_at_any_P(tmp_path, small):
     assert two["fingerprint"] == three["fingerprint"]
 
 
+@pytest.mark.slow
 def test_no_split_is_drawn_the_same_in_memory_and_from_a_file(tmp_path, small):
     g = csbm(n=300, avg_degree=6, num_features=8, num_classes=4, seed=5)
     g.masks = {}
@@ -203,6 +205,7 @@ def test_checkpoint_with_nan_is_refused(tmp_path):
 
 
 # ------------------------------------------------------------------ 3. resume other data
+@pytest.mark.slow
 def test_resume_refuses_other_features_and_other_staleness(tmp_path):
     ck = tmp_path / "ck.npz"
     _short_run(ck)
@@ -217,6 +220,7 @@ def test_resume_refuses_other_features_and_other_staleness(tmp_path):
     one_line_error(proc, "staleness 2 != 0")
 
 
+@pytest.mark.slow
 def test_resume_refuses_permuted_labels_and_accepts_other_P(tmp_path, small):
     path = _h5(tmp_path, small)
     ck = tmp_path / "ck.npz"
@@ -255,6 +259,7 @@ def test_ranks_asking_for_different_operators_get_an_error(tmp_path):
     assert all("different replication factors" in r["grid"] for r in got)
 
 
+@pytest.mark.slow
 def test_sys_exit_on_one_rank_ends_the_job_with_its_status():
     t0 = time.monotonic()
     proc = run_mpi(3, "bad_api.py", "exit", "3", check=False, timeout=120)
@@ -337,6 +342,32 @@ def test_usage_errors_print_once():
     assert proc.returncode == 0 and proc.stdout.count("usage:") == 1
 
 
+def _parsers(parser):
+    """``parser`` and every sub-command parser under it."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _parsers(sub)
+
+
+def test_help_is_plain_text_with_each_default_once():
+    from spmmgnn.cli import build_parser
+
+    parsers = list(_parsers(build_parser()))
+    texts = [p.format_help() for p in parsers]
+    assert len(texts) > 10  # the commands and their sub-commands
+    for p, text in zip(parsers, texts, strict=True):
+        assert "``" not in text, text
+        for action in p._actions:
+            shown = p._get_formatter()._expand_help(action) if action.help else ""
+            assert shown.count("(default") <= 1, (p.prog, shown)
+    train = " ".join(next(t for t in texts if "usage: spmmgnn train" in t).split())
+    assert "(default: 100)" in train and "(default: as --codec)" in train  # --epochs, ...
+    assert "(default: None)" not in train
+
+
+@pytest.mark.slow
 def test_epochs_zero_and_a_finished_checkpoint(tmp_path):
     proc = run_cli(2, "train", "--csbm-n", "300", "--epochs", "0", *EPOCH)
     one_line_error(proc, "--epochs must be >= 1")

@@ -70,6 +70,7 @@ def _lines(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_bench_appends_and_restart_runs_nothing_twice(tmp_path):
     """Flags, then a TOML file that repeats those runs and adds two: only the new ones run,
     earlier lines stay byte for byte; a third identical call runs only the failed one."""
@@ -152,6 +153,16 @@ def _fixture_records() -> list[dict]:
     return recs
 
 
+def test_quick_preset_runs_every_algorithm():
+    from spmmgnn.algorithms import ALGORITHMS
+    from spmmgnn.benchmark.sweep import SweepConfig, runs
+    from spmmgnn.commands.bench import PRESETS
+
+    planned = runs(SweepConfig(**PRESETS["quick"]).check(), P=2)
+    assert {(r["algorithm"], r["mode"]) for r in planned} == {
+        (a, m) for a in ALGORITHMS for m in ("spmm", "train")}
+
+
 def test_report_writes_every_plot(tmp_path):
     res = tmp_path / "fixture.jsonl"
     res.write_text("".join(json.dumps(r) + "\n" for r in _fixture_records()) + '{"torn": ')
@@ -159,13 +170,14 @@ def test_report_writes_every_plot(tmp_path):
     assert proc.returncode == 0, proc.stderr
     for name in ("time_vs_P", "breakdown", "partitioners", "replication", "bytes_per_rank",
                  "codecs"):
-        data = (tmp_path / "rep" / f"{name}.png").read_bytes()
+        data = (tmp_path / "rep" / "random_n_100" / f"{name}.png").read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000, name
     md = (tmp_path / "rep" / "summary.md").read_text()
     assert "alpha = 2.00 us" in md and "kahypar is not installed" in md
     # P=4 sparse1d, no codec, metis-vol: sent 1000..4000 bytes: max 0.004 MB, avg 0.0025
     assert "| spmm | sparse1d | 4 | 1 | metis-vol | none | 8 | 4.00 |" in md
     assert "| 0.004 | 0.003 | 1.60 |" in md
+    assert "![codecs](random_n_100/codecs.png)" in md  # the links follow the folders
 
 
 def test_model_prices_exact_volumes(tmp_path):

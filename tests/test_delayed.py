@@ -125,6 +125,7 @@ def _losses(tmp_path, name: str, *flags: str) -> list[float]:
     return [h["loss"] for h in json.loads(out.read_text())["history"]]
 
 
+@pytest.mark.slow
 def test_training_with_staleness_and_drop_remote(tmp_path):
     """cd-5 has no remote part in epochs 1-5, so it trains exactly like 0c there, then not;
     both differ from the exact run from epoch 1 on; staleness 0 is the exact run."""
@@ -152,6 +153,7 @@ def _final(tmp_path, name: str, *flags: str) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_cd5_ends_within_a_point_of_exact(tmp_path):
     """The issue's case (default CSBM, 100 epochs, P = 2) ended at test accuracy 0.613
     against 0.889 when the last layer shipped stale H W rows; aggregating first keeps cd-5's

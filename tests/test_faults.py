@@ -200,6 +200,7 @@ def _epoch(path: Path) -> int:
 
 
 @pytest.mark.parametrize("codec", ["none", "int2"])
+@pytest.mark.slow
 def test_sigkill_and_resume_is_bit_identical(tmp_path, codec):
     epochs = 10
     flags = ["--epochs", str(epochs), "--input-dropout", "0.1", "--codec", codec]

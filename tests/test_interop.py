@@ -86,6 +86,7 @@ def test_training_on_in_process_pyg_data(tmp_path):
     assert r["n"] == 300 and r["final"]["train_acc"] > 0.4
 
 
+@pytest.mark.slow
 def test_custom_model_example_same_on_one_and_three_ranks(tmp_path):
     """The README's example: a custom 3-layer model trained under mpiexec; float64 losses
     on 3 ranks equal those of one process (the distributed product is the same math)."""

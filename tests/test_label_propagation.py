@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from .mpi import run_cli
 
@@ -22,6 +23,7 @@ def losses(result):
     return np.array([r["loss"] for r in result["history"]])
 
 
+@pytest.mark.slow
 def test_label_propagation_is_partition_invariant_and_cache_exact(tmp_path):
     one = train(1, tmp_path, "p1", "--label-propagation", "0.3")
     three = train(3, tmp_path, "p3", "--label-propagation", "0.3")

@@ -57,6 +57,7 @@ def test_block_rcm_narrows_the_band_inside_blocks():
         assert band(R, lo, hi) < band(A, lo, hi) / 3
 
 
+@pytest.mark.slow
 def test_training_with_rcm_matches_the_plain_run(tmp_path):
     import json
 

@@ -296,8 +296,7 @@ def summary(records: list[dict], by_graph: dict[str, list[dict]],
         r0 = runs[0]
         lines += [f"## `{graph}` (n = {r0.get('n')}, nnz = {r0.get('nnz')})", ""]
         lines += _table(runs) + [""]
-        prefix = f"{folders[graph]}/" if folders[graph] else ""
-        lines += [f"![{p}]({prefix}{p}.png)" for p in PLOTS] + [""]
+        lines += [f"![{p}]({folders[graph]}/{p}.png)" for p in PLOTS] + [""]
     failed = [r for r in records if "error" in r]
     if failed:
         lines += [f"{len(failed)} run(s) failed:", ""]
@@ -311,8 +310,8 @@ def _slug(graph: str) -> str:
 
 
 def write_report(records: list[dict], out: str | Path) -> list[Path]:
-    """Write every plot of ``PLOTS`` and ``summary.md`` into ``out`` (with several graphs,
-    each graph's plots go to a sub-folder named after it); returns the paths. A run recorded
+    """Write ``summary.md`` into ``out`` and every plot of ``PLOTS`` into a sub-folder per
+    graph, named after it (the same layout for one graph or many); returns the paths. A run recorded
     more than once (failed, then retried) counts with its newest record."""
     from ..atomic import write_text_atomic
     from .records import latest
@@ -326,7 +325,7 @@ def write_report(records: list[dict], out: str | Path) -> list[Path]:
         by_graph[r["graph"]].append(r)
     if not by_graph:
         by_graph["(no successful runs)"] = []
-    folders = {g: "" if len(by_graph) == 1 else _slug(g) for g in by_graph}
+    folders = {g: _slug(g) for g in by_graph}
     fns = dict(time_vs_P=plot_time_vs_p, breakdown=plot_breakdown,
                partitioners=plot_partitioners, replication=plot_replication,
                bytes_per_rank=plot_bytes_per_rank, codecs=plot_codecs)

@@ -21,10 +21,10 @@ from ..atomic import check_writable
 from ..errors import SpmmgnnError, check_on_root
 
 PRESETS = {
-    # about 2-3 minutes on 2 cores at P = 2: every algorithm, c = 1, 2, a partitioner, int2
+    # about 20 s on 2 cores at P = 2 (numba cache warm): every algorithm, c = 1, 2, METIS, int2
     "quick": dict(graphs=["csbm:n=20000,avg_degree=16"], modes=["spmm", "train"],
-                  algorithms=["oblivious1d", "sparse1d", "prepost1d", "oblivious15d",
-                              "sparse15d"],
+                  algorithms=["oblivious1d", "sparse1d", "prepost1d", "featureparallel",
+                              "oblivious15d", "sparse15d"],
                   replication=[1, 2], partitioners=["none", "metis-vol"],
                   codecs=["none", "int2"], features=[64], repeat=5, epochs=20),
 }
@@ -43,7 +43,8 @@ def add_parser(sub) -> None:
     s = p.add_argument_group("sweep (each overrides --config / --preset)")
     s.add_argument("--graph", dest="graphs", nargs="+",
                    help="rmat:scale=14,edge_factor=8 | random:n=..,avg_degree=.. | "
-                        "csbm:n=..,avg_degree=.. | a graph file")
+                        "sbm:n=..,communities=..,mixing=.. | csbm:n=..,avg_degree=.. | "
+                        "a graph file")
     s.add_argument("--mode", dest="modes", nargs="+", choices=["spmm", "train"],
                    help="bare SpMMs and/or GCN training epochs")
     s.add_argument("--algorithm", dest="algorithms", nargs="+")

@@ -35,7 +35,8 @@ def add_parser(sub) -> None:
                    "OGB-style folder; every format: (u, v) = edge u -> v, aggregated at v")
     p.add_argument("-k", "--parts", type=int, required=True, help="number of block rows")
     p.add_argument("--method", default=DEFAULT_METHOD,
-                   help=f"one of {', '.join(METHODS)} (default {DEFAULT_METHOD})")
+                   help=f"'{DEFAULT_METHOD}' (the default: keeps the lowest max send + total / k "
+                   f"of its candidates) or one of {', '.join(METHODS)}")
     p.add_argument("-o", "--output", required=True, help="output HDF5 file (.h5)")
     p.add_argument("--epsilon", type=float, default=0.03,
                    help="allowed load imbalance: max non-zeros per part <= (1+eps) x average")

@@ -13,22 +13,27 @@ from ..atomic import write_text_atomic
 from ..errors import agree, collective_error
 from ..grid import ProcessGrid
 from ..threads import default_threads, set_threads
+from . import HelpFormatter
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("spmm", help="distributed SpMM on a generated graph, checked vs scipy")
-    p.add_argument("--graph", choices=["rmat", "random"], default="rmat")
+    p = sub.add_parser("spmm", help="distributed SpMM on a generated graph, checked vs scipy",
+                       description=__doc__.strip(),
+                       formatter_class=HelpFormatter)
+    p.add_argument("--graph", choices=["rmat", "random"], default="rmat",
+                   help="R-MAT (power law) or uniform random graph")
     p.add_argument("--scale", type=int, default=14, help="R-MAT scale (2**scale vertices)")
     p.add_argument("--n", type=int, default=20000, help="vertices of the random graph")
-    p.add_argument("--degree", type=float, default=16.0)
-    p.add_argument("-f", "--features", type=int, default=64)
+    p.add_argument("--degree", type=float, default=16.0, help="average non-zeros per row")
+    p.add_argument("-f", "--features", type=int, default=64, help="columns of X")
     p.add_argument("--algorithm", nargs="+", default=["oblivious1d", "sparse1d"],
-                   choices=sorted(ALGORITHMS))
-    p.add_argument("--replication", type=int, default=1)
-    p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    p.add_argument("--repeat", type=int, default=10)
+                   choices=sorted(ALGORITHMS), help="algorithms to run, one after the other")
+    p.add_argument("--replication", type=int, default=1, help="c of the P/c x c grid")
+    p.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                   help="precision of A and X")
+    p.add_argument("--repeat", type=int, default=10, help="timed SpMMs (after one warm-up)")
     p.add_argument("--threads", type=int, default=0, help="threads per rank (0 = cores/ranks)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the graph and of X")
     p.add_argument("--json", help="write the results as JSON to this file")
     p.set_defaults(func=run)
 
@@ -37,7 +42,7 @@ def run(args) -> int:
     from ..data.generators import random_graph, rmat
 
     comm = MPI.COMM_WORLD
-    set_threads(args.threads or default_threads(comm))
+    threads = set_threads(args.threads or default_threads(comm))
     agree(comm, None if args.repeat >= 1 and args.features >= 1 else
           "--repeat and --features must be positive")
     A = X = None
@@ -47,6 +52,13 @@ def run(args) -> int:
         X = np.random.default_rng(args.seed).standard_normal((A.shape[0], args.features))
         X = X.astype(args.dtype)
     grid = ProcessGrid(comm, args.replication)
+    if comm.rank == 0:
+        graph = (f"R-MAT scale {args.scale}" if args.graph == "rmat" else
+                 f"random graph (n={args.n}, degree {args.degree:g})")
+        print(f"spmmgnn spmm: {graph}: n={A.shape[0]} nnz={A.nnz} f={args.features} "
+              f"{args.dtype} | P={grid.size} c={grid.replication} contiguous block rows | "
+              f"threads/rank={threads} | {args.repeat} timed SpMMs after one warm-up",
+              flush=True)
     results = []
     for algo in args.algorithm:
         op = DistSpMM.from_scipy(A, grid, algorithm=algo)

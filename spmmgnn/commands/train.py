@@ -6,9 +6,7 @@
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
 
 from mpi4py import MPI
@@ -20,6 +18,7 @@ from ..data.csbm import DEFAULTS
 from ..errors import agree, check_on_root, collective_error
 from ..grid import ProcessGrid
 from ..threads import default_threads, set_threads
+from . import HelpFormatter
 
 H5_SUFFIXES = {".h5", ".hdf5"}
 # spmmgnn.nn.models.MODELS, spelled out so that building the parser (and --help) does not
@@ -30,7 +29,7 @@ MODELS = ("gcn", "sage")
 def add_parser(sub) -> None:
     p = sub.add_parser("train", help="full-batch GCN / GraphSAGE training over MPI",
                        description=__doc__.splitlines()[0],
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       formatter_class=HelpFormatter)
     d = p.add_argument_group("data")
     d.add_argument("--dataset", default="csbm",
                    help="'csbm' (synthetic, default), a project HDF5 file (each rank reads its "
@@ -190,10 +189,7 @@ def run(args, on_epoch_end=None) -> int:
     data = load_data(args, grid, NORMALIZATION[args.model])
     rank0 = comm.rank == 0
     if rank0 and not args.quiet:
-        print(f"spmmgnn train: {data.name}: n={data.n} nnz={data.nnz} f={data.num_features} "
-              f"classes={data.num_classes} | {args.model} {args.layers}x{args.hidden} | "
-              f"{args.algorithm} P={grid.size} c={grid.replication} threads/rank={threads}",
-              file=sys.stderr, flush=True)
+        print(header(args, data, grid, threads), flush=True)
     trainer = Trainer(data, config)
     if trainer.start_epoch > config.epochs:  # the same on every rank: no agreement needed
         held = trainer.start_epoch - 1
@@ -202,11 +198,8 @@ def run(args, on_epoch_end=None) -> int:
     result = trainer.fit(on_epoch_end=on_epoch_end)
     if rank0:
         result["threads_per_rank"] = threads
-        b = result["breakdown"]
         fin, best = result["final"], result["best"]
-        line = (f"done: {result['epochs_run']} epochs in {result['wall_seconds']:.2f} s "
-                f"({result['epoch_seconds'] * 1e3:.1f} ms/epoch: "
-                + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in b.items()) + " ms)")
+        line = done_line(result)
         if "test_acc" in fin:
             line += (f"\nfinal epoch {fin['epoch']}: loss {fin['loss']:.4f}  train "
                      f"{fin['train_acc']:.4f}  val {fin['val_acc']:.4f}  test "
@@ -218,3 +211,32 @@ def run(args, on_epoch_end=None) -> int:
         if args.json:
             write_text_atomic(args.json, json.dumps(result, indent=1))
     return 0
+
+
+def header(args, data, grid: ProcessGrid, threads: int) -> str:
+    """The run's first line: the data, the model and everything that decides the bytes."""
+    codec = args.codec if args.codec_backward == "same" else \
+        f"{args.codec} (backward {args.codec_backward})"
+    exact = ("0c (remote dropped)" if args.drop_remote else
+             f"cd-{args.staleness} ({args.delayed_backward} backward)" if args.staleness else
+             "exact")
+    return (f"spmmgnn train: {data.name}: n={data.n} nnz={data.nnz} f={data.num_features} "
+            f"classes={data.num_classes} | {args.model} {args.layers}x{args.hidden} "
+            f"{args.dtype} | {args.algorithm} P={grid.size} c={grid.replication} "
+            f"partitioner={args.partitioner} codec={codec} {exact} | threads/rank={threads}")
+
+
+def done_line(result: dict) -> str:
+    """Where the wall time went: the first epoch (JIT compilation or cache load) apart, then
+    the steady epoch as training step (rank 0's breakdown) + evaluation + the rest."""
+    n, wall = result["epochs_run"], result["wall_seconds"]
+    text = f"done: {n} epochs in {wall:.2f} s wall"
+    if n < 2:
+        return text
+    steady, step, ev = (result[k] * 1e3 for k in ("steady_epoch_wall_seconds",
+                                                   "epoch_seconds", "eval_seconds"))
+    parts = ", ".join(f"{k} {v * 1e3:.1f}" for k, v in result["breakdown"].items())
+    first = result["first_epoch_seconds"]
+    return (f"{text}: the first epoch {first:.2f} s (compiles or loads the kernels), then "
+            f"{steady:.1f} ms/epoch = training step {step:.1f} ({parts}) + evaluation "
+            f"{ev:.1f} + checkpoints and the rest {max(0.0, steady - step - ev):.1f} ms")

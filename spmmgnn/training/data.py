@@ -154,6 +154,10 @@ def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
         meta["structure"])
 
 
+class StoredPartitionWarning(UserWarning):
+    """An HDF5 file's stored block rows do not match the run's number of block rows."""
+
+
 def load_h5_distributed(path, grid: ProcessGrid, normalization: str,
                         algorithm: str = "sparse1d", seed: int = 0,
                         dtype: torch.dtype = torch.float32, **op_options) -> LocalData:
@@ -172,6 +176,11 @@ def load_h5_distributed(path, grid: ProcessGrid, normalization: str,
     file_blocks = offsets.size - 1
     partition = (Partition.from_sizes(np.diff(offsets), n) if file_blocks == k
                  else Partition.contiguous(n, k))
+    if file_blocks not in (1, k) and comm.Get_rank() == 0:
+        warnings.warn(f"{path} is laid out for {file_blocks} block rows and this run has {k}: "
+                      f"its stored partition is not used; each rank reads a contiguous range "
+                      f"of the file's vertex order (same results, other bytes). Write it with "
+                      f"--parts {k} to keep a partition", StoredPartitionWarning, stacklevel=2)
     b = grid.block_row
     lo, hi = int(partition.offsets[b]), int(partition.offsets[b + 1])
     block, error = None, None

@@ -125,6 +125,11 @@ def _spmm_seconds(op) -> np.ndarray:
     return np.array([s.seconds_multiply, s.seconds_exchange, s.seconds_allreduce])
 
 
+def _mean(values) -> float:
+    values = list(values)
+    return float(np.mean(values)) if values else 0.0
+
+
 class Trainer:
     """Trains a GNN on ``data`` (this rank's rows) with ``config``; collective throughout."""
 
@@ -346,6 +351,7 @@ class Trainer:
         t_start = time.perf_counter()
         try:
             for epoch in range(self.start_epoch, c.epochs + 1):
+                t_epoch = time.perf_counter()
                 row = self.train_step(epoch)
                 if c.eval_every and (epoch % c.eval_every == 0 or epoch == c.epochs):
                     te = time.perf_counter()
@@ -361,6 +367,7 @@ class Trainer:
                     self.save(epoch)
                 if on_epoch_end is not None:
                     on_epoch_end(epoch, row, self)
+                row["wall_seconds"] = time.perf_counter() - t_epoch
         finally:
             progress.close()
         if self.delayed is not None:
@@ -394,8 +401,7 @@ class Trainer:
                         bytes_received=stats["bytes_received"], kernels=stats["kernels"],
                         train_bytes_per_epoch=float(np.mean([r["bytes_sent"] for r in ran]))
                         if ran else 0.0,
-                        epoch_seconds=float(np.mean([r["seconds"] for r in steady]))
-                        if steady else 0.0)
+                        epoch_seconds=_mean(r["seconds"] for r in steady))
         ranks = self.comm.gather(per_rank, root=0)
         last = self.history[-1] if self.history else {}
         return dict(
@@ -405,6 +411,9 @@ class Trainer:
             P=self.grid.size, c=self.grid.replication, algorithm=op.name,
             data_info=self.data.info,
             epochs_run=len(ran), wall_seconds=wall,
+            first_epoch_seconds=ran[0]["wall_seconds"] if ran else 0.0,
+            steady_epoch_wall_seconds=_mean(r["wall_seconds"] for r in steady),
+            eval_seconds=_mean(r.get("eval_seconds", 0.0) for r in steady),
             epoch_seconds=per_rank["epoch_seconds"], breakdown=mine,
             final={k: last[k] for k in ("epoch", "loss", "train_acc", "val_acc", "test_acc")
                    if k in last},
