@@ -88,7 +88,7 @@ def test_training_on_in_process_pyg_data(tmp_path):
 
 @pytest.mark.slow
 def test_custom_model_example_same_on_one_and_three_ranks(tmp_path):
-    """The README's example: a custom 3-layer model trained under mpiexec; float64 losses
+    """examples/custom_model.py: a custom 3-layer model trained under mpiexec; float64 losses
     on 3 ranks equal those of one process (the distributed product is the same math)."""
     script = str(ROOT / "examples" / "custom_model.py")
     runs = {}

@@ -1,6 +1,7 @@
 """Exact per-rank bytes of every SpMM algorithm, predicted from the partition alone (no MPI).
 
-The conventions are those of ``comm_stats()`` (README "Bytes accounting", "1.5D stages"):
+The conventions are those of ``comm_stats()`` (docs/spmm-api.md "Bytes accounting",
+docs/algorithms/index.md "1.5D stages"):
 
 * ``bytes_sent`` / ``bytes_received``: rows crossing between ranks in the row exchange, never
   a rank's own rows; a broadcast root counts its block once per receiving peer, a reduce
