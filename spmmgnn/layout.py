@@ -7,7 +7,6 @@ the way back to the user's original order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -15,7 +14,6 @@ import numpy as np
 from .errors import SpmmgnnError
 
 
-@dataclass
 class Partition:
     """A partition of ``n`` vertices into ``k`` block rows.
 
@@ -24,35 +22,82 @@ class Partition:
     ``metrics`` holds the communication metrics once computed (see ``partitioners.metrics``);
     ``candidates`` what each partitioner a method ran gave (``method``, ``seconds``,
     ``total_volume``, ``max_send``), when it ran several and kept the best.
+
+    Contiguous blocks (``from_sizes``, ``contiguous``) store only the k + 1 offsets: ``parts``
+    and ``perm`` are then built when asked for, so a rank that holds one block row of a graph
+    of n vertices keeps nothing of size n (``ids`` gives a block's vertex ids).
     """
 
-    parts: np.ndarray
-    k: int
-    perm: np.ndarray = field(repr=False)
-    offsets: np.ndarray
-    metrics: Any = None
-    method: str = "given"
-    seconds: float = 0.0
-    candidates: list[dict] = field(default_factory=list, repr=False)
+    def __init__(self, parts: np.ndarray | None, k: int, perm: np.ndarray | None,
+                 offsets: np.ndarray, metrics: Any = None, method: str = "given",
+                 seconds: float = 0.0, candidates: list[dict] | None = None):
+        self._parts = parts
+        self.k = int(k)
+        self._perm = perm
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.metrics = metrics
+        self.method = method
+        self.seconds = seconds
+        self.candidates = [] if candidates is None else candidates
+
+    def __repr__(self) -> str:
+        return (f"Partition(n={self.n}, k={self.k}, method={self.method!r}, "
+                f"sizes={self.sizes.tolist() if self.k <= 16 else '...'})")
 
     @property
     def n(self) -> int:
-        return int(self.parts.shape[0])
+        return int(self.offsets[-1])
 
     @property
     def sizes(self) -> np.ndarray:
         return np.diff(self.offsets)
 
     @property
+    def parts(self) -> np.ndarray:
+        if self._parts is None:
+            return np.repeat(np.arange(self.k, dtype=np.int64), self.sizes)
+        return self._parts
+
+    @property
+    def perm(self) -> np.ndarray:
+        if self._perm is None:
+            return np.arange(self.n, dtype=np.int64)
+        return self._perm
+
+    def ids(self, lo: int, hi: int) -> np.ndarray:
+        """``perm[lo:hi]``: the original ids of new vertices lo..hi-1, without building
+        ``perm`` when there is none."""
+        if self._perm is None:
+            return np.arange(lo, hi, dtype=np.int64)
+        return self._perm[lo:hi]
+
+    def with_perm(self, perm: np.ndarray, method: str) -> Partition:
+        """The same blocks with the vertices renumbered by ``perm`` (new -> old)."""
+        perm = np.asarray(perm, dtype=np.int64)
+        parts = np.empty_like(perm)
+        parts[perm] = np.repeat(np.arange(self.k, dtype=np.int64), self.sizes)
+        return Partition(parts, self.k, perm, self.offsets.copy(), self.metrics, method,
+                         self.seconds, list(self.candidates))
+
+    @property
     def iperm(self) -> np.ndarray:
         """``iperm[old] = new``."""
-        inv = np.empty_like(self.perm)
-        inv[self.perm] = np.arange(self.perm.shape[0], dtype=self.perm.dtype)
+        perm = self.perm
+        inv = np.empty_like(perm)
+        inv[perm] = np.arange(perm.shape[0], dtype=perm.dtype)
         return inv
 
     @property
     def is_identity(self) -> bool:
-        return bool(np.array_equal(self.perm, np.arange(self.n)))
+        return self._perm is None or bool(np.array_equal(self._perm, np.arange(self.n)))
+
+    def same_order(self, other: Partition) -> bool:
+        """Do both relabel the vertices alike (``perm`` equal)?"""
+        if self.n != other.n:
+            return False
+        if self.is_identity and other.is_identity:
+            return True
+        return bool(np.array_equal(self.perm, other.perm))
 
     @classmethod
     def from_parts(cls, parts, k: int, method: str = "given") -> Partition:
@@ -83,9 +128,9 @@ class Partition:
             raise SpmmgnnError(f"block sizes must be non-negative, got {s.tolist()}")
         if n is not None and int(s.sum()) != n:
             raise SpmmgnnError(f"block sizes sum to {int(s.sum())} but the matrix has {n} rows")
-        k = s.size
-        parts = np.repeat(np.arange(k, dtype=np.int64), s.astype(np.int64))
-        return cls.from_parts(parts, k, method="sizes")
+        offsets = np.zeros(s.size + 1, dtype=np.int64)
+        np.cumsum(s.astype(np.int64), out=offsets[1:])
+        return cls(None, s.size, None, offsets, method="sizes")
 
     @classmethod
     def contiguous(cls, n: int, k: int) -> Partition:

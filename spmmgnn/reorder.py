@@ -10,8 +10,6 @@ of vertices, so every communication volume is unchanged.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
@@ -36,4 +34,4 @@ def block_rcm(A: sp.csr_array, offsets: np.ndarray) -> np.ndarray:
 
 def with_order(part: Partition, order: np.ndarray) -> Partition:
     """The same blocks, vertices renumbered inside them by ``order`` (new -> old position)."""
-    return replace(part, perm=part.perm[order], method=f"{part.method}+rcm")
+    return part.with_perm(part.perm[order], method=f"{part.method}+rcm")

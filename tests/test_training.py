@@ -186,7 +186,7 @@ def test_train_cli_json_and_breakdown(tmp_path):
     assert r["history"][-1]["loss"] < r["history"][0]["loss"]
     assert len(r["ranks"]) == 2 and all(x["bytes_sent"] > 0 for x in r["ranks"])
     # one time per epoch, explained: the steady epoch's wall time is the training step, the
-    # evaluation and the rest; the first epoch (kernels compiled or loaded) is kept apart
+    # evaluation and the rest; the first epoch (kernel set-up) is kept apart
     assert r["steady_epoch_wall_seconds"] >= r["epoch_seconds"] + r["eval_seconds"] > 0
     assert r["steady_epoch_wall_seconds"] == pytest.approx(
         np.mean([h["wall_seconds"] for h in r["history"][1:]]), rel=1e-9)

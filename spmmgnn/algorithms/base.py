@@ -106,7 +106,7 @@ class DistSpMM:
 
     def row_ids(self) -> np.ndarray:
         """Original (caller's) index of each local row of A and of ``A @ X``."""
-        return self.partition.perm[self.lo:self.hi]
+        return self.partition.ids(self.lo, self.hi)
 
     @property
     def offsets(self) -> np.ndarray:
@@ -361,7 +361,7 @@ class DistSpMM:
         the statistics are left as they were."""
         same_layout = (self.partition is self.col_partition
                        or (np.array_equal(self.row_offsets, self.col_offsets)
-                           and np.array_equal(self.partition.perm, self.col_partition.perm)))
+                           and self.partition.same_order(self.col_partition)))
         if not same_layout:  # the same for every rank: no collective needed to agree
             self.symmetric = False
             return False

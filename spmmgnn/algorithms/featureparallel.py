@@ -17,8 +17,6 @@ holds all of A, so ``preflight`` estimates it and refuses before anything is bui
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
@@ -27,6 +25,7 @@ from ..convert import mpi_float_type
 from ..errors import agree
 from ..layout import Partition
 from ..local_matrix import LocalCSR
+from ..machine import available_bytes
 from ..stats import CommStats
 from ..threads import ranks_on_this_node
 from .base import DistSpMM
@@ -41,21 +40,6 @@ USABLE_MEMORY = 0.7  # of the available memory per rank on its node
 def replicated_bytes(shape: tuple[int, int], nnz: int) -> int:
     """Estimated peak bytes per rank of holding all of A (values, indices, both orientations)."""
     return int(nnz * BYTES_PER_NNZ + (shape[0] + shape[1] + 2) * BYTES_PER_ROW)
-
-
-def available_bytes() -> int | None:
-    """Memory available on this node (``/proc/meminfo`` MemAvailable, or sysconf), or None."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 class FeatureParallel(DistSpMM):

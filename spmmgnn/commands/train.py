@@ -237,6 +237,8 @@ def done_line(result: dict) -> str:
                                                    "epoch_seconds", "eval_seconds"))
     parts = ", ".join(f"{k} {v * 1e3:.1f}" for k, v in result["breakdown"].items())
     first = result["first_epoch_seconds"]
-    return (f"{text}: the first epoch {first:.2f} s (compiles or loads the kernels), then "
-            f"{steady:.1f} ms/epoch = training step {step:.1f} ({parts}) + evaluation "
-            f"{ev:.1f} + checkpoints and the rest {max(0.0, steady - step - ev):.1f} ms")
+    return (f"{text}: the first epoch {first:.2f} s (kernel set-up: compile or load, time "
+            f"the variants), then {steady:.1f} ms/epoch = training step {step:.1f} ({parts}) "
+            f"+ evaluation {ev:.1f} + checkpoints and the rest "
+            f"{max(0.0, steady - step - ev):.1f} ms; peak resident memory "
+            f"{result['peak_rss_bytes'] / 2**20:.0f} MiB on the largest rank")

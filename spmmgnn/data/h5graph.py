@@ -45,8 +45,9 @@ class BlockRow:
     masks: dict[str, np.ndarray]
     num_classes: int
     offsets: np.ndarray
-    perm: np.ndarray | None
+    perm: np.ndarray | None  # the whole perm (None: not stored, or read with whole_perm=False)
     directed: bool = False
+    ids: np.ndarray | None = None  # perm[lo:hi]: the source-graph ids of these rows
 
 
 def write_graph(path, adj, offsets=None, perm=None, features=None, labels=None, masks=None,
@@ -158,7 +159,7 @@ def _adjacency(h: h5py.File, path, n: int, lo: int, hi: int) -> sp.csr_array:
     return sp.csr_array((data.astype(np.float64), indices, indptr - a), shape=(hi - lo, n))
 
 
-def _block_row(h: h5py.File, path, lo, hi, block) -> BlockRow:
+def _block_row(h: h5py.File, path, lo, hi, block, whole_perm: bool) -> BlockRow:
     n, offsets = _offsets(h, path)
     if block is not None:
         if not 0 <= block < offsets.size - 1:
@@ -171,26 +172,30 @@ def _block_row(h: h5py.File, path, lo, hi, block) -> BlockRow:
     features = (_dataset(h, path, "features", n, "f")[lo:hi] if "features" in h else None)
     if features is not None and features.ndim != 2:
         raise SpmmgnnError(f"{path}: features must be n x f")
+    stored = _dataset(h, path, "perm", n, "iu") if "perm" in h else None
+    ids = (stored[lo:hi].astype(np.int64) if stored is not None
+           else np.arange(lo, hi, dtype=np.int64))
     return BlockRow(
         lo=lo, hi=hi, n=n, adj=_adjacency(h, path, n, lo, hi), features=features,
         labels=_dataset(h, path, "labels", n, "iu")[lo:hi] if "labels" in h else None,
         masks={m: _dataset(h, path, f"masks/{m}", n, "biu")[lo:hi].astype(bool)
                for m in MASKS if f"masks/{m}" in h},
         num_classes=int(h.attrs.get("num_classes", 0)),
-        offsets=offsets, perm=_dataset(h, path, "perm", n, "iu")[...] if "perm" in h else None,
-        directed=bool(h.attrs.get("directed", False)),
+        offsets=offsets, perm=stored[...] if stored is not None and whole_perm else None,
+        directed=bool(h.attrs.get("directed", False)), ids=ids,
     )
 
 
 def read_block_row(path, lo: int | None = None, hi: int | None = None,
-                   block: int | None = None) -> BlockRow:
-    """Read rows lo:hi (or block row ``block``) without touching the rest of the file.
+                   block: int | None = None, whole_perm: bool = True) -> BlockRow:
+    """Read rows lo:hi (or block row ``block``) without touching the rest of the file
+    (with ``whole_perm=False`` not even the rest of ``perm``: ``ids`` holds its rows' part).
 
     ``adj`` is stored as ``Graph.adj`` (row = target) and returned as-is. Every inconsistency
     of a corrupt file (sizes, offsets, indices) is one SpmmgnnError naming it."""
     with _open(path) as h:
         try:
-            return _block_row(h, path, lo, hi, block)
+            return _block_row(h, path, lo, hi, block, whole_perm)
         except SpmmgnnError:
             raise
         except H5_ERRORS as exc:

@@ -84,7 +84,8 @@ def fetch_owned_values(comm: MPI.Comm, offsets: np.ndarray, values: np.ndarray,
     """Collective over ``comm`` (rank b owns rows offsets[b]:offsets[b+1]).
 
     Each rank passes ``values`` for its own rows and asks for global ``ids``; returns the
-    owners' values for ``ids``. Two ``Alltoallv`` calls: the requested ids, then the answers.
+    owners' values for ``ids`` (int64 values stay int64, anything else travels as float64).
+    Two ``Alltoallv`` calls: the requested ids, then the answers.
     """
     k = comm.Get_size()
     me = comm.Get_rank()
@@ -99,10 +100,12 @@ def fetch_owned_values(comm: MPI.Comm, offsets: np.ndarray, values: np.ndarray,
     asked = np.empty(int(recv_counts.sum()), dtype=np.int64)
     comm.Alltoallv([uniq, (send_counts, sdispl), MPI.INT64_T],
                    [asked, (recv_counts, rdispl), MPI.INT64_T])
-    answer = np.ascontiguousarray(values[asked - lo], dtype=np.float64)
-    got = np.empty(uniq.size, dtype=np.float64)
-    comm.Alltoallv([answer, (recv_counts, rdispl), MPI.DOUBLE],
-                   [got, (send_counts, sdispl), MPI.DOUBLE])
+    dtype, mpi_type = ((np.int64, MPI.INT64_T) if np.asarray(values).dtype == np.int64
+                       else (np.float64, MPI.DOUBLE))
+    answer = np.ascontiguousarray(values[asked - lo], dtype=dtype)
+    got = np.empty(uniq.size, dtype=dtype)
+    comm.Alltoallv([answer, (recv_counts, rdispl), mpi_type],
+                   [got, (send_counts, sdispl), mpi_type])
     return got[inverse.reshape(-1)]
 
 

@@ -23,7 +23,7 @@ from mpi4py import MPI
 
 from ..algorithms.base import DistSpMM
 from ..data.graph import Graph
-from ..data.normalize import normalize, normalize_block_row
+from ..data.normalize import fetch_owned_values, normalize, normalize_block_row
 from ..data.pyg import graph_from_pyg
 from ..data.splits import SPLITS, SplitPlan, SplitWarning, complete_split
 from ..errors import SpmmgnnError, agree, check_on_root
@@ -185,7 +185,7 @@ def load_h5_distributed(path, grid: ProcessGrid, normalization: str,
     lo, hi = int(partition.offsets[b]), int(partition.offsets[b + 1])
     block, error = None, None
     try:
-        block = read_block_row(path, lo=lo, hi=hi)
+        block = read_block_row(path, lo=lo, hi=hi, whole_perm=False)
         if block.features is None or block.labels is None:
             raise SpmmgnnError(f"{path}: the file has no features or no labels; training "
                                "needs both")
@@ -195,12 +195,15 @@ def load_h5_distributed(path, grid: ProcessGrid, normalization: str,
     A_hat = normalize_block_row(block.adj, normalization, partition.offsets, grid.across_block_rows)
     op = DistSpMM.from_block_row(A_hat, grid, partition, algorithm=algorithm, validate=False,
                                  **op_options)
-    vertex_ids = (block.perm[lo:hi] if block.perm is not None
-                  else np.arange(lo, hi, dtype=np.int64))
+    vertex_ids = block.ids
     np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
     given = {s: block.masks[s] for s in SPLITS if s in block.masks}
     nnz = int(grid.across_block_rows.allreduce(int(A_hat.nnz), op=MPI.SUM))
-    structure = reduce_sum(grid.across_block_rows, structure_sum(A_hat, vertex_ids, block.perm))
+    # the source ids of the columns come from their owners (no rank reads all of perm)
+    col_ids = fetch_owned_values(grid.across_block_rows, partition.offsets, vertex_ids,
+                                 A_hat.indices)
+    structure = reduce_sum(grid.across_block_rows, structure_sum(A_hat, vertex_ids, col_ids,
+                                                                 per_nonzero=True))
     return _local_data(
         op, grid, Path(path).stem, vertex_ids,
         np.ascontiguousarray(block.features, dtype=np_dtype), block.labels, given,

@@ -23,12 +23,16 @@ PARTS = ("features", "labels", "split", "structure")
 _SEEDS = dict(features=0xFEA7, labels=0x1AB7, split=0x5B17, structure=0x57C7)
 
 
-def structure_sum(A, row_ids: np.ndarray, col_ids: np.ndarray | None = None) -> int:
+def structure_sum(A, row_ids: np.ndarray, col_ids: np.ndarray | None = None,
+                  per_nonzero: bool = False) -> int:
     """This block row's share of the structure part: rows and columns mapped to source-graph
-    ids (``col_ids`` None: the columns already are)."""
+    ids (``col_ids`` None: the columns already are; else the id of each column, or with
+    ``per_nonzero`` of each non-zero's column)."""
     A = sp.csr_array(A)
     rows = np.repeat(np.asarray(row_ids, dtype=np.int64), np.diff(A.indptr))
-    cols = A.indices.astype(np.int64) if col_ids is None else np.asarray(col_ids)[A.indices]
+    cols = (A.indices.astype(np.int64) if col_ids is None else
+            np.asarray(col_ids, dtype=np.int64) if per_nonzero else
+            np.asarray(col_ids)[A.indices])
     return int(keyed_sum(rows, cols, _SEEDS["structure"]))
 
 

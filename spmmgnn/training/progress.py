@@ -45,7 +45,7 @@ class Progress:
             text += f"  (best val: epoch {best['epoch']} test {best['test_acc']:.3f})"
         text += f"  {rate * 1e3:.1f} ms/epoch"
         if first:
-            text += " (first epoch: compiles or loads the kernels)"
+            text += " (first epoch: sets up the kernels)"
         if self.tty:
             pad = max(0, self._width - len(text))
             self.stream.write("\r" + text + " " * pad)

@@ -28,6 +28,7 @@ from mpi4py import MPI
 from ..algorithms.delayed import BACKWARDS, DelayedRemote
 from ..errors import SpmmgnnError, agree, collective_error
 from ..hashing import uniform_by_id
+from ..machine import peak_rss_bytes
 from ..nn.models import build_model
 from .checkpoint import load_checkpoint, restore, save_checkpoint, signature_diff
 from .data import LocalData
@@ -401,7 +402,8 @@ class Trainer:
                         bytes_received=stats["bytes_received"], kernels=stats["kernels"],
                         train_bytes_per_epoch=float(np.mean([r["bytes_sent"] for r in ran]))
                         if ran else 0.0,
-                        epoch_seconds=_mean(r["seconds"] for r in steady))
+                        epoch_seconds=_mean(r["seconds"] for r in steady),
+                        peak_rss_bytes=peak_rss_bytes())
         ranks = self.comm.gather(per_rank, root=0)
         last = self.history[-1] if self.history else {}
         return dict(
@@ -418,4 +420,5 @@ class Trainer:
             final={k: last[k] for k in ("epoch", "loss", "train_acc", "val_acc", "test_acc")
                    if k in last},
             diverged_at=self.diverged_at,
+            peak_rss_bytes=max(r["peak_rss_bytes"] for r in ranks) if ranks else None,
             best=self.best, history=self.history, ranks=ranks)

@@ -1,0 +1,178 @@
+"""Scale on one machine: a large generated graph trained at P = 4 from its HDF5 file, the
+per-rank memory of the block-row path as P grows, and the start-up at many ranks.
+
+1. ``spmmgnn datasets csbm --n N --degree D --parts 4`` writes a CSBM graph (default 2M
+   vertices, ~34M non-zeros with the self loops, 64 features) laid out for 4 block rows;
+   ``mpiexec -n 4 spmmgnn train --dataset FILE`` trains on it, each rank reading only its
+   block row. Reported: the file's size and the time to write it, the wall time of the run,
+   per-epoch time and breakdown, the peak resident memory of the largest rank.
+2. Per-rank memory as P grows: ``tests/workers/memory_h5.py`` (peak traced memory of loading
+   a block row as training does plus one SpMM) on a 400k-vertex banded graph at P = 2, 4, 8.
+3. Start-up at P = 16 (oversubscribed on this machine's cores): the wall time of
+   ``mpiexec -n 16 spmmgnn train --epochs 1`` on a small graph, against the in-run times.
+
+    python bench/scale.py [--n 2000000] [--degree 16] [--epochs 5] [--quick]
+
+Runs are sequential; writes ``bench/results/scale.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from spmmgnn.atomic import write_text_atomic
+
+from common import RESULTS, machine, write_json
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def mpiexec() -> str:
+    local = BIN / "mpiexec"
+    return str(local) if local.exists() else "mpiexec"
+
+
+def run(cmd: list[str], env: dict | None = None) -> tuple[float, subprocess.CompletedProcess]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True,
+                          env=dict(os.environ, **(env or {})))
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return seconds, proc
+
+
+def large_run(tmp: Path, n: int, degree: float, epochs: int) -> dict:
+    h5 = tmp / "large.h5"
+    write_s, _ = run([str(BIN / "spmmgnn"), "datasets", "csbm", "--out", str(h5), "--n", str(n),
+                      "--degree", str(degree), "--parts", "4"])
+    out = tmp / "large.json"
+    wall, proc = run([mpiexec(), "-n", "4", str(BIN / "spmmgnn"), "train", "--dataset", str(h5),
+                      "--epochs", str(epochs), "--eval-every", "0", "--json", str(out)])
+    r = json.loads(out.read_text())
+    _, base = run([sys.executable, "-c", "import spmmgnn.training, spmmgnn.cli, h5py\n"
+                   "from spmmgnn.machine import peak_rss_bytes\nprint(peak_rss_bytes())"])
+    return dict(n=r["n"], nnz=r["nnz"], features=r["num_features"], P=4,
+                baseline_rss_bytes=int(base.stdout.split()[-1]),
+                file_bytes=h5.stat().st_size, write_seconds=write_s, wall_seconds=wall,
+                epochs=epochs, first_epoch_seconds=r["first_epoch_seconds"],
+                epoch_seconds=r["epoch_seconds"], breakdown=r["breakdown"],
+                steady_epoch_wall_seconds=r["steady_epoch_wall_seconds"],
+                peak_rss_bytes=[x["peak_rss_bytes"] for x in r["ranks"]],
+                threads_per_rank=r.get("threads_per_rank"), done=proc.stdout.strip())
+
+
+def memory_vs_p(tmp: Path, n: int) -> list[dict]:
+    sys.path.insert(0, str(ROOT))
+    from tests.test_scale import _banded_graph
+
+    rows = []
+    for P in (2, 4, 8):
+        h5 = tmp / f"banded{P}.h5"
+        _banded_graph(h5, n, P)
+        out = tmp / f"mem{P}.json"
+        run([mpiexec(), "-n", str(P), sys.executable,
+             str(ROOT / "tests" / "workers" / "memory_h5.py"), str(out), str(h5)],
+            env=dict(SPMMGNN_THREADS="1"))
+        peaks = json.loads(out.read_text())["peak"]
+        rows.append(dict(P=P, n=n, max_peak_bytes=max(peaks), min_peak_bytes=min(peaks)))
+    return rows
+
+
+def startup(tmp: Path, P: int = 16) -> dict:
+    out = tmp / "startup.json"
+    wall, _ = run([mpiexec(), "-n", str(P), str(BIN / "spmmgnn"), "train", "--csbm-n", "20000",
+                   "--epochs", "1", "--json", str(out), "--quiet"])
+    r = json.loads(out.read_text())
+    hello, _ = run([mpiexec(), "-n", str(P), sys.executable, "-c",
+                    "from mpi4py import MPI; MPI.COMM_WORLD.Barrier()"])
+    imports, _ = run([mpiexec(), "-n", str(P), sys.executable, "-c",
+                      "import spmmgnn.training, spmmgnn.cli; from mpi4py import MPI; "
+                      "MPI.COMM_WORLD.Barrier()"])
+    return dict(P=P, wall_seconds=wall, mpi_hello_seconds=hello, imports_seconds=imports,
+                train_loop_seconds=r["wall_seconds"], first_epoch_seconds=r["first_epoch_seconds"])
+
+
+def markdown(res: dict) -> str:
+    L = res["large"]
+    gib = 2**30
+    lines = [
+        "# Scale on one machine", "",
+        f"`python bench/scale.py` on {res['machine']['cores']} cores "
+        f"({res['machine']['processor'] or res['machine']['platform']}).", "",
+        "## A large graph trained from its HDF5 file at P = 4", "",
+        f"CSBM, n = {L['n']:,}, nnz = {L['nnz']:,} (with self loops), {L['features']} "
+        f"features, written by `spmmgnn datasets csbm --parts 4` in {L['write_seconds']:.0f} s "
+        f"({L['file_bytes'] / gib:.2f} GiB); `mpiexec -n 4 spmmgnn train --dataset FILE "
+        f"--epochs {L['epochs']} --eval-every 0`, {L['threads_per_rank']} thread(s) per rank "
+        "(oversubscribed: 4 ranks on 2 cores), each rank reading only its block row.", "",
+        "| quantity | value |", "|---|---:|",
+        f"| wall time of the run (start-up, load, {L['epochs']} epochs) | "
+        f"{L['wall_seconds']:.1f} s |",
+        "| first epoch (kernel set-up: compile or load, time the variants, build transposes) | "
+        f"{L['first_epoch_seconds']:.2f} s |",
+        f"| steady epoch, wall | {L['steady_epoch_wall_seconds']:.2f} s |",
+        f"| training step (rank 0) | {L['epoch_seconds']:.2f} s |",
+    ]
+    lines += [f"| - {k} | {v:.3f} s |" for k, v in L["breakdown"].items()]
+    lines += [f"| peak resident memory, largest rank | {max(L['peak_rss_bytes']) / gib:.2f} GiB |",
+              f"| peak resident memory, all ranks | "
+              f"{sum(L['peak_rss_bytes']) / gib:.2f} GiB |",
+              f"| of which per rank: Python with torch, numba, scipy, h5py loaded | "
+              f"{L['baseline_rss_bytes'] / gib:.2f} GiB |", ""]
+    lines += ["## Per-rank memory as P grows (HDF5 block-row path)", "",
+              "Peak traced memory (numpy/h5py allocations, imports excluded) of loading a block "
+              f"row as `spmmgnn train` does plus one SpMM, banded graph of "
+              f"{res['memory'][0]['n']:,} vertices (ghosts only near block boundaries):", "",
+              "| P | largest rank | smallest rank | largest / P = 2's |", "|---:|---:|---:|---:|"]
+    base = res["memory"][0]["max_peak_bytes"]
+    for m in res["memory"]:
+        lines.append(f"| {m['P']} | {m['max_peak_bytes'] / 2**20:.1f} MiB | "
+                     f"{m['min_peak_bytes'] / 2**20:.1f} MiB | "
+                     f"{m['max_peak_bytes'] / base:.2f} |")
+    S = res["startup"]
+    lines += ["", f"## Start-up at P = {S['P']} (oversubscribed)", "",
+              "| step | seconds |", "|---|---:|",
+              f"| `mpiexec -n {S['P']} spmmgnn train --csbm-n 20000 --epochs 1`, whole | "
+              f"{S['wall_seconds']:.1f} |",
+              f"| `mpiexec` + MPI init + a barrier, bare Python | {S['mpi_hello_seconds']:.1f} |",
+              f"| the same after importing spmmgnn.training and the CLI (torch, numba) | "
+              f"{S['imports_seconds']:.1f} |",
+              f"| the training loop (1 epoch and its evaluation) | "
+              f"{S['train_loop_seconds']:.1f} |", "",
+              "The rest of the whole run is generating the graph on rank 0, distributing it and "
+              "building the operator.", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=2_000_000)
+    ap.add_argument("--degree", type=float, default=16.0)
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--memory-n", type=int, default=400_000)
+    ap.add_argument("--quick", action="store_true", help="small sizes, to try the script")
+    args = ap.parse_args()
+    if args.quick:
+        args.n, args.memory_n, args.epochs = 50_000, 50_000, 2
+    with tempfile.TemporaryDirectory(prefix="spmmgnn-scale-") as d:
+        tmp = Path(d)
+        res = dict(machine=machine(), large=large_run(tmp, args.n, args.degree, args.epochs),
+                   memory=memory_vs_p(tmp, args.memory_n), startup=startup(tmp))
+    stem = "scale-quick" if args.quick else "scale"
+    write_json(RESULTS / f"{stem}.json", res)
+    write_text_atomic(RESULTS / f"{stem}.md", markdown(res))
+    print(markdown(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
