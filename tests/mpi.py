@@ -10,10 +10,14 @@ import sys
 from pathlib import Path
 
 WORKERS = Path(__file__).parent / "workers"
+NOT_MARKED = "SPMMGNN_TEST_NOT_MPI"  # set by conftest.py while a test without ``mpi`` runs
 
 
 def mpiexec() -> str:
     """The mpiexec of this environment (the mpich wheel puts it next to python)."""
+    if os.environ.get(NOT_MARKED):
+        raise RuntimeError("this test launches mpiexec but tests/conftest.py did not mark it "
+                           "'mpi': name the launcher in conftest.LAUNCHERS")
     local = Path(sys.executable).parent / "mpiexec"
     if local.exists():
         return str(local)

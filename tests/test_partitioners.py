@@ -430,3 +430,16 @@ def test_large_graph_schedule_skips_total_rounds():
     assert metrics(A, parts, k).max_send < start.max_send
     full = refine_max_send(cn, loads, partition(A, k, method="metis-vol").parts, k, cap)[1]
     assert 0.0 in [h["mu"] for h in full["history"]]
+
+
+@pytest.mark.parametrize("method", ["none", "contiguous"])
+def test_no_partitioner_gives_contiguous_blocks_with_metrics(method):
+    """``partition(A, k, 'none')`` is what ``partition=None`` lays out, so callers need no
+    special case: near-equal contiguous blocks (the first n % k one row longer), identity
+    order, and the metrics of that part vector."""
+    A = sp.csr_array(random_graph(103, 6, seed=4))
+    P = partition(A, 4, method=method)
+    assert P.sizes.tolist() == [26, 26, 26, 25] and P.is_identity
+    np.testing.assert_array_equal(P.parts, np.repeat(np.arange(4), [26, 26, 26, 25]))
+    m = metrics(A, P.parts, 4)
+    assert (P.metrics.total_volume, P.metrics.max_send) == (m.total_volume, m.max_send)

@@ -63,14 +63,10 @@ def spmm_time(algorithm: str, layout: Layout, vol: Volumes, P: int, c: int, f: i
 
 
 def build_layout(A, k: int, partitioner: str = "none", seed: int = 0) -> Layout:
-    """A's layout on k block rows: contiguous blocks for 'none'/'contiguous', else the
-    partition ``partitioner`` computes."""
-    part = None
-    if partitioner not in ("none", "contiguous") and k > 1:
-        from ..partitioners import partition
+    """A's layout on k block rows by ``partitioner`` ('none': contiguous blocks)."""
+    from ..partitioners import partition
 
-        part = partition(A, k, method=partitioner, seed=seed)
-    return Layout.build(A, part, k)
+    return Layout.build(A, partition(A, k, method=partitioner, seed=seed), k)
 
 
 def cached_layout(layouts: dict[int, Layout], A, k: int, partitioner: str, seed: int,

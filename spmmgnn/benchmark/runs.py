@@ -35,9 +35,7 @@ class PartitionCache:
         self._parts: dict = {}
 
     def get(self, comm: MPI.Comm, graph_spec: str, A, k: int, method: str, seed: int):
-        """Collective: the root's ``Partition`` (None: contiguous blocks) and its seconds."""
-        if method in ("none", "contiguous"):
-            return None, 0.0
+        """Collective: the root's ``Partition`` and its seconds."""
         key = (graph_spec, k, method, seed)
         if key not in self._parts:
             from ..partitioners import partition

@@ -53,12 +53,13 @@ def add_parser(sub) -> None:
 def _partition(args) -> dict:
     from ..data.loaders import load_graph
     from ..data.partitioned import source_perm, write_partitioned
+    from ..partitioners.api import CONTIGUOUS
 
     if args.parts < 1:
         raise SpmmgnnError(f"-k must be a positive number of parts, got {args.parts}")
     if Path(args.output).resolve() == Path(args.graph).resolve():
         raise SpmmgnnError("the output file must differ from the input graph")
-    if args.method in ("none", "contiguous"):
+    if args.method in CONTIGUOUS:
         raise SpmmgnnError(f"--method {args.method} does not partition; choose a partitioner")
     g = load_graph(args.graph)
     refine = {} if args.volume_slack is None else dict(volume_slack=args.volume_slack)

@@ -146,9 +146,11 @@ def load_data(args, grid: ProcessGrid, normalization: str):
     dtype = DTYPES[args.dtype]
     ds = args.dataset
     if ds != "csbm" and Path(ds).suffix.lower() in H5_SUFFIXES:
+        from ..partitioners.api import CONTIGUOUS
+
         agree(grid.comm, "an HDF5 file is already partitioned when written (spmmgnn datasets "
               "... --parts K --partitioner M); drop --partitioner"
-              if args.partitioner not in ("none", "contiguous") else
+              if args.partitioner not in CONTIGUOUS else
               "--reorder renumbers block rows while one rank distributes the graph; an HDF5 "
               "file is read block by block: drop --reorder" if args.reorder != "none" else None)
         return load_h5_distributed(ds, grid, normalization, args.algorithm, seed=args.seed,

@@ -15,8 +15,6 @@ from .graph import Graph
 from .h5graph import write_graph
 from .splits import SPLITS, SplitPlan, SplitWarning, complete_split
 
-CONTIGUOUS = ("none", "contiguous")
-
 
 def source_perm(path, n: int) -> np.ndarray | None:
     """The stored perm of an already relabelled ``.h5`` input (maps its rows to the original
@@ -49,13 +47,10 @@ def write_partitioned(graph: Graph, path, parts: int, method: str = "none", seed
         plan = SplitPlan(tuple(s for s in SPLITS if s in graph.masks), seed)
         graph.masks, unlabelled = complete_split(ids, graph.labels, graph.masks, seed)
         warnings.warn(plan.note(graph.name, unlabelled), SplitWarning, stacklevel=2)
-    if method in CONTIGUOUS:
-        part = Partition.contiguous(graph.n, int(parts))
-    else:
-        from ..partitioners import partition
+    from ..partitioners import partition
 
-        part = partition(graph.adj, int(parts), method=method, epsilon=epsilon, seed=seed,
-                         threads=threads, **refine_options)
+    part = partition(graph.adj, int(parts), method=method, epsilon=epsilon, seed=seed,
+                     threads=threads, **refine_options)
     empty = int(np.count_nonzero(part.sizes == 0))
     if empty:
         warnings.warn(f"{graph.name}: {empty} of the {part.k} block rows are empty ("

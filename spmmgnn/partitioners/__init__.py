@@ -3,11 +3,12 @@
 ``partition(A, k, method=...)`` is the entry point; ``METHODS`` lists the method names.
 """
 
-from .api import BASE_METHODS, DEFAULT_METHOD, METHODS, parse_method, partition
+from ..layout import Partition
+from .api import BASE_METHODS, CONTIGUOUS, DEFAULT_METHOD, METHODS, parse_method, partition
 from .maxsend import rebalance, refine_max_send
 from .metrics import PartitionMetrics, cut_pairs, imbalance, metrics
 from .model import ColumnNet, load_cap
 
-__all__ = ["BASE_METHODS", "DEFAULT_METHOD", "METHODS", "ColumnNet", "PartitionMetrics",
-           "cut_pairs", "imbalance", "load_cap", "metrics", "parse_method", "partition",
-           "rebalance", "refine_max_send"]
+__all__ = ["BASE_METHODS", "CONTIGUOUS", "DEFAULT_METHOD", "METHODS", "ColumnNet", "Partition",
+           "PartitionMetrics", "cut_pairs", "imbalance", "load_cap", "metrics", "parse_method",
+           "partition", "rebalance", "refine_max_send"]

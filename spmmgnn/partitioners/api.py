@@ -48,6 +48,8 @@ from .simple import block_parts, random_parts
 BASE_METHODS = ("block", "random", "metis-cut", "metis-vol", "metis", "kahypar", "mtkahypar")
 REFINEMENT = "maxsend"
 METHODS = BASE_METHODS + tuple(f"{m}+{REFINEMENT}" for m in BASE_METHODS)
+# no partitioner: near-equal contiguous blocks of rows (what ``partition=None`` gives)
+CONTIGUOUS = ("none", "contiguous")
 DEFAULT_METHOD = "default"
 # the candidates of ``default``, in the order they run
 METIS_CANDIDATE, MTKAHYPAR_CANDIDATE = "metis-vol+maxsend", "mtkahypar+maxsend"
@@ -127,8 +129,9 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     communication volume and, with ``+maxsend``, the maximum send volume.
 
     Returns a ``Partition`` (part vector, block offsets, permutation) with ``metrics`` and
-    ``seconds`` (partitioning time) filled in. ``threads`` is used by Mt-KaHyPar (default:
-    the cores available). ``refine_options`` go to ``maxsend.refine_max_send``.
+    ``seconds`` (partitioning time) filled in; ``none`` / ``contiguous`` give the near-equal
+    contiguous blocks ``partition=None`` means, with their metrics. ``threads`` is used by
+    Mt-KaHyPar (default: the cores available). ``refine_options`` go to ``maxsend.refine_max_send``.
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise SpmmgnnError(f"the number of parts k must be a positive integer, got {k!r}")
@@ -140,6 +143,10 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
         raise SpmmgnnError(f"threads must be positive, got {threads}")
     A = as_square_csr(A)
     n = A.shape[0]
+    if str(method).strip().lower() in CONTIGUOUS:
+        result = Partition.contiguous(n, k)
+        result.metrics = metrics(A, result.parts, k)
+        return result
     loads = row_loads(A)
     is_default = str(method).strip().lower() == DEFAULT_METHOD
     base, refine = parse_method(METIS_CANDIDATE if is_default else method)

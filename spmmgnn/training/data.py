@@ -94,17 +94,10 @@ def _check_learnable(g: Graph) -> Graph:
 
 
 def make_partition(A, k: int, method: str, seed: int = 0):
-    """A Partition of A's rows into k blocks, or None for near-equal contiguous blocks."""
-    if method in ("none", "contiguous") or k == 1:
-        return None
-    try:
-        from ..partitioners import partition as partition_fn
-    except ImportError:
-        partition_fn = None
-    if partition_fn is None:
-        raise SpmmgnnError(f"partitioner {method!r} is not available in this build; use "
-                           "--partitioner none")
-    return partition_fn(A, k, method=method, seed=seed)
+    """A Partition of A's rows into k blocks (``none``: near-equal contiguous blocks)."""
+    from ..partitioners import partition
+
+    return partition(A, k, method=method, seed=seed)
 
 
 def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
