@@ -51,6 +51,10 @@ class Exchange:
         self.posted = time.perf_counter()
         self.done = False
 
+    def wait(self) -> None:
+        """Complete the exchange and discard what arrived (draining one no longer needed)."""
+        self.request.Wait()
+
     def finish(self, out_local: np.ndarray | None = None) -> None:
         stats = self.stats
         stats.seconds_exchange_hidden += time.perf_counter() - self.posted

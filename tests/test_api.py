@@ -70,3 +70,32 @@ def test_cli_error_is_one_line_and_nonzero():
     assert len(lines) == 1, proc.stderr
     assert "replication c=3 does not divide" in lines[0]
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("name", ["oblivious1d", "sparse1d", "prepost1d", "featureparallel",
+                                  "oblivious15d", "sparse15d"])
+def test_capabilities_are_what_the_algorithm_does(name):
+    """The class attributes the trainer, the volume model and the sweep read instead of the
+    name: a codec is taken exactly where ``takes_codecs`` says (checked in-process, P = 1),
+    and the flags are the documented ones."""
+    import numpy as np
+    import scipy.sparse as sp
+    from mpi4py import MPI
+
+    import spmmgnn
+    from spmmgnn.errors import SpmmgnnError
+
+    cls = spmmgnn.ALGORITHMS[name]
+    expected = {"oblivious1d": (True, False, False), "sparse1d": (True, True, True),
+                "prepost1d": (True, True, False), "featureparallel": (True, False, False),
+                "oblivious15d": (False, False, False), "sparse15d": (False, True, False)}
+    assert (cls.one_dimensional, cls.takes_codecs, cls.delayed_remote) == expected[name]
+    A = sp.random(40, 40, density=0.1, format="csr", random_state=0)
+    grid = spmmgnn.ProcessGrid(MPI.COMM_SELF)
+    if cls.takes_codecs:
+        op = spmmgnn.DistSpMM.from_scipy(A, grid, algorithm=name, codec="int8")
+        x = op.scatter_rows(np.ones((40, 4)))
+        assert np.allclose(op.gather_rows(op.matmul(x)), A @ np.ones((40, 4)))
+    else:
+        with pytest.raises(SpmmgnnError):
+            spmmgnn.DistSpMM.from_scipy(A, grid, algorithm=name, codec="int8")

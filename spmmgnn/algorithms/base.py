@@ -74,6 +74,11 @@ class DistSpMM:
     ``from_edge_index`` (on this class with ``algorithm=``, or on an algorithm's class)."""
 
     name: ClassVar[str] = "base"
+    # capabilities, read by the trainer, the volume model and the sweep (never the name):
+    one_dimensional: ClassVar[bool] = True   # runs on c = 1 grids only
+    takes_codecs: ClassVar[bool] = False     # codec= / codec_backward= compress its exchange
+    delayed_remote: ClassVar[bool] = False   # DistGNN cd-R / 0c can wrap it (delayed.py)
+    stale_remote: ClassVar[bool] = False     # its remote rows may be stale (delayed views)
 
     def __init__(self, grid: ProcessGrid, partition: Partition, block_row: sp.csr_array,
                  col_partition: Partition | None = None, validate: bool = True,
@@ -267,7 +272,7 @@ class DistSpMM:
 
         ``side="output"``: this rank's rows of ``A @ X``; ``"input"``: of ``A.T @ Y``."""
         part, n_local = self._side(side)
-        z = self._check_local(Z_local, "gather_rows", n_local)
+        z = self.check_local(Z_local, "gather_rows", n_local)
         comm = self.grid.comm
         full = np.empty((part.n, z.shape[1]), dtype=z.dtype) if comm.Get_rank() == root else None
         self._rows_collective(full, z, part.offsets, root, scatter=False)
@@ -303,21 +308,23 @@ class DistSpMM:
         ``stream`` keys the stochastic rounding of a codec (same stream, same bits: a
         resumed run repeats the uninterrupted one); None draws the next value of a
         per-operator counter."""
-        x = self._check_local(X_local, "matmul", self.n_local_in)
+        x = self.check_local(X_local, "matmul", self.n_local_in)
         out = np.empty((self.n_local, x.shape[1]), dtype=x.dtype)
         self.stats.calls_matmul += 1
-        self._matmul(x, out, self._key(stream, 0))
+        self._matmul(x, out, self.rounding_key(stream, 0))
         return like_input(out, X_local)
 
     def matmul_t(self, Y_local, stream: int | None = None):
         """Collective. This rank's rows of ``A.T @ Y``, given this rank's rows of Y."""
-        y = self._check_local(Y_local, "matmul_t", self.n_local)
+        y = self.check_local(Y_local, "matmul_t", self.n_local)
         out = np.empty((self.n_local_in, y.shape[1]), dtype=y.dtype)
         self.stats.calls_matmul_t += 1
-        self._matmul_t(y, out, self._key(stream, 1))
+        self._matmul_t(y, out, self.rounding_key(stream, 1))
         return like_input(out, Y_local)
 
-    def _key(self, stream: int | None, direction: int) -> int:
+    def rounding_key(self, stream: int | None, direction: int) -> int:
+        """The key of a codec's stochastic rounding for one call: ``stream`` and the direction
+        (0 ``matmul``, 1 ``matmul_t``), or the next of a hidden counter without a stream."""
         if stream is None:
             self._auto_stream += 1
             return mix64(0xA570, self._auto_stream, direction)
@@ -329,7 +336,7 @@ class DistSpMM:
     def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
         raise NotImplementedError
 
-    def _check_local(self, x, what: str, rows: int) -> np.ndarray:
+    def check_local(self, x, what: str, rows: int) -> np.ndarray:
         """Validate this rank's rows; collective (one small allreduce) unless validate=False,
         so a wrong shape on one rank is an error everywhere instead of a hang. A tensor that
         requires grad is refused even then (detaching it would make its gradient wrong)."""

@@ -100,7 +100,8 @@ class DelayedRemote:
 
 class DelayedView:
     """The operator one layer uses: ``matmul``/``matmul_t`` with the delayed remote part;
-    everything else (rows, grid, stats) is the wrapped operator's."""
+    its rows, grid and statistics are the wrapped operator's (read through its public
+    methods only)."""
 
     symmetric = False  # the backward must take its own (delayed) path
     stale_remote = True  # layers aggregate first: (A H) W, so W meets the stale rows fresh
@@ -112,8 +113,32 @@ class DelayedView:
         self._pending: list[dict[int, Exchange]] = [{}, {}]   # call posted -> exchange
         self._stale: dict[tuple, np.ndarray] = {}             # (f, dtype) -> ghost rows
 
-    def __getattr__(self, name):
-        return getattr(self._op, name)
+    # what the layers and the trainer read of an operator, the wrapped operator's
+    @property
+    def n_local(self) -> int:
+        return self._op.n_local
+
+    @property
+    def n_local_in(self) -> int:
+        return self._op.n_local_in
+
+    @property
+    def grid(self):
+        return self._op.grid
+
+    @property
+    def name(self) -> str:
+        return self._op.name
+
+    @property
+    def stats(self):
+        return self._op.stats
+
+    def comm_stats(self) -> dict:
+        return self._op.comm_stats()
+
+    def row_ids(self) -> np.ndarray:
+        return self._op.row_ids()
 
     def _exact(self) -> bool:
         return not self._owner.drop and self._owner.staleness == 0
@@ -130,7 +155,7 @@ class DelayedView:
         op = self._op
         if self._exact():
             return op.matmul(X_local, stream)
-        x = op._check_local(X_local, "matmul", op.n_local_in)
+        x = op.check_local(X_local, "matmul", op.n_local_in)
         out = np.empty((op.n_local, x.shape[1]), dtype=x.dtype)
         op.stats.calls_matmul += 1
         prod, stats = op.product, op.stats
@@ -141,7 +166,7 @@ class DelayedView:
         t, b, slot = self._bin(0)
         plan = self._owner.bins.plans[b]
         landing = plan.buffer("ghost", plan.n_ghost, x.shape[1], x.dtype, slot)
-        posted = plan.start_bcast(x, landing, stats, prod.codec, op._key(stream, 0), slot)
+        posted = plan.start_bcast(x, landing, stats, prod.codec, op.rounding_key(stream, 0), slot)
         with stats.timing("seconds_multiply"):
             prod.diag.matmul(x, out, accumulate=False)
         stale = self._stale_rows(x.shape[1], x.dtype)
@@ -164,7 +189,7 @@ class DelayedView:
         op = self._op
         if self._exact():
             return op.matmul_t(Y_local, stream)
-        y = op._check_local(Y_local, "matmul_t", op.n_local)
+        y = op.check_local(Y_local, "matmul_t", op.n_local)
         out = np.empty((op.n_local_in, y.shape[1]), dtype=y.dtype)
         op.stats.calls_matmul_t += 1
         prod, stats = op.product, op.stats
@@ -177,7 +202,7 @@ class DelayedView:
                 prod.ghost.t_matmul(y, partial, accumulate=False)
             send = plan.buffer("partial_send", plan.n_ghost, y.shape[1], y.dtype, slot)
             np.take(partial, self._owner.bins.rows[b], axis=0, out=send)
-            posted = plan.start_reduce(send, stats, prod.codec_backward, op._key(stream, 1),
+            posted = plan.start_reduce(send, stats, prod.codec_backward, op.rounding_key(stream, 1),
                                        slot)
         with stats.timing("seconds_multiply"):
             prod.diag.t_matmul(y, out, accumulate=False)
@@ -192,5 +217,5 @@ class DelayedView:
         """Wait for every exchange still in flight, discarding what arrives."""
         for pending in self._pending:
             for exchange in pending.values():
-                exchange.request.Wait()
+                exchange.wait()
             pending.clear()

@@ -50,6 +50,7 @@ def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
 
 class PrePost1D(DistSpMM):
     name = "prepost1d"
+    takes_codecs = True
 
     def __init__(self, grid, partition, block_row, col_partition=None,
                  codec: str | None = None, codec_backward: str | None = "same",

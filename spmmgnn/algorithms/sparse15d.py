@@ -23,6 +23,8 @@ from .replication import Replication
 
 class Sparse15D(DistSpMM):
     name = "sparse15d"
+    one_dimensional = False
+    takes_codecs = True
 
     def __init__(self, grid, partition, block_row, col_partition=None,
                  codec: str | None = None, codec_backward: str | None = "same",

@@ -19,6 +19,8 @@ from .ghost import GhostProduct, resolve_codecs
 
 class Sparse1D(DistSpMM):
     name = "sparse1d"
+    takes_codecs = True
+    delayed_remote = True
 
     def __init__(self, grid, partition, block_row, col_partition=None,
                  codec: str | None = None, codec_backward: str | None = "same",

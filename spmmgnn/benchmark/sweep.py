@@ -109,7 +109,7 @@ def runs(cfg: SweepConfig, P: int) -> list[dict]:
             cfg.graphs, cfg.modes, cfg.algorithms, cfg.replication, cfg.partitioners,
             cfg.codecs, cfg.features):
         c = int(c)
-        if P % c or (c > 1 and (algo in ONE_D or algo.endswith("1d"))):
+        if P % c or (c > 1 and algo in ONE_D):
             continue
         if codec != "none" and algo not in CODEC_ALGORITHMS:
             continue

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from ..algorithms import ALGORITHMS
 from ..algorithms.vertex_cover import min_vertex_cover
 from ..codecs import get_codec
 from ..errors import SpmmgnnError
@@ -272,8 +273,9 @@ VOLUMES: dict[str, VolumeFn] = {
     "sparse1d": sparse_volumes, "sparse15d": sparse_volumes, "prepost1d": prepost_volumes,
     "featureparallel": featureparallel_volumes,
 }
-ONE_D = {"oblivious1d", "sparse1d", "prepost1d", "featureparallel"}
-CODEC_ALGORITHMS = {"sparse1d", "sparse15d", "prepost1d"}
+# from the algorithms' own capability attributes; register_volume adds others
+ONE_D = {name for name, cls in ALGORITHMS.items() if cls.one_dimensional}
+CODEC_ALGORITHMS = {name for name, cls in ALGORITHMS.items() if cls.takes_codecs}
 
 
 def register_volume(name: str, fn: VolumeFn, one_dimensional: bool = False,

@@ -48,7 +48,7 @@ def aggregate_linear(h: torch.Tensor, op: DistSpMM, weight: torch.Tensor,
     """``A h W + b`` in the order that ships fewer columns; ``aggregated`` is a precomputed
     ``A h`` (constant input), used when given."""
     grad_on = torch.is_grad_enabled()
-    if aggregated is None and (getattr(op, "stale_remote", False) or aggregate_first(
+    if aggregated is None and (op.stale_remote or aggregate_first(
             weight.shape[0], weight.shape[1], grad_on and h.requires_grad, grad_on)):
         aggregated = spmm(op, h, stream)
     if aggregated is not None:

@@ -151,7 +151,7 @@ class Trainer:
         self._label_propagation_split()
         self.delayed, self.layer_ops = None, None
         if config.staleness or config.drop_remote:
-            agree(self.comm, None if op.name == "sparse1d" else
+            agree(self.comm, None if op.delayed_remote else
                   f"--staleness and --drop-remote need --algorithm sparse1d, got {op.name}")
             self.delayed = DelayedRemote(op, config.staleness, config.drop_remote,
                                          config.delayed_backward, config.seed)
