@@ -316,3 +316,18 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
 
 def test_mpiexec_found():
     assert Path(mpiexec()).name.startswith("mpiexec")
+
+
+def test_run_spec_is_the_train_command():
+    """``RunSpec`` (what ``spmmgnn bench`` and library callers build) has exactly the train
+    command's flags, with its defaults: the CLI is a thin shell over ``run_training``."""
+    from dataclasses import fields
+
+    from spmmgnn.cli import build_parser
+    from spmmgnn.training import RunSpec
+
+    args = build_parser().parse_args(["train"])
+    assert set(vars(args)) - {"command", "func"} == {f.name for f in fields(RunSpec)}
+    assert RunSpec.from_args(args) == RunSpec()
+    assert RunSpec.from_args(build_parser().parse_args(
+        ["train", "--epochs", "7", "--codec", "int2"])) == RunSpec(epochs=7, codec="int2")

@@ -3,14 +3,10 @@ returned as the dict that becomes its results line (on rank 0; None elsewhere)."
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import platform
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 from mpi4py import MPI
@@ -92,54 +88,43 @@ def spmm_run(comm: MPI.Comm, run: dict, A, parts: PartitionCache) -> dict | None
                                                               "rows")})
 
 
-def _train_argv(run: dict, json_path: str) -> list[str]:
+def train_spec(run: dict):
+    """The ``RunSpec`` of a sweep's training point: ``spmmgnn train`` with these flags."""
+    from ..training.run import RunSpec
     from .graphs import parse_spec
 
     name, kw = parse_spec(run["graph"])
     if name == "file":
-        data = ["--dataset", kw["path"]]
+        data = dict(dataset=kw["path"])
     elif name == "csbm":
-        flags = dict(n="--csbm-n", avg_degree="--csbm-degree", num_features="--csbm-features",
-                     num_classes="--csbm-classes", homophily="--csbm-homophily",
-                     signal="--csbm-signal")
-        data = [a for k, v in kw.items() if k in flags for a in (flags[k], str(v))]
+        keys = dict(n="csbm_n", avg_degree="csbm_degree", num_features="csbm_features",
+                    num_classes="csbm_classes", homophily="csbm_homophily",
+                    signal="csbm_signal")
+        data = {keys[k]: v for k, v in kw.items() if k in keys}
     else:
         raise SpmmgnnError(f"train mode needs features and labels: graph {run['graph']!r} "
                            "has none (use csbm:... or a graph file with features)")
-    argv = ["train", *data, "--algorithm", run["algorithm"], "--replication", str(run["c"]),
-            "--partitioner", run["partitioner"], "--codec", run["codec"],
-            "--hidden", str(run["f"]), "--layers", str(run["layers"]),
-            "--epochs", str(run["epochs"]), "--eval-every", str(run["epochs"]),
-            "--dtype", run["dtype"], "--seed", str(run["seed"]), "--quiet", "--json", json_path]
-    return argv + ([] if run["cache"] else ["--no-cache"])
+    return RunSpec(**data, algorithm=run["algorithm"], replication=int(run["c"]),
+                   partitioner=run["partitioner"], codec=run["codec"], hidden=int(run["f"]),
+                   layers=int(run["layers"]), epochs=int(run["epochs"]),
+                   eval_every=int(run["epochs"]), dtype=run["dtype"], seed=int(run["seed"]),
+                   no_cache=not run["cache"], quiet=True)
 
 
 def train_run(comm: MPI.Comm, run: dict) -> dict | None:
-    """GCN training through ``spmmgnn train`` itself (same flags, same work), summarised."""
-    import json
+    """GCN training through the ``train`` command's own code (``run_training``: same work),
+    summarised."""
+    from ..training.run import run_training
 
-    from ..cli import build_parser
-    from ..commands import train
-
-    tmp = comm.bcast(tempfile.mkdtemp(prefix="spmmgnn-bench-") if comm.rank == 0 else None)
-    path = str(Path(tmp) / "train.json")
-    argv, error = None, None
+    spec, error = None, None
     try:
-        argv = _train_argv(run, path)
+        spec = train_spec(run)
     except SpmmgnnError as exc:
         error = str(exc)
-        if comm.rank == 0:
-            os.rmdir(tmp)
     agree(comm, error)
-    args = build_parser().parse_args(argv)
-    with contextlib.redirect_stdout(io.StringIO()):  # its summary: recorded, not printed
-        train.run(args)
-    comm.Barrier()
+    result = run_training(spec, comm, report=False)
     if comm.rank != 0:
         return None
-    result = json.loads(Path(path).read_text())
-    Path(path).unlink()
-    os.rmdir(tmp)
     b = result["breakdown"]
     breakdown = dict(local=b["spmm_local"], exchange=b["exchange"], allreduce=b["allreduce"],
                      codec=0.0, dense=b["dense"], other=b["other"])

@@ -1,7 +1,7 @@
 """MPI worker: the split a training run would use, in source-graph vertex ids.
 
 Usage: python split_masks.py OUT.json [train flags...]   (e.g. --dataset DIR --seed 3)
-Loads the data exactly as ``spmmgnn train`` does (``commands.train.load_data``) and writes,
+Loads the data exactly as ``spmmgnn train`` does (``training.run.load_data``) and writes,
 from rank 0, the sorted vertex ids of each split, the global counts and the split note.
 """
 
@@ -15,7 +15,7 @@ from mpi4py import MPI
 
 from spmmgnn import ProcessGrid
 from spmmgnn.cli import build_parser
-from spmmgnn.commands.train import load_data
+from spmmgnn.training.run import load_data
 
 comm = MPI.COMM_WORLD
 args = build_parser().parse_args(["train", *sys.argv[2:]])

@@ -1,0 +1,221 @@
+"""A training run as a library call: ``run_training(RunSpec(...), comm) -> dict``.
+
+``spmmgnn train`` builds a ``RunSpec`` from its flags (the attribute names are the flags'
+dest names) and calls ``run_training``; ``spmmgnn bench`` builds one per sweep point and
+calls the same function, so both run exactly the same code. Collective.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from mpi4py import MPI
+
+from ..atomic import check_writable, write_text_atomic
+from ..data.csbm import DEFAULTS
+from ..errors import agree, check_on_root, collective_error
+from ..grid import ProcessGrid
+from ..threads import default_threads, set_threads
+from .trainer import TrainConfig
+
+H5_SUFFIXES = {".h5", ".hdf5"}
+_TRAIN = TrainConfig()  # the model and optimization defaults live there, once
+
+
+@dataclass
+class RunSpec:
+    """Everything one training run needs. The defaults are ``spmmgnn train``'s (tested)."""
+
+    # data
+    dataset: str = "csbm"
+    csbm_n: int = DEFAULTS["n"]
+    csbm_degree: float = DEFAULTS["avg_degree"]
+    csbm_features: int = DEFAULTS["num_features"]
+    csbm_classes: int = DEFAULTS["num_classes"]
+    csbm_homophily: float = DEFAULTS["homophily"]
+    csbm_signal: float = DEFAULTS["signal"]
+    symmetrize: bool = False
+    # model
+    model: str = _TRAIN.model
+    layers: int = _TRAIN.layers
+    hidden: int = _TRAIN.hidden
+    dropout: float = _TRAIN.dropout
+    input_dropout: float = _TRAIN.input_dropout
+    layernorm: bool = _TRAIN.layernorm
+    no_cache: bool = False
+    label_propagation: float = _TRAIN.label_propagation
+    # optimization
+    epochs: int = _TRAIN.epochs
+    lr: float = _TRAIN.lr
+    weight_decay: float = _TRAIN.weight_decay
+    seed: int = _TRAIN.seed
+    dtype: str = _TRAIN.dtype
+    eval_every: int = _TRAIN.eval_every
+    # distribution
+    algorithm: str = "sparse1d"
+    replication: int = 1
+    partitioner: str = "none"
+    threads: int = 0
+    codec: str = "none"
+    codec_backward: str = "same"
+    reorder: str = "none"
+    staleness: int = _TRAIN.staleness
+    delayed_backward: str = _TRAIN.delayed_backward
+    drop_remote: bool = _TRAIN.drop_remote
+    # output
+    json: str | None = None
+    checkpoint: str | None = _TRAIN.checkpoint
+    checkpoint_every: int = _TRAIN.checkpoint_every
+    resume: bool = _TRAIN.resume
+    quiet: bool = False
+
+    @classmethod
+    def from_args(cls, args) -> RunSpec:
+        """From ``spmmgnn train``'s parsed flags."""
+        return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})
+
+
+def train_config(spec: RunSpec, progress: bool = True):
+    """The ``TrainConfig`` of a run (``progress``: rank 0's progress line)."""
+    return TrainConfig(
+        model=spec.model, layers=spec.layers, hidden=spec.hidden, dropout=spec.dropout,
+        input_dropout=spec.input_dropout, layernorm=spec.layernorm, lr=spec.lr,
+        weight_decay=spec.weight_decay, epochs=spec.epochs, seed=spec.seed,
+        eval_every=spec.eval_every, checkpoint=spec.checkpoint,
+        checkpoint_every=spec.checkpoint_every, resume=spec.resume,
+        cache_input_aggregation=not spec.no_cache, progress=progress, dtype=spec.dtype,
+        label_propagation=spec.label_propagation, staleness=spec.staleness,
+        drop_remote=spec.drop_remote, delayed_backward=spec.delayed_backward)
+
+
+def op_options(spec: RunSpec) -> dict:
+    """DistSpMM options of a run (codecs only when asked for, so every algorithm works
+    without them)."""
+    options = {} if spec.reorder == "none" else dict(reorder=spec.reorder)
+    if spec.codec == "none" and spec.codec_backward in ("same", "none"):
+        return options
+    return dict(options, codec=spec.codec, codec_backward=spec.codec_backward,
+                codec_seed=spec.seed)
+
+
+def load_data(spec: RunSpec, grid: ProcessGrid, normalization: str):
+    """The LocalData of this rank for ``spec.dataset`` (collective)."""
+    from ..partitioners.api import CONTIGUOUS
+    from .data import distribute_graph, load_h5_distributed
+    from .trainer import DTYPES
+
+    dtype = DTYPES[spec.dtype]
+    ds = spec.dataset
+    if ds != "csbm" and Path(ds).suffix.lower() in H5_SUFFIXES:
+        agree(grid.comm, "an HDF5 file is already partitioned when written (spmmgnn datasets "
+              "... --parts K --partitioner M); drop --partitioner"
+              if spec.partitioner not in CONTIGUOUS else
+              "--reorder renumbers block rows while one rank distributes the graph; an HDF5 "
+              "file is read block by block: drop --reorder" if spec.reorder != "none" else None)
+        return load_h5_distributed(ds, grid, normalization, spec.algorithm, seed=spec.seed,
+                                   dtype=dtype, **op_options(spec))
+
+    def make():
+        if ds == "csbm":
+            from ..data.csbm import csbm
+
+            return csbm(n=spec.csbm_n, avg_degree=spec.csbm_degree,
+                        num_features=spec.csbm_features, num_classes=spec.csbm_classes,
+                        homophily=spec.csbm_homophily, signal=spec.csbm_signal, seed=spec.seed)
+        from ..data.loaders import load_graph
+
+        return load_graph(ds)
+
+    graph = check_on_root(grid.comm, 0, make)
+    return distribute_graph(graph, grid, normalization, spec.algorithm, spec.partitioner,
+                            seed=spec.seed, dtype=dtype, symmetrize=spec.symmetrize,
+                            **op_options(spec))
+
+
+def run_training(spec: RunSpec, comm: MPI.Comm | None = None,
+                 on_epoch_end: Callable | None = None, report: bool = True) -> dict:
+    """Train as ``spec`` says (collective over ``comm``, default the world). Returns the
+    trainer's summary (``ranks`` and ``threads_per_rank`` on rank 0 only). With ``report``
+    and not ``spec.quiet``, rank 0 prints the header, the progress and the results on
+    stdout; ``spec.json`` is written by rank 0 either way."""
+    import torch
+
+    from ..nn.layers import NORMALIZATION
+    from .trainer import Trainer
+
+    comm = comm or MPI.COMM_WORLD
+    threads = set_threads(spec.threads or default_threads(comm))
+    torch.set_num_threads(threads)
+    config = train_config(spec, progress=report and not spec.quiet)
+    agree(comm, config.problem() or (None if config.epochs >= 1 else
+                                     f"--epochs must be >= 1, got {config.epochs}"))
+    outputs = [(spec.json, "--json output"), (spec.checkpoint, "checkpoint")]
+    check_on_root(comm, 0, lambda: [check_writable(p, what) for p, what in outputs if p])
+    grid = ProcessGrid(comm, spec.replication)
+    data = load_data(spec, grid, NORMALIZATION[spec.model])
+    rank0 = comm.rank == 0
+    speak = rank0 and report and not spec.quiet
+    if speak:
+        print(header(spec, data, grid, threads), flush=True)
+    trainer = Trainer(data, config)
+    if trainer.start_epoch > config.epochs:  # the same on every rank: no agreement needed
+        held = trainer.start_epoch - 1
+        raise collective_error(f"the checkpoint {spec.checkpoint} already holds {held} epochs; "
+                               f"continue it with --epochs larger than {held}")
+    result = trainer.fit(on_epoch_end=on_epoch_end)
+    if rank0:
+        result["threads_per_rank"] = threads
+        result["spec"] = asdict(spec)
+        if report:
+            print(results_text(result), flush=True)
+        if spec.json:
+            write_text_atomic(spec.json, json.dumps(result, indent=1))
+    return result
+
+
+def header(spec: RunSpec, data, grid: ProcessGrid, threads: int) -> str:
+    """The run's first line: the data, the model and everything that decides the bytes."""
+    codec = spec.codec if spec.codec_backward == "same" else \
+        f"{spec.codec} (backward {spec.codec_backward})"
+    exact = ("0c (remote dropped)" if spec.drop_remote else
+             f"cd-{spec.staleness} ({spec.delayed_backward} backward)" if spec.staleness else
+             "exact")
+    return (f"spmmgnn train: {data.name}: n={data.n} nnz={data.nnz} f={data.num_features} "
+            f"classes={data.num_classes} | {spec.model} {spec.layers}x{spec.hidden} "
+            f"{spec.dtype} | {spec.algorithm} P={grid.size} c={grid.replication} "
+            f"partitioner={spec.partitioner} codec={codec} {exact} | threads/rank={threads}")
+
+
+def results_text(result: dict) -> str:
+    """The ``done:`` line, the final epoch and the best-validation epoch."""
+    fin, best = result["final"], result["best"]
+    text = done_line(result)
+    if "test_acc" in fin:
+        text += (f"\nfinal epoch {fin['epoch']}: loss {fin['loss']:.4f}  train "
+                 f"{fin['train_acc']:.4f}  val {fin['val_acc']:.4f}  test "
+                 f"{fin['test_acc']:.4f}")
+    if best:
+        text += (f"\nbest-validation epoch {best['epoch']}: val {best['val_acc']:.4f}  "
+                 f"test {best['test_acc']:.4f}")
+    return text
+
+
+def done_line(result: dict) -> str:
+    """Where the wall time went: the first epoch (JIT compilation or cache load) apart, then
+    the steady epoch as training step (rank 0's breakdown) + evaluation + the rest."""
+    n, wall = result["epochs_run"], result["wall_seconds"]
+    text = f"done: {n} epochs in {wall:.2f} s wall"
+    if n < 2:
+        return text
+    steady, step, ev = (result[k] * 1e3 for k in ("steady_epoch_wall_seconds",
+                                                   "epoch_seconds", "eval_seconds"))
+    parts = ", ".join(f"{k} {v * 1e3:.1f}" for k, v in result["breakdown"].items())
+    first = result["first_epoch_seconds"]
+    return (f"{text}: the first epoch {first:.2f} s (kernel set-up: compile or load, time "
+            f"the variants), then {steady:.1f} ms/epoch = training step {step:.1f} ({parts}) "
+            f"+ evaluation {ev:.1f} + checkpoints and the rest "
+            f"{max(0.0, steady - step - ev):.1f} ms; peak resident memory "
+            f"{result['peak_rss_bytes'] / 2**20:.0f} MiB on the largest rank")
