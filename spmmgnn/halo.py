@@ -31,8 +31,10 @@ NO_INDEX = np.zeros(0, dtype=np.int64)
 
 
 def displacements(counts: np.ndarray) -> np.ndarray:
-    """Exclusive prefix sum: where each peer's rows start in a packed buffer."""
-    d = np.zeros_like(counts)
+    """Exclusive prefix sum: where each peer's rows start in a packed buffer (int64, the one
+    helper every ``Alltoallv`` / ``Allgatherv`` of the package uses)."""
+    counts = np.asarray(counts)
+    d = np.zeros(counts.shape, dtype=np.int64)
     np.cumsum(counts[:-1], out=d[1:])
     return d
 

@@ -13,7 +13,6 @@ for A^T, measured faster at every width.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numba
 import numpy as np
@@ -21,6 +20,8 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from .machine import llc_bytes
 
 _JIT = dict(parallel=True, cache=True, nogil=True, boundscheck=False)
 PREFETCH_DISTANCE = 16  # non-zeros ahead: hides the latency of gathering a random row of x
@@ -47,21 +48,6 @@ def prefetch_row(typingctx, arr, row):
         return context.get_dummy_value()
 
     return sig, codegen
-
-
-def llc_bytes() -> int:
-    """Size of the largest (last-level) CPU cache in bytes, from sysfs; 32 MiB if unknown."""
-    best = 0
-    for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
-        try:
-            text = (d / "size").read_text().strip().upper()
-        except OSError:
-            continue
-        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
-        digits = text.rstrip("KMG")
-        if digits.isdigit():
-            best = max(best, int(digits) * scale)
-    return best or 32 * 2**20
 
 
 _LLC_ENV = os.environ.get("SPMMGNN_LLC_BYTES", "").strip()

@@ -12,15 +12,6 @@ from .errors import agree
 ENV_VAR = "SPMMGNN_THREADS"
 
 
-def ranks_on_this_node(comm: MPI.Comm = MPI.COMM_WORLD) -> int:
-    """Number of ranks of ``comm`` that share this node (collective)."""
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        return node.Get_size()
-    finally:
-        node.Free()
-
-
 def _affinity() -> set[int]:
     if hasattr(os, "sched_getaffinity"):
         return set(os.sched_getaffinity(0))

@@ -23,11 +23,11 @@ from mpi4py import MPI
 
 from ..convert import mpi_float_type
 from ..errors import agree
+from ..halo import displacements
 from ..layout import Partition
 from ..local_matrix import LocalCSR
-from ..machine import available_bytes
+from ..machine import available_bytes, ranks_on_this_node
 from ..stats import CommStats
-from ..threads import ranks_on_this_node
 from .base import DistSpMM
 
 # bytes per non-zero of the replicated A: float64 value + index, a float32 copy, the transposed
@@ -127,8 +127,8 @@ class FeatureParallel(DistSpMM):
         stats: CommStats = self.stats
         sc, rc = send_counts.astype(np.int64), recv_counts.astype(np.int64)
         with stats.timing("seconds_exchange"):
-            self.comm.Alltoallv([send, (sc, _displs(sc)), mpitype],
-                                [recv, (rc, _displs(rc)), mpitype])
+            self.comm.Alltoallv([send, (sc, displacements(sc)), mpitype],
+                                [recv, (rc, displacements(rc)), mpitype])
         item = send.itemsize
         out_bytes = int(sc.sum() - sc[me]) * item
         stats.exchanges += 1
@@ -156,8 +156,6 @@ def _column_blocks(dense: np.ndarray, cols: np.ndarray, flat: np.ndarray, pack: 
         pos += rows * (hi - lo)
 
 
-def _displs(counts: np.ndarray) -> np.ndarray:
-    return np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
 
 
 def _allgather_rows(comm: MPI.Comm, block_row: sp.csr_array, n: int) -> sp.csr_array:
@@ -171,8 +169,8 @@ def _allgather_rows(comm: MPI.Comm, block_row: sp.csr_array, n: int) -> sp.csr_a
     all_lengths = np.empty(int(rows.sum()), dtype=np.int64)
     all_indices = np.empty(int(nnz.sum()), dtype=np.int64)
     all_data = np.empty(int(nnz.sum()), dtype=np.float64)
-    comm.Allgatherv([lengths, MPI.INT64_T], [all_lengths, (rows, _displs(rows)), MPI.INT64_T])
-    comm.Allgatherv([indices, MPI.INT64_T], [all_indices, (nnz, _displs(nnz)), MPI.INT64_T])
-    comm.Allgatherv([data, MPI.DOUBLE], [all_data, (nnz, _displs(nnz)), MPI.DOUBLE])
+    comm.Allgatherv([lengths, MPI.INT64_T], [all_lengths, (rows, displacements(rows)), MPI.INT64_T])
+    comm.Allgatherv([indices, MPI.INT64_T], [all_indices, (nnz, displacements(nnz)), MPI.INT64_T])
+    comm.Allgatherv([data, MPI.DOUBLE], [all_data, (nnz, displacements(nnz)), MPI.DOUBLE])
     indptr = np.concatenate(([0], np.cumsum(all_lengths)))
     return sp.csr_array((all_data, all_indices, indptr), shape=(all_lengths.size, n))

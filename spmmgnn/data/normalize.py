@@ -21,6 +21,8 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
+from ..halo import displacements
+
 NORMALIZATIONS = ("gcn", "mean", "none")
 
 
@@ -95,8 +97,7 @@ def fetch_owned_values(comm: MPI.Comm, offsets: np.ndarray, values: np.ndarray,
     send_counts = np.bincount(owner, minlength=k).astype(np.int64)
     recv_counts = np.empty(k, dtype=np.int64)
     comm.Alltoall(send_counts, recv_counts)
-    sdispl = np.r_[0, np.cumsum(send_counts)[:-1]].astype(np.int64)
-    rdispl = np.r_[0, np.cumsum(recv_counts)[:-1]].astype(np.int64)
+    sdispl, rdispl = displacements(send_counts), displacements(recv_counts)
     asked = np.empty(int(recv_counts.sum()), dtype=np.int64)
     comm.Alltoallv([uniq, (send_counts, sdispl), MPI.INT64_T],
                    [asked, (recv_counts, rdispl), MPI.INT64_T])
