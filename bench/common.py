@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -33,6 +34,12 @@ def copy_bandwidth(mbytes: int = 256) -> float:
     dst = np.empty_like(src)
     t = best_time(lambda: np.copyto(dst, src), repeat=5)["min"]
     return 2 * src.nbytes / t / 1e9
+
+
+def mpiexec() -> str:
+    """This environment's mpiexec (the mpich wheel puts it next to python), else the PATH's."""
+    local = Path(sys.executable).parent / "mpiexec"
+    return str(local) if local.exists() else "mpiexec"
 
 
 def machine() -> dict:

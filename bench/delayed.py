@@ -20,14 +20,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import RESULTS, machine, write_json  # noqa: E402
+from bench.common import RESULTS, machine, mpiexec, write_json  # noqa: E402
 from spmmgnn.atomic import write_text_atomic  # noqa: E402
 
 
 def run(P: int, flags: list[str], common: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
-        cmd = [str(Path(sys.executable).parent / "mpiexec"), "-n", str(P), sys.executable, "-m",
+        cmd = [mpiexec(), "-n", str(P), sys.executable, "-m",
                "spmmgnn.cli", "train", *common, *flags, "--quiet", "--json", str(out)]
         subprocess.run(cmd, check=True, capture_output=True, text=True)
         return json.loads(out.read_text())

@@ -29,15 +29,10 @@ from pathlib import Path
 
 from spmmgnn.atomic import write_text_atomic
 
-from common import RESULTS, machine, write_json
+from common import RESULTS, machine, mpiexec, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-
-
-def mpiexec() -> str:
-    local = BIN / "mpiexec"
-    return str(local) if local.exists() else "mpiexec"
 
 
 def run(cmd: list[str], env: dict | None = None) -> tuple[float, subprocess.CompletedProcess]:

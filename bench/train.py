@@ -38,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from common import mpiexec
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -198,9 +200,7 @@ def launch(kind: str, P: int, threads: int, hidden: int, args, extra=()) -> dict
                   "--warmup", str(args.warmup), "--seed", str(args.seed),
                   "--algorithm", args.algorithm, *extra]
         if kind == "ours":
-            mpiexec = Path(sys.executable).parent / "mpiexec"
-            cmd = [str(mpiexec) if mpiexec.exists() else "mpiexec", "-n", str(P),
-                   sys.executable, *common]
+            cmd = [mpiexec(), "-n", str(P), sys.executable, *common]
         else:
             cmd = [sys.executable, *common]
         env = dict(os.environ, OMP_NUM_THREADS=str(threads), SPMMGNN_THREADS=str(threads))

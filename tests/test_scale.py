@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
+from spmmgnn.data.generators import banded
 from spmmgnn.data.h5graph import write_graph
 
 from .mpi import run_mpi_json
@@ -15,11 +15,8 @@ from .mpi import run_mpi_json
 def _banded_graph(path, n: int, k: int, half_width: int = 20, per_row: int = 4) -> None:
     """A symmetric banded graph with features and labels, written for k block rows: ghosts
     only near the block boundaries, so a rank's share is O(n/P + nnz/P)."""
+    A = banded(n, per_row, half_width, seed=0, directed=False)
     rng = np.random.default_rng(0)
-    rows = np.repeat(np.arange(n), per_row)
-    cols = np.clip(rows + rng.integers(-half_width, half_width + 1, rows.size), 0, n - 1)
-    A = sp.csr_array((np.ones(rows.size), (rows, cols)), shape=(n, n))
-    A = sp.csr_array(((A + A.T) > 0).astype(np.float64))
     base, extra = divmod(n, k)
     sizes = np.full(k, base) + (np.arange(k) < extra)
     write_graph(path, A, offsets=np.r_[0, np.cumsum(sizes)], features=rng.random((n, 8)),

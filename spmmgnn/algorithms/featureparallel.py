@@ -156,8 +156,6 @@ def _column_blocks(dense: np.ndarray, cols: np.ndarray, flat: np.ndarray, pack: 
         pos += rows * (hi - lo)
 
 
-
-
 def _allgather_rows(comm: MPI.Comm, block_row: sp.csr_array, n: int) -> sp.csr_array:
     """Every rank's block row, stacked in rank order: all of A on every rank."""
     block_row = sp.csr_array(block_row)

@@ -90,17 +90,14 @@ def spmm_run(comm: MPI.Comm, run: dict, A, parts: PartitionCache) -> dict | None
 
 def train_spec(run: dict):
     """The ``RunSpec`` of a sweep's training point: ``spmmgnn train`` with these flags."""
-    from ..training.run import RunSpec
+    from ..training.run import CSBM_FIELDS, RunSpec
     from .graphs import parse_spec
 
     name, kw = parse_spec(run["graph"])
     if name == "file":
         data = dict(dataset=kw["path"])
     elif name == "csbm":
-        keys = dict(n="csbm_n", avg_degree="csbm_degree", num_features="csbm_features",
-                    num_classes="csbm_classes", homophily="csbm_homophily",
-                    signal="csbm_signal")
-        data = {keys[k]: v for k, v in kw.items() if k in keys}
+        data = {CSBM_FIELDS[k]: v for k, v in kw.items() if k in CSBM_FIELDS}
     else:
         raise SpmmgnnError(f"train mode needs features and labels: graph {run['graph']!r} "
                            "has none (use csbm:... or a graph file with features)")

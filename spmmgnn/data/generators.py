@@ -29,6 +29,20 @@ def random_graph(n: int, avg_degree: float, seed: int = 0, directed: bool = True
     return _coo_to_csr(rows, cols, n)
 
 
+def banded(n: int, per_row: int, half_width: int, seed: int = 0,
+           directed: bool = True) -> sp.csr_array:
+    """Each row's ``per_row`` columns drawn uniformly within ``half_width`` of the diagonal
+    (duplicates summed, as ``_coo_to_csr`` does for every generator here): rows touch nearby
+    rows of x, as after a bandwidth-reducing ordering of a mesh, and block rows have ghosts
+    only near their boundaries. ``directed=False`` adds every entry's mirror (A + A.T)."""
+    rng = np.random.default_rng(seed)
+    rows = np.repeat(np.arange(n), per_row)
+    cols = np.clip(rows + rng.integers(-half_width, half_width + 1, rows.size), 0, n - 1)
+    if not directed:
+        rows, cols = np.concatenate([rows, cols]), np.concatenate([cols, rows])
+    return _coo_to_csr(rows, cols, n)
+
+
 def rmat(scale: int, edge_factor: int = 16, seed: int = 0, abcd=(0.57, 0.19, 0.19, 0.05),
          symmetric: bool = True, permute: bool = True) -> sp.csr_array:
     """R-MAT power-law graph (Graph500 parameters): 2**scale vertices, edge_factor*n edges

@@ -23,6 +23,9 @@ from .trainer import TrainConfig
 
 H5_SUFFIXES = {".h5", ".hdf5"}
 _TRAIN = TrainConfig()  # the model and optimization defaults live there, once
+# csbm()'s keywords -> the RunSpec fields (and --csbm-* flags) that set them
+CSBM_FIELDS = dict(n="csbm_n", avg_degree="csbm_degree", num_features="csbm_features",
+                   num_classes="csbm_classes", homophily="csbm_homophily", signal="csbm_signal")
 
 
 @dataclass
@@ -122,9 +125,7 @@ def load_data(spec: RunSpec, grid: ProcessGrid, normalization: str):
         if ds == "csbm":
             from ..data.csbm import csbm
 
-            return csbm(n=spec.csbm_n, avg_degree=spec.csbm_degree,
-                        num_features=spec.csbm_features, num_classes=spec.csbm_classes,
-                        homophily=spec.csbm_homophily, signal=spec.csbm_signal, seed=spec.seed)
+            return csbm(**{k: getattr(spec, f) for k, f in CSBM_FIELDS.items()}, seed=spec.seed)
         from ..data.loaders import load_graph
 
         return load_graph(ds)
