@@ -6,9 +6,11 @@ Like PETSc's star forest it has two directions over the same index lists:
 * ``reduce``: partial sums computed for ghost rows -> added into the owners' rows (the
   transpose, used for ``A^T Y`` without storing A^T).
 
-Each direction has begin/end verbs, like ``PetscSFBcastBegin/End``: ``start_bcast`` packs
-(and encodes) the rows and posts one non-blocking ``Ialltoallv``; the returned ``Exchange``
-is finished later, so the caller multiplies its diagonal block while the rows travel.
+Each direction has begin/end verbs, like ``PetscSFBcastBegin/End``: ``start_bcast(x, ghost)``
+and ``start_reduce(partial, out)`` name the source and the destination, pack (and encode)
+the rows and post one non-blocking ``Ialltoallv``; the returned ``Exchange`` is finished
+later with the same ``finish()`` for both directions, so the caller multiplies its diagonal
+block while the rows travel. The statistics and the codecs are bound when the plan is built.
 Counts and displacements are fixed at plan time; rows travel as a contiguous MPI type so
 counts never depend on the feature width, and buffers are reused across calls (one set per
 ``slot``, so several exchanges may be in flight at once). Every byte is counted.
@@ -22,6 +24,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import kernels
+from .buffers import BufferPool
 from .codecs import CastCodec, Codec
 from .errors import agree
 from .hashing import mix64
@@ -40,41 +43,50 @@ def displacements(counts: np.ndarray) -> np.ndarray:
 
 
 class Exchange:
-    """One row exchange in flight. ``finish`` waits for it and lands the rows:
+    """One row exchange in flight, returned by ``HaloPlan.start_bcast`` / ``start_reduce``.
 
-    * bcast: into the ghost buffer given to ``start_bcast`` (decoded when a codec is used);
-    * reduce: added into ``out_local`` at the rows peers computed partial sums for.
+    ``finish(into=None)`` waits for it and lands the rows in ``into`` (by default the
+    destination named when it started) and returns that array: a bcast overwrites the ghost
+    rows with the owners' rows (decoded when a codec is used), a reduce adds the partial sums
+    peers computed for my rows. ``wait()`` completes it and discards what arrived.
     """
 
-    def __init__(self, plan: HaloPlan, request: MPI.Request, recv: np.ndarray, stats: CommStats,
-                 codec: Codec | None, target: np.ndarray | None):
-        self.plan, self.request, self.recv, self.stats = plan, request, recv, stats
-        self.codec, self.target = codec, target
+    def __init__(self, plan: HaloPlan, request: MPI.Request, recv: np.ndarray,
+                 codec: Codec | None, destination: np.ndarray | None, forward: bool):
+        self.plan, self.request, self.recv, self.codec = plan, request, recv, codec
+        self.destination, self.forward = destination, forward
         self.posted = time.perf_counter()
         self.done = False
 
     def wait(self) -> None:
         """Complete the exchange and discard what arrived (draining one no longer needed)."""
         self.request.Wait()
+        self.done = True
 
-    def finish(self, out_local: np.ndarray | None = None) -> None:
-        stats = self.stats
+    def finish(self, into: np.ndarray | None = None) -> np.ndarray:
+        dst = self.destination if into is None else into
+        if dst is None:
+            self.wait()  # leave nothing in flight
+            raise ValueError("finish: a reduce started without out_local needs into=")
+        plan, codec, stats = self.plan, self.codec, self.plan.stats
         stats.seconds_exchange_hidden += time.perf_counter() - self.posted
         with stats.timing("seconds_exchange"):
             self.request.Wait()
         self.done = True
-        plan, codec = self.plan, self.codec
-        if self.target is not None:  # bcast
+        if self.forward:
             if codec is not None:
                 with stats.timing("seconds_codec"):
-                    codec.decode(self.recv, self.target, NO_INDEX, accumulate=False)
-            return
-        if codec is None:
+                    codec.decode(self.recv, dst, NO_INDEX, accumulate=False)
+            elif dst is not self.recv:
+                with stats.timing("seconds_exchange"):
+                    dst[...] = self.recv
+        elif codec is None:
             with stats.timing("seconds_exchange"):
-                plan.scatter_add(self.recv, out_local)
+                plan.scatter_add(self.recv, dst)
         else:
             with stats.timing("seconds_codec"):
-                codec.decode(self.recv, out_local, plan.send_idx, accumulate=True)
+                codec.decode(self.recv, dst, plan.send_idx, accumulate=True)
+        return dst
 
 
 class HaloPlan:
@@ -84,11 +96,19 @@ class HaloPlan:
     ``comm``; ``ghost_ids`` are the sorted global rows this rank needs from others (never its
     own). Collective over ``comm``; every check is agreed, so a bad plan on one rank is an
     error on all of them.
+
+    What stays fixed for the plan's life is bound here: the ``stats`` every exchange counts
+    into (the operator's), the ``codec`` of the bcast and ``codec_backward`` of the reduce
+    (None: rows travel as they are), and ``seed``/``stream`` of their stochastic rounding.
     """
 
     def __init__(self, comm: MPI.Comm, owner_offsets: np.ndarray, ghost_ids: np.ndarray,
-                 seed: int = 0, stream: int | None = None):
+                 stats: CommStats | None = None, codec: Codec | None = None,
+                 codec_backward: Codec | None = None, seed: int = 0,
+                 stream: int | None = None):
         self.comm = comm
+        self.stats = CommStats() if stats is None else stats
+        self.codec, self.codec_backward = codec, codec_backward
         size, me = comm.Get_size(), comm.Get_rank()
         self._key_base = mix64(seed, me if stream is None else stream)
         owner_offsets = np.asarray(owner_offsets, dtype=np.int64)
@@ -119,7 +139,7 @@ class HaloPlan:
         self.n_send = int(self.send_counts.sum())
         self.n_ghost = int(ghost_ids.size)
         self.ghost_ids = ghost_ids
-        self._buffers: dict[tuple, np.ndarray] = {}
+        self.buffers = BufferPool()
         self._types: dict[int, MPI.Datatype] = {}
 
     def send_volume(self) -> int:
@@ -130,12 +150,8 @@ class HaloPlan:
         return self.n_ghost
 
     def buffer(self, name: str, rows: int, f: int, dtype, slot: int = 0) -> np.ndarray:
-        """A reusable (rows x f) buffer, allocated on first use for (name, f, dtype, slot)."""
-        key = (name, f, np.dtype(dtype), slot)
-        buf = self._buffers.get(key)
-        if buf is None:
-            buf = self._buffers[key] = np.empty((rows, f), dtype=dtype)
-        return buf
+        """A reusable (rows x f) buffer of the plan's pool."""
+        return self.buffers.get(name, (rows, f), dtype, slot)
 
     def scatter_add(self, rows: np.ndarray, out_local: np.ndarray) -> None:
         """out_local[send_idx[i]] += rows[i] (partial sums peers computed for my rows)."""
@@ -147,7 +163,7 @@ class HaloPlan:
             t = self._types[row_bytes] = MPI.BYTE.Create_contiguous(row_bytes).Commit()
         return t
 
-    def _post(self, send: np.ndarray, recv: np.ndarray, forward: bool, stats: CommStats,
+    def _post(self, send: np.ndarray, recv: np.ndarray, forward: bool,
               param_bytes: int = 0) -> MPI.Request:
         """Post one Ialltoallv of whole rows of ``send`` into ``recv`` and count its bytes.
 
@@ -158,14 +174,11 @@ class HaloPlan:
         sc, sd, rc, rd = ((self.send_counts, self.send_displs, self.recv_counts, self.recv_displs)
                           if forward else
                           (self.recv_counts, self.recv_displs, self.send_counts, self.send_displs))
-        with stats.timing("seconds_exchange"):
+        with self.stats.timing("seconds_exchange"):
             request = self.comm.Ialltoallv([send, (sc, sd), rt], [recv, (rc, rd), rt])
-        stats.exchanges += 1
         rows_out = int(sc.sum())
-        stats.bytes_sent += rows_out * row_bytes
-        stats.bytes_received += int(rc.sum()) * row_bytes
-        stats.payload_bytes_sent += rows_out * (row_bytes - param_bytes)
-        stats.param_bytes_sent += rows_out * param_bytes
+        self.stats.count_exchange(rows_out * row_bytes, int(rc.sum()) * row_bytes,
+                                  rows_out * param_bytes)
         return request
 
     @staticmethod
@@ -174,57 +187,56 @@ class HaloPlan:
         return codec is None or (isinstance(codec, CastCodec) and codec.wire == np.dtype(dtype))
 
     def _encode(self, codec: Codec, x: np.ndarray, idx: np.ndarray, rows: int, name: str,
-                stats: CommStats, key: int, slot: int) -> np.ndarray:
+                key: int, slot: int) -> np.ndarray:
         """Encode rows into a reusable byte buffer; NaN/Inf anywhere is a collective error.
 
         ``key`` selects the stochastic-rounding stream: the same key gives the same bits."""
         buf = self.buffer(name, rows, codec.row_bytes(x.shape[1]), np.uint8, slot)
-        with stats.timing("seconds_codec"):
+        with self.stats.timing("seconds_codec"):
             bad = codec.encode(x, idx, buf, mix64(self._key_base, key))
         agree(self.comm, f"{bad} row(s) with NaN or Inf reached the {codec.name} codec"
               if bad else None)
         return buf
 
-    def start_bcast(self, x_local: np.ndarray, ghost: np.ndarray, stats: CommStats,
-                    codec: Codec | None = None, key: int = 0, slot: int = 0) -> Exchange:
+    def start_bcast(self, x_local: np.ndarray, ghost: np.ndarray, key: int = 0,
+                    slot: int = 0) -> Exchange:
         """Begin ghost[:] = the rows of X named by this rank's ghost columns; ``finish()``
-        the returned exchange before reading ``ghost``."""
-        f = x_local.shape[1]
+        the returned exchange before reading ``ghost``. ``key`` selects the codec's
+        stochastic rounding for this call; ``slot`` keeps exchanges in flight at the same
+        time in separate buffers."""
+        f, codec = x_local.shape[1], self.codec
         if self._passthrough(codec, x_local.dtype):
             send = self.buffer("send", self.n_send, f, x_local.dtype, slot)
-            with stats.timing("seconds_exchange"):
+            with self.stats.timing("seconds_exchange"):
                 kernels.gather_rows(x_local, self.send_idx, send)
-            return Exchange(self, self._post(send, ghost, True, stats), ghost, stats, None,
-                            ghost)
-        send = self._encode(codec, x_local, self.send_idx, self.n_send, "enc_send", stats, key,
-                            slot)
+            return Exchange(self, self._post(send, ghost, True), ghost, None, ghost, True)
+        send = self._encode(codec, x_local, self.send_idx, self.n_send, "enc_send", key, slot)
         recv = self.buffer("enc_recv", self.n_ghost, send.shape[1], np.uint8, slot)
-        request = self._post(send, recv, True, stats, param_bytes=codec.param_bytes)
-        return Exchange(self, request, recv, stats, codec, ghost)
+        request = self._post(send, recv, True, param_bytes=codec.param_bytes)
+        return Exchange(self, request, recv, codec, ghost, True)
 
-    def start_reduce(self, ghost_partial: np.ndarray, stats: CommStats,
-                     codec: Codec | None = None, key: int = 0, slot: int = 0) -> Exchange:
-        """Begin sending partial sums for ghost rows to their owners; ``finish(out_local)``
-        adds the partial sums peers computed for my rows into ``out_local``. ``ghost_partial``
-        must stay untouched until then."""
-        f = ghost_partial.shape[1]
+    def start_reduce(self, ghost_partial: np.ndarray, out_local: np.ndarray | None = None,
+                     key: int = 0, slot: int = 0) -> Exchange:
+        """Begin sending partial sums for ghost rows to their owners; ``finish()`` adds the
+        partial sums peers computed for my rows into ``out_local`` (or into the array given
+        to ``finish``), which may be written until then. ``ghost_partial`` must stay
+        untouched until the exchange is finished."""
+        f, codec = ghost_partial.shape[1], self.codec_backward
         if self._passthrough(codec, ghost_partial.dtype):
             recv = self.buffer("partial_recv", self.n_send, f, ghost_partial.dtype, slot)
-            return Exchange(self, self._post(ghost_partial, recv, False, stats), recv, stats,
-                            None, None)
-        send = self._encode(codec, ghost_partial, NO_INDEX, self.n_ghost, "enc_partial", stats,
-                            key, slot)
+            return Exchange(self, self._post(ghost_partial, recv, False), recv, None, out_local,
+                            False)
+        send = self._encode(codec, ghost_partial, NO_INDEX, self.n_ghost, "enc_partial", key,
+                            slot)
         recv = self.buffer("enc_partial_recv", self.n_send, send.shape[1], np.uint8, slot)
-        request = self._post(send, recv, False, stats, param_bytes=codec.param_bytes)
-        return Exchange(self, request, recv, stats, codec, None)
+        request = self._post(send, recv, False, param_bytes=codec.param_bytes)
+        return Exchange(self, request, recv, codec, out_local, False)
 
-    def bcast(self, x_local: np.ndarray, ghost: np.ndarray, stats: CommStats,
-              codec: Codec | None = None, key: int = 0) -> None:
+    def bcast(self, x_local: np.ndarray, ghost: np.ndarray, key: int = 0) -> None:
         """Blocking ``start_bcast`` + ``finish``."""
-        self.start_bcast(x_local, ghost, stats, codec, key).finish()
+        self.start_bcast(x_local, ghost, key).finish()
 
-    def reduce(self, ghost_partial: np.ndarray, out_local: np.ndarray, stats: CommStats,
-               codec: Codec | None = None, key: int = 0) -> None:
+    def reduce(self, ghost_partial: np.ndarray, out_local: np.ndarray, key: int = 0) -> None:
         """Blocking ``start_reduce`` + ``finish``: out_local[rows peers computed for me] +=
         their partial sums for my rows."""
-        self.start_reduce(ghost_partial, stats, codec, key).finish(out_local)
+        self.start_reduce(ghost_partial, out_local, key).finish()

@@ -48,8 +48,27 @@ class CommStats:
         return d
 
     def reset(self) -> None:
-        for k, v in asdict(CommStats()).items():
+        self.load(CommStats())
+
+    def load(self, other: CommStats) -> None:
+        """Set every counter to ``other``'s, in place (holders of this object see them)."""
+        for k, v in asdict(other).items():
             setattr(self, k, v)
+
+    def count_exchange(self, sent: int, received: int, param_bytes: int = 0) -> None:
+        """One data exchange: the bytes this rank sent to other ranks (payload plus
+        ``param_bytes`` of codec parameters) and received from them. Every algorithm counts
+        its bytes here."""
+        self.exchanges += 1
+        self.bytes_sent += int(sent)
+        self.bytes_received += int(received)
+        self.payload_bytes_sent += int(sent) - int(param_bytes)
+        self.param_bytes_sent += int(param_bytes)
+
+    def count_allreduce(self, nbytes: int) -> None:
+        """One all-reduce of a local buffer of ``nbytes`` over the replicas."""
+        self.allreduces += 1
+        self.allreduce_bytes += int(nbytes)
 
     @contextmanager
     def timing(self, field: str):

@@ -379,7 +379,7 @@ class DistSpMM:
         local = np.array([np.abs(ax - atx).max(initial=0.0), np.abs(ax).max(initial=0.0)])
         worst = np.empty_like(local)
         self.grid.comm.Allreduce(local, worst, op=MPI.MAX)
-        self.stats = saved
+        self.stats.load(saved)
         self.symmetric = bool(worst[0] <= 1e-10 * max(worst[1], 1e-300))
         return self.symmetric
 

@@ -12,6 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
+from ..buffers import BufferPool
 from ..convert import mpi_float_type
 from ..local_matrix import split_block_columns
 from ..stats import CommStats
@@ -22,12 +23,8 @@ def count_stage(stats: CommStats, size: int, root: bool, block_bytes: int,
     """Logical bytes of one stage among ``size`` ranks. Broadcast: the root sends its block
     to size-1 peers, each receives it once. Reduce (``into_root``): the reverse."""
     fan = (size - 1) * block_bytes if root else block_bytes
-    stats.exchanges += 1
-    if root != into_root:
-        stats.bytes_sent += fan
-        stats.payload_bytes_sent += fan
-    else:
-        stats.bytes_received += fan
+    sends = root != into_root
+    stats.count_exchange(fan if sends else 0, 0 if sends else fan)
 
 
 class BlockBroadcast:
@@ -40,7 +37,7 @@ class BlockBroadcast:
         blocks = split_block_columns(block_row, col_offsets)
         self.blocks = {q: blocks[q] for q in stages}
         self.sizes = np.diff(col_offsets)
-        self._buf: dict = {}
+        self.buffers = BufferPool()
 
     @property
     def nnz(self) -> int:
@@ -50,10 +47,7 @@ class BlockBroadcast:
         return list(self.blocks.values())
 
     def _stage_buffer(self, f: int, dtype) -> np.ndarray:
-        key = (f, np.dtype(dtype))
-        if key not in self._buf:
-            self._buf[key] = np.empty((int(self.sizes.max(initial=0)), f), dtype=dtype)
-        return self._buf[key]
+        return self.buffers.get("stage", (int(self.sizes.max(initial=0)), f), dtype)
 
     def matmul(self, x: np.ndarray, out: np.ndarray, stats: CommStats) -> None:
         comm, me = self.comm, self.comm.Get_rank()

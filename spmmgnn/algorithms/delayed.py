@@ -57,8 +57,9 @@ class GhostBins:
         plan = op.product.plan
         self.bin_of = ghost_bins(plan.ghost_ids, plan.recv_counts, r, seed)
         self.rows = [np.flatnonzero(self.bin_of == b) for b in range(r)]
-        self.plans = [HaloPlan(plan.comm, op.col_offsets, plan.ghost_ids[rows], seed=seed,
-                               stream=op.grid.rank) for rows in self.rows]
+        self.plans = [HaloPlan(plan.comm, op.col_offsets, plan.ghost_ids[rows], op.stats,
+                               plan.codec, plan.codec_backward, seed=seed, stream=op.grid.rank)
+                      for rows in self.rows]
 
 
 class DelayedRemote:
@@ -166,14 +167,13 @@ class DelayedView:
         t, b, slot = self._bin(0)
         plan = self._owner.bins.plans[b]
         landing = plan.buffer("ghost", plan.n_ghost, x.shape[1], x.dtype, slot)
-        posted = plan.start_bcast(x, landing, stats, prod.codec, op.rounding_key(stream, 0), slot)
+        posted = plan.start_bcast(x, landing, op.rounding_key(stream, 0), slot)
         with stats.timing("seconds_multiply"):
             prod.diag.matmul(x, out, accumulate=False)
         stale = self._stale_rows(x.shape[1], x.dtype)
         earlier = self._pending[0].pop(t - self._owner.staleness, None)
         if earlier is not None:
-            earlier.finish()
-            stale[self._owner.bins.rows[b]] = earlier.target
+            stale[self._owner.bins.rows[b]] = earlier.finish()
         self._pending[0][t] = posted
         with stats.timing("seconds_multiply"):
             prod.ghost.matmul(stale, out, accumulate=True)
@@ -202,14 +202,13 @@ class DelayedView:
                 prod.ghost.t_matmul(y, partial, accumulate=False)
             send = plan.buffer("partial_send", plan.n_ghost, y.shape[1], y.dtype, slot)
             np.take(partial, self._owner.bins.rows[b], axis=0, out=send)
-            posted = plan.start_reduce(send, stats, prod.codec_backward, op.rounding_key(stream, 1),
-                                       slot)
+            posted = plan.start_reduce(send, None, op.rounding_key(stream, 1), slot)
         with stats.timing("seconds_multiply"):
             prod.diag.t_matmul(y, out, accumulate=False)
         if posted is not None:
             earlier = self._pending[1].pop(t - self._owner.staleness, None)
             if earlier is not None:
-                earlier.finish(out)
+                earlier.finish(into=out)
             self._pending[1][t] = posted
         return like_input(out, Y_local)
 

@@ -21,6 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
+from ..buffers import BufferPool
 from ..convert import mpi_float_type
 from ..errors import agree
 from ..halo import displacements
@@ -54,7 +55,8 @@ class FeatureParallel(DistSpMM):
         self.A = LocalCSR(_allgather_rows(self.comm, block_row, self.n))
         self.rows_in = np.diff(self.col_offsets)   # rows of X per rank
         self.rows_out = np.diff(self.row_offsets)  # rows of A @ X per rank
-        self._buf: dict = {}
+        self.buffers = BufferPool()
+        self._feature_cols: dict[int, np.ndarray] = {}
 
     @classmethod
     def preflight(cls, grid, shape, nnz, memory_budget: int | None = None, **options):
@@ -93,10 +95,10 @@ class FeatureParallel(DistSpMM):
         fp = int(cols[me + 1] - cols[me])
         width = np.diff(cols)
         mpitype = mpi_float_type(x.dtype)
-        xc = self._buffer("xc", int(rows_in.sum()), fp, x.dtype)
-        zc = self._buffer("zc", int(rows_out.sum()), fp, x.dtype)
+        xc = self.buffers.get("xc", (int(rows_in.sum()), fp), x.dtype)
+        zc = self.buffers.get("zc", (int(rows_out.sum()), fp), x.dtype)
         # 1. rows -> columns: to q, my rows of its columns (q-major, contiguous per q)
-        send = self._buffer("send", x.shape[0] * f, 1, x.dtype).reshape(-1)
+        send = self.buffers.get("send", (x.shape[0] * f,), x.dtype)
         with stats.timing("seconds_exchange"):
             _column_blocks(x, cols, send, pack=True)
         self._alltoallv(send, x.shape[0] * width, xc, rows_in * fp, mpitype, me)
@@ -109,17 +111,16 @@ class FeatureParallel(DistSpMM):
             else:
                 self.A.matmul(xc, zc, accumulate=False)
         # 3. columns -> rows: rows of q go to q (contiguous in zc); unpack by source column
-        recv = self._buffer("recv", out.shape[0] * f, 1, x.dtype).reshape(-1)
+        recv = self.buffers.get("recv", (out.shape[0] * f,), x.dtype)
         self._alltoallv(zc, rows_out * fp, recv, out.shape[0] * width, mpitype, me)
         with stats.timing("seconds_exchange"):
             _column_blocks(out, cols, recv, pack=False)
 
     def _feature_offsets(self, f: int) -> np.ndarray:
         """Feature-column blocks: near-equal, the first ``f % P`` ranks one column more."""
-        key = ("cols", f)
-        if key not in self._buf:
-            self._buf[key] = Partition.contiguous(f, self.comm.Get_size()).offsets
-        return self._buf[key]
+        if f not in self._feature_cols:
+            self._feature_cols[f] = Partition.contiguous(f, self.comm.Get_size()).offsets
+        return self._feature_cols[f]
 
     def _alltoallv(self, send: np.ndarray, send_counts: np.ndarray, recv: np.ndarray,
                    recv_counts: np.ndarray, mpitype, me: int) -> None:
@@ -130,17 +131,8 @@ class FeatureParallel(DistSpMM):
             self.comm.Alltoallv([send, (sc, displacements(sc)), mpitype],
                                 [recv, (rc, displacements(rc)), mpitype])
         item = send.itemsize
-        out_bytes = int(sc.sum() - sc[me]) * item
-        stats.exchanges += 1
-        stats.bytes_sent += out_bytes
-        stats.payload_bytes_sent += out_bytes
-        stats.bytes_received += int(rc.sum() - rc[me]) * item
+        stats.count_exchange(int(sc.sum() - sc[me]) * item, int(rc.sum() - rc[me]) * item)
 
-    def _buffer(self, name: str, rows: int, f: int, dtype) -> np.ndarray:
-        key = (name, rows, f, np.dtype(dtype))
-        if key not in self._buf:
-            self._buf[key] = np.empty((rows, f), dtype=dtype)
-        return self._buf[key]
 
 
 def _column_blocks(dense: np.ndarray, cols: np.ndarray, flat: np.ndarray, pack: bool) -> None:

@@ -38,10 +38,12 @@ class GhostProduct:
     """Owned/ghost split of a block row plus its halo plan; multiplies with overlap."""
 
     def __init__(self, block_row: sp.csr_array, comm: MPI.Comm, col_offsets: np.ndarray,
-                 col_lo: int, col_hi: int, codec=None, codec_backward=None, seed: int = 0,
-                 stream: int = 0):
+                 col_lo: int, col_hi: int, stats: CommStats, codec=None, codec_backward=None,
+                 seed: int = 0, stream: int = 0):
         self.diag, self.ghost, ghost_ids = split_columns(block_row, col_lo, col_hi)
-        self.plan = HaloPlan(comm, col_offsets, ghost_ids, seed=seed, stream=stream)
+        self.plan = HaloPlan(comm, col_offsets, ghost_ids, stats, codec, codec_backward,
+                             seed=seed, stream=stream)
+        self.stats = stats
         self.codec, self.codec_backward = codec, codec_backward
 
     @property
@@ -51,23 +53,25 @@ class GhostProduct:
     def matrices(self) -> list:
         return [self.diag, self.ghost]
 
-    def matmul(self, x: np.ndarray, out: np.ndarray, stats: CommStats, key: int) -> None:
+    def matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
         """out = A x: post the ghost fetch, multiply the owned block, land ghosts, add."""
+        stats = self.stats
         ghost_x = self.plan.buffer("ghost", self.plan.n_ghost, x.shape[1], x.dtype)
-        pending = self.plan.start_bcast(x, ghost_x, stats, self.codec, key)
+        pending = self.plan.start_bcast(x, ghost_x, key)
         with stats.timing("seconds_multiply"):
             self.diag.matmul(x, out, accumulate=False)
         pending.finish()
         with stats.timing("seconds_multiply"):
             self.ghost.matmul(ghost_x, out, accumulate=True)
 
-    def matmul_t(self, y: np.ndarray, out: np.ndarray, stats: CommStats, key: int) -> None:
+    def matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
         """out = A^T y: partial sums for ghost columns first, post their reduce, multiply the
         owned block while they travel, then add what peers computed for my rows."""
+        stats = self.stats
         partial = self.plan.buffer("ghost", self.plan.n_ghost, y.shape[1], y.dtype)
         with stats.timing("seconds_multiply"):
             self.ghost.t_matmul(y, partial, accumulate=False)
-        pending = self.plan.start_reduce(partial, stats, self.codec_backward, key)
+        pending = self.plan.start_reduce(partial, out, key)
         with stats.timing("seconds_multiply"):
             self.diag.t_matmul(y, out, accumulate=False)
-        pending.finish(out)
+        pending.finish()

@@ -63,8 +63,9 @@ class PrePost1D(DistSpMM):
         self.diag, ghost, ghost_ids = split_columns(block_row, self.col_lo, self.col_hi)
         self._nnz = self.diag.nnz + ghost.nnz
         self._build(comm, ghost.to_scipy().tocoo(), ghost_ids)
-        self.plan = HaloPlan(comm, self._virtual_offsets, self._ghost_virtual,
-                             seed=codec_seed, stream=grid.rank)
+        self.plan = HaloPlan(comm, self._virtual_offsets, self._ghost_virtual, self.stats,
+                             self.codec, self.codec_backward, seed=codec_seed,
+                             stream=grid.rank)
 
     # ------------------------------------------------------------ plan (pattern only)
     def _build(self, comm: MPI.Comm, cut: sp.coo_array, ghost_ids: np.ndarray) -> None:
@@ -161,7 +162,7 @@ class PrePost1D(DistSpMM):
         recv = plan.buffer("pre_recv", plan.n_ghost, f, x.dtype)
         with stats.timing("seconds_multiply"):
             self.M_send.matmul(x, send, accumulate=False)  # X rows + pre-aggregated sums
-        pending = plan.start_bcast(send, recv, stats, self.codec, key)
+        pending = plan.start_bcast(send, recv, key)
         with stats.timing("seconds_multiply"):
             self.diag.matmul(x, out, accumulate=False)
         pending.finish()
@@ -174,10 +175,10 @@ class PrePost1D(DistSpMM):
         back = plan.buffer("pre_back", plan.n_send, f, y.dtype)
         with stats.timing("seconds_multiply"):
             self.M_recv.t_matmul(y, partial, accumulate=False)
-        pending = plan.start_reduce(partial, stats, self.codec_backward, key)
+        back[:] = 0
+        pending = plan.start_reduce(partial, back, key)
         with stats.timing("seconds_multiply"):
             self.diag.t_matmul(y, out, accumulate=False)
-        back[:] = 0
-        pending.finish(back)
+        pending.finish()
         with stats.timing("seconds_multiply"):
             self.M_send.t_matmul(back, out, accumulate=True)

@@ -43,5 +43,4 @@ class Replication:
         with stats.timing("seconds_allreduce"):
             self.grid.across_replicas.Allreduce(MPI.IN_PLACE, [out, mpi_float_type(out.dtype)],
                                                 op=MPI.SUM)
-        stats.allreduces += 1
-        stats.allreduce_bytes += out.nbytes
+        stats.count_allreduce(out.nbytes)

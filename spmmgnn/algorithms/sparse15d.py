@@ -35,19 +35,19 @@ class Sparse15D(DistSpMM):
         self.stages = self.replication.stages
         mine = self.replication.restrict(block_row, self.col_offsets)
         self.product = GhostProduct(mine, grid.across_block_rows, self.col_offsets,
-                                    self.col_lo, self.col_hi, self.codec, self.codec_backward,
-                                    seed=codec_seed, stream=grid.rank)
+                                    self.col_lo, self.col_hi, self.stats, self.codec,
+                                    self.codec_backward, seed=codec_seed, stream=grid.rank)
         self.plan = self.product.plan
 
     def local_nnz(self) -> int:
         return self.product.nnz
 
     def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
-        self.product.matmul(x, out, self.stats, key)
+        self.product.matmul(x, out, key)
         self.replication.allreduce(out, self.stats)
 
     def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
-        self.product.matmul_t(y, out, self.stats, key)
+        self.product.matmul_t(y, out, key)
         self.replication.allreduce(out, self.stats)
 
     def stage_volumes(self) -> dict[str, dict[int, int]]:

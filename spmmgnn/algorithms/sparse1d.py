@@ -30,15 +30,15 @@ class Sparse1D(DistSpMM):
               f"{self.name} is a 1D algorithm: use replication=1 (or sparse15d for c > 1)")
         self.codec, self.codec_backward = resolve_codecs(grid.comm, codec, codec_backward)
         self.product = GhostProduct(block_row, grid.across_block_rows, self.col_offsets,
-                                    self.col_lo, self.col_hi, self.codec, self.codec_backward,
-                                    seed=codec_seed, stream=grid.rank)
+                                    self.col_lo, self.col_hi, self.stats, self.codec,
+                                    self.codec_backward, seed=codec_seed, stream=grid.rank)
         self.plan = self.product.plan
 
     def local_nnz(self) -> int:
         return self.product.nnz
 
     def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
-        self.product.matmul(x, out, self.stats, key)
+        self.product.matmul(x, out, key)
 
     def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
-        self.product.matmul_t(y, out, self.stats, key)
+        self.product.matmul_t(y, out, key)
