@@ -248,3 +248,33 @@ def test_network_alpha_beta_feed_the_model(tmp_path):
     assert proc.returncode == 0, proc.stderr
     got = json.loads(js.read_text())
     assert (got["alpha"], got["beta"]) == (rec["alpha"], rec["beta"])
+
+
+def test_model_compare_uses_the_records_rate_and_bytes():
+    """compare_runs: the local rate is the slowest rank's non-zeros x f / local seconds of the
+    records at that width and thread count (400 x 8 / 1 ms = 3.2e6), bytes_equal is true for
+    the model's own bytes and false for any other; a fixed rate ignores the records."""
+    from spmmgnn.benchmark.compare import compare_runs, measured_rate
+    from spmmgnn.benchmark.costs import Machine, build_layout, spmm_time
+
+    A = sp.random_array((300, 300), density=0.02, format="csr", random_state=3)
+    layout = build_layout(A, 2)
+    sent = predict("sparse1d", layout, 2, 1, 8).sent.tolist()
+    rec = dict(mode="spmm", graph="g", codec="none", partitioner="none", algorithm="sparse1d",
+               P=2, c=1, f=8, seconds=0.01, threads_per_rank=1, breakdown=dict(local=1e-3),
+               per_rank=dict(nnz=[100, 400], bytes_sent=sent))
+    other = dict(rec, threads_per_rank=2, breakdown=dict(local=1.0),
+                 per_rank=dict(rec["per_rank"], bytes_sent=[s + 1 for s in sent]))
+    assert measured_rate([rec, other], 8) == pytest.approx(3.2e6)
+    assert measured_rate([rec, other], 8, threads=2) == pytest.approx(3200.0)
+    assert measured_rate([rec], 16) is None
+    m = Machine(alpha=1e-6, beta=1e-9, rate=1e9)
+    rows = compare_runs(A, [rec, other], "none", m)
+    assert [r["bytes_equal"] for r in rows] == [True, False]
+    vol = predict("sparse1d", layout, 2, 1, 8)
+    want = spmm_time("sparse1d", layout, vol, 2, 1, 8, 4, Machine(1e-6, 1e-9, 3.2e6))
+    assert rows[0]["predicted"] == pytest.approx(want["seconds"])
+    fixed = compare_runs(A, [rec], "none", m, fixed_rate=True)
+    assert fixed[0]["predicted"] == pytest.approx(
+        spmm_time("sparse1d", layout, vol, 2, 1, 8, 4, m)["seconds"])
+    assert fixed[0]["predicted"] < rows[0]["predicted"]

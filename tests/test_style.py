@@ -56,3 +56,138 @@ def _private_uses_of_text(text: str) -> list[str]:
         p = Path(d) / "probe.py"
         p.write_text(text, encoding="utf-8")
         return _private_uses(p)
+
+
+# The layers of docs/architecture.md, bottom to top, and what each may import.
+LAYERS = {
+    "core": {"core"},
+    "algorithms": {"algorithms", "core"},
+    "partitioners": {"partitioners", "core"},
+    "data": {"data", "partitioners", "core"},
+    "nn": {"nn", "algorithms", "core"},
+    "training": {"training", "nn", "algorithms", "data", "partitioners", "core"},
+    "benchmark": {"benchmark", "training", "algorithms", "data", "partitioners", "core"},
+    "commands": {"commands", "benchmark", "training", "nn", "algorithms", "data",
+                 "partitioners", "core"},
+    "cli": {"commands", "core"},
+}
+# documented in docs/architecture.md: the one upward import, inside a function
+UPWARD_ALLOWED = {("spmmgnn.algorithms.base", "spmmgnn.data.normalize"),
+                  ("spmmgnn.algorithms.base", "spmmgnn.data.pyg")}
+
+
+def _module_name(path: Path, root: Path = ROOT) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return None  # the package itself (__version__, the public names)
+    if parts[1] == "cli":
+        return "cli"
+    return parts[1] if parts[1] in LAYERS else "core"
+
+
+def _imports(modules: dict[str, Path]) -> list[tuple[str, str, int, bool]]:
+    """(importer, imported module, line, at module level) for every spmmgnn import."""
+    out = []
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        top = {id(n) for n in tree.body}
+        for node in ast.walk(tree):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names if a.name.split(".")[0] == "spmmgnn"]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    base = base[:len(base) - node.level + 1]
+                    mod = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    mod = node.module or ""
+                if mod.split(".")[0] != "spmmgnn":
+                    continue
+                # "from . import kernels" names a module; "from .x import f" names x
+                subs = [f"{mod}.{a.name}" for a in node.names if f"{mod}.{a.name}" in modules]
+                targets = subs or [mod]
+            for t in targets:
+                while t not in modules and "." in t:
+                    t = t.rpartition(".")[0]
+                out.append((name, t, node.lineno, id(node) in top))
+    return out
+
+
+def _package_modules(root: Path = ROOT) -> dict[str, Path]:
+    return {_module_name(p, root): p for p in sorted((root / "spmmgnn").rglob("*.py"))}
+
+
+def _upward(modules: dict[str, Path]) -> list[str]:
+    bad = []
+    for src, dst, line, _ in _imports(modules):
+        a, b = _layer(src), _layer(dst)
+        if a is None or b is None or (src, dst) in UPWARD_ALLOWED:
+            continue
+        if b not in LAYERS[a]:
+            bad.append(f"{src}:{line} ({a}) imports {dst} ({b})")
+    return bad
+
+
+def _cycle(modules: dict[str, Path]) -> list[str]:
+    """One circle among module-level imports (depth-first search for a back edge), or []."""
+    edges: dict[str, set[str]] = {m: set() for m in modules}
+    for src, dst, _, top in _imports(modules):
+        if top and dst != src and not src.startswith(dst + ".") and dst != "spmmgnn":
+            edges[src].add(dst)
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> list[str]:
+        state[m] = 1
+        for d in sorted(edges[m]):
+            if state.get(d) == 1:
+                return path[path.index(d):] + [m, d] if d in path else [m, d]
+            if d not in state and (found := visit(d, path + [m])):
+                return found
+        state[m] = 2
+        return []
+
+    for m in sorted(edges):
+        if m not in state and (found := visit(m, [])):
+            return found
+    return []
+
+
+def test_no_module_imports_a_higher_layer():
+    """Every import (module level or inside a function) goes down the layer table of
+    docs/architecture.md, except the documented one."""
+    bad = _upward(_package_modules())
+    assert not bad, "\n".join(bad)
+    # the table is the one the docs print
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for layer in LAYERS:
+        if layer not in ("core", "cli"):
+            assert f"| `{layer}/` |" in doc, layer
+
+
+def test_import_graph_has_no_cycle():
+    cycle = _cycle(_package_modules())
+    assert not cycle, " -> ".join(cycle)
+
+
+def test_import_checks_see_an_upward_import_and_a_circle(tmp_path):
+    """The checkers themselves, on a small package: the core importing a command (inside a
+    function) is upward; two data modules importing each other at module level are a circle."""
+    pkg = tmp_path / "spmmgnn"
+    for d in ("", "data", "commands"):
+        (pkg / d).mkdir(exist_ok=True)
+        (pkg / d / "__init__.py").write_text("")
+    (pkg / "halo.py").write_text("def f():\n    from .commands import train\n")
+    (pkg / "commands" / "train.py").write_text("from ..halo import f\n")
+    (pkg / "data" / "a.py").write_text("from .b import g\n")
+    (pkg / "data" / "b.py").write_text("from . import a\n\ndef g():\n    pass\n")
+    modules = _package_modules(tmp_path)
+    assert _upward(modules) == ["spmmgnn.halo:2 (core) imports spmmgnn.commands.train "
+                                "(commands)"]
+    assert _cycle(modules) == ["spmmgnn.data.a", "spmmgnn.data.b", "spmmgnn.data.a"]

@@ -165,6 +165,24 @@ def crossovers(rows: list[dict]) -> list[str]:
     return out
 
 
+def delayed_notes(exact: list[dict], stale: list[dict]) -> list[str]:
+    """cd-r against exact sparse1d at each P: epoch time and bytes (cd-r is not a candidate
+    for 'best': it changes the model's mathematics)."""
+    base = {r["P"]: r for r in exact if r["algorithm"] == "sparse1d" and r["c"] == 1}
+    out = []
+    for r in stale:
+        b = base.get(r["P"])
+        if b is None:
+            continue
+        ratio = (r["avg_bytes_sent"] / b["avg_bytes_sent"] if b["avg_bytes_sent"]
+                 else float("nan"))
+        out.append(f"P={r['P']}: {r['algorithm']} ({r['backward']} backward) "
+                   f"{r['epoch_seconds'] * 1e3:.2f} ms/epoch = "
+                   f"{r['epoch_seconds'] / b['epoch_seconds']:.2f}x sparse1d's, sending "
+                   f"{ratio:.2f}x its bytes per forward call")
+    return out
+
+
 def measure_rate(A, f: int, dtype="float32", repeat: int = 3) -> float:
     """Non-zeros x columns per second of the local numba kernel on A (this process's
     threads), best of ``repeat`` after a warm-up."""

@@ -163,3 +163,55 @@ class Bar:
         else:
             sys.stderr.write(text + "\n")
         sys.stderr.flush()
+
+
+def run_sweep(comm: MPI.Comm, cfg, results: str, threads: int,
+              progress: bool = True) -> tuple[int, int, int]:
+    """Run every point of the sweep ``cfg`` not already recorded as done in ``results``,
+    appending one record per run (on rank 0); collective. A run's collective SpmmgnnError
+    is recorded as its ``error`` and the sweep goes on. Returns (ran, skipped, failed)."""
+    from .. import __version__
+    from .graphs import make_graph
+    from .records import append_record, done_ids
+    from .sweep import runs
+
+    todo = runs(cfg, comm.size)
+    done, retry = comm.bcast(check_on_root(comm, 0, lambda: done_ids(results)), root=0)
+    if comm.rank == 0 and retry:
+        print(f"spmmgnn bench: {retry} failed run(s) in {results} will run again", flush=True)
+    bar = Bar(len(todo), enabled=comm.rank == 0 and progress)
+    info = dict(version=__version__, machine=machine(), threads_per_rank=threads)
+    parts = PartitionCache()
+    graphs: dict = {}
+    ran = skipped = failed = 0
+    for r in todo:
+        label = (f"{r['mode']} {r['algorithm']} c={r['c']} {r['partitioner']} {r['codec']} "
+                 f"f={r['f']}")
+        if r["run_id"] in done:
+            skipped += 1
+            bar.step(label, skipped=True)
+            continue
+        error = None
+        try:
+            if r["mode"] == "spmm":
+                if r["graph"] not in graphs:
+                    graphs.clear()  # one graph in memory at a time
+                    g = check_on_root(comm, 0, lambda r=r: make_graph(r["graph"]))
+                    graphs[r["graph"]] = g.adj if g is not None else None
+                result = spmm_run(comm, r, graphs[r["graph"]], parts)
+            else:
+                result = train_run(comm, r)
+        except SpmmgnnError as exc:
+            if not exc.collective and comm.size > 1:
+                raise
+            error, result = str(exc), {}
+        if comm.rank == 0:
+            rec = dict(r, **info, time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            rec.update(result or {})
+            if error:
+                rec["error"] = error
+            append_record(results, rec)
+        ran += 1
+        failed += error is not None
+        bar.step(label)
+    return ran, skipped, failed

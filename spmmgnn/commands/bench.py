@@ -106,11 +106,7 @@ def _network(comm, args) -> int:
 
 
 def run(args) -> int:
-    from .. import __version__
-    from ..benchmark.graphs import make_graph
-    from ..benchmark.records import append_record, done_ids
-    from ..benchmark.runs import Bar, PartitionCache, machine, spmm_run, train_run
-    from ..benchmark.sweep import runs
+    from ..benchmark.runs import run_sweep
     from ..threads import default_threads, set_threads
 
     comm = MPI.COMM_WORLD
@@ -119,47 +115,8 @@ def run(args) -> int:
     if args.network:
         return _network(comm, args)
     cfg = check_on_root(comm, 0, lambda: sweep_config(args))
-    cfg = comm.bcast(cfg, root=0)
-    todo = runs(cfg, comm.size)
-    done, retry = comm.bcast(check_on_root(comm, 0, lambda: done_ids(args.results)), root=0)
-    if comm.rank == 0 and retry:
-        print(f"spmmgnn bench: {retry} failed run(s) in {args.results} will run again",
-              flush=True)
-    bar = Bar(len(todo), enabled=comm.rank == 0 and not args.quiet)
-    info = dict(version=__version__, machine=machine(), threads_per_rank=threads)
-    parts = PartitionCache()
-    graphs: dict = {}
-    ran = skipped = failed = 0
-    for r in todo:
-        label = (f"{r['mode']} {r['algorithm']} c={r['c']} {r['partitioner']} {r['codec']} "
-                 f"f={r['f']}")
-        if r["run_id"] in done:
-            skipped += 1
-            bar.step(label, skipped=True)
-            continue
-        error = None
-        try:
-            if r["mode"] == "spmm":
-                if r["graph"] not in graphs:
-                    graphs.clear()  # one graph in memory at a time
-                    g = check_on_root(comm, 0, lambda r=r: make_graph(r["graph"]))
-                    graphs[r["graph"]] = g.adj if g is not None else None
-                result = spmm_run(comm, r, graphs[r["graph"]], parts)
-            else:
-                result = train_run(comm, r)
-        except SpmmgnnError as exc:
-            if not exc.collective and comm.size > 1:
-                raise
-            error, result = str(exc), {}
-        if comm.rank == 0:
-            rec = dict(r, **info, time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-            rec.update(result or {})
-            if error:
-                rec["error"] = error
-            append_record(args.results, rec)
-        ran += 1
-        failed += error is not None
-        bar.step(label)
+    ran, skipped, failed = run_sweep(comm, comm.bcast(cfg, root=0), args.results, threads,
+                                     progress=not args.quiet)
     if comm.rank == 0:
         print(f"spmmgnn bench: {ran} run(s) recorded ({failed} failed), {skipped} already "
               f"in {args.results}", flush=True)

@@ -10,7 +10,6 @@ times use the alpha-beta costs of ICPP'24 section 4 and the local kernel rate me
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 
@@ -100,7 +99,8 @@ def _work(args) -> dict:
     import numpy as np
 
     from ..algorithms import ALGORITHMS
-    from ..benchmark.costs import Machine, crossovers, delayed_rows, measure_rate, predict_all
+    from ..benchmark import costs
+    from ..benchmark.compare import compare_runs, format_compare, measured_rate, spmm_records
     from ..benchmark.graphs import make_graph
     from ..benchmark.volumes import VOLUMES
 
@@ -112,21 +112,22 @@ def _work(args) -> dict:
         raise SpmmgnnError(f"no volume model for {bad}; known: {sorted(VOLUMES)}")
     A = make_graph(args.graph).adj
     itemsize = np.dtype(args.dtype).itemsize
-    rate = args.rate or (args.compare and _measured_rate(args, args.features)) or measure_rate(
+    records = spmm_records(args.compare, args.graph) if args.compare else []
+    rate = args.rate or measured_rate(records, args.features) or costs.measure_rate(
         A, args.features, args.dtype)
-    m = Machine(alpha=alpha, beta=beta, rate=rate)
+    m = costs.Machine(alpha=alpha, beta=beta, rate=rate)
     print(f"graph {args.graph}: n={A.shape[0]} nnz={A.nnz}; alpha={alpha:.3g} s, "
           f"beta={beta:.3g} s/B ({source}); local rate {rate / 1e9:.3f} G nnz*col/s; "
           f"f={args.features}, epoch = {2 * args.layers} SpMMs", flush=True)
     layouts: dict = {}
-    rows = predict_all(A, args.P, args.c, algorithms, args.features, itemsize, m,
+    rows = costs.predict_all(A, args.P, args.c, algorithms, args.features, itemsize, m,
                        2 * args.layers, args.partitioner, layouts=layouts)
-    notes = crossovers(rows)
+    notes = costs.crossovers(rows)
     if args.staleness:
-        stale = delayed_rows(A, args.P, args.staleness, args.features, itemsize, m,
+        stale = costs.delayed_rows(A, args.P, args.staleness, args.features, itemsize, m,
                              args.layers, args.delayed_backward, args.partitioner,
                              layouts=layouts)
-        notes += _delayed_notes(rows, stale)
+        notes += costs.delayed_notes(rows, stale)
         rows += stale
     print(f"{'P':>5} {'c':>3} {'algorithm':>13} {'max MB sent':>12} {'avg MB':>9} "
           f"{'local ms':>9} {'exch ms':>9} {'allred ms':>9} {'SpMM ms':>9} {'epoch ms':>9}")
@@ -140,77 +141,15 @@ def _work(args) -> dict:
                alpha_beta_source=source, rate=rate, f=args.features, layers=args.layers,
                partitioner=args.partitioner, predictions=rows, summary=notes)
     if args.compare:
-        out["compare"] = _compare(args, A, m, itemsize)
+        out["compare"] = compare_runs(A, records, args.partitioner, m,
+                                      fixed_rate=args.rate is not None)
+        print(format_compare(out["compare"]), flush=True)
     if args.plot:
         _plot(rows, args, args.plot)
     if args.json:
         from ..atomic import write_text_atomic
 
         write_text_atomic(args.json, json.dumps(out, indent=1))
-    return out
-
-
-def _delayed_notes(exact: list[dict], stale: list[dict]) -> list[str]:
-    """cd-r against exact sparse1d at each P: epoch time and bytes (cd-r is not a candidate
-    for 'best': it changes the model's mathematics)."""
-    base = {r["P"]: r for r in exact if r["algorithm"] == "sparse1d" and r["c"] == 1}
-    out = []
-    for r in stale:
-        b = base.get(r["P"])
-        if b is None:
-            continue
-        ratio = (r["avg_bytes_sent"] / b["avg_bytes_sent"] if b["avg_bytes_sent"]
-                 else float("nan"))
-        out.append(f"P={r['P']}: {r['algorithm']} ({r['backward']} backward) "
-                   f"{r['epoch_seconds'] * 1e3:.2f} ms/epoch = "
-                   f"{r['epoch_seconds'] / b['epoch_seconds']:.2f}x sparse1d's, sending "
-                   f"{ratio:.2f}x its bytes per forward call")
-    return out
-
-
-def _measured_rate(args, f: int, threads: int | None = 1) -> float | None:
-    """Median local rate (non-zeros x columns / s of the slowest rank) of the bare-SpMM runs
-    of this graph and width in the --compare file with ``threads`` threads per rank (any
-    thread count when there are none), or None when there are no runs at all."""
-    import numpy as np
-
-    from ..benchmark.records import read_records
-
-    recs = [r for r in read_records(args.compare) if r.get("mode") == "spmm"
-            and r.get("graph") == args.graph and "error" not in r and r["codec"] == "none"
-            and r["f"] == f and r["breakdown"].get("local", 0) > 0
-            and r["per_rank"].get("nnz")]
-    same = [r for r in recs if r.get("threads_per_rank") == threads]
-    rates = [max(r["per_rank"]["nnz"]) * r["f"] / r["breakdown"]["local"]
-             for r in (same or recs)]
-    return float(np.median(rates)) if rates else None
-
-
-def _compare(args, A, m, itemsize: int) -> list[dict]:
-    """Measured bare-SpMM runs of this graph next to their predictions."""
-    from ..benchmark.costs import build_layout, spmm_time
-    from ..benchmark.records import read_records
-    from ..benchmark.volumes import VOLUMES, predict
-
-    recs = [r for r in read_records(args.compare) if r.get("mode") == "spmm"
-            and r.get("graph") == args.graph and "error" not in r and r["codec"] == "none"
-            and r["partitioner"] == args.partitioner and r["algorithm"] in VOLUMES]
-    out = []
-    print(f"{'P':>3} {'c':>3} {'algorithm':>13} {'f':>5} {'measured ms':>12} {'predicted ms':>13}"
-          f" {'bytes equal':>11}")
-    for r in sorted(recs, key=lambda r: (r["f"], r["P"], r["algorithm"], r["c"])):
-        layout = build_layout(A, r["P"] // r["c"], args.partitioner, r.get("seed", 0))
-        isz = 8 if r.get("dtype") == "float64" else 4
-        vol = predict(r["algorithm"], layout, r["P"], r["c"], r["f"], isz)
-        rate = (None if args.rate else _measured_rate(args, r["f"], r.get("threads_per_rank"))
-                ) or m.rate
-        t = spmm_time(r["algorithm"], layout, vol, r["P"], r["c"], r["f"], isz,
-                      dataclasses.replace(m, rate=rate))
-        same = vol.sent.tolist() == r["per_rank"].get("bytes_sent")
-        out.append(dict(P=r["P"], c=r["c"], algorithm=r["algorithm"], f=r["f"],
-                        measured=r["seconds"], predicted=t["seconds"], bytes_equal=same))
-        print(f"{r['P']:>3} {r['c']:>3} {r['algorithm']:>13} {r['f']:>5} "
-              f"{r['seconds'] * 1e3:>12.3f} {t['seconds'] * 1e3:>13.3f} {str(same):>11}")
     return out
 
 

@@ -26,6 +26,7 @@ import scipy.sparse as sp
 
 from ..atomic import atomic_path
 from ..errors import SpmmgnnError
+from .limits import MAX_INFLATION
 
 FORMAT = "spmmgnn-graph"
 VERSION = 1
@@ -109,9 +110,7 @@ def _corrupt(path, exc: Exception) -> SpmmgnnError:
 def _dataset(h: h5py.File, path, key: str, shape0: int | None = None,
              kinds: str = "iuf") -> h5py.Dataset:
     """``h[key]`` after checking its kind, first dimension and that its size fits the file
-    (``loaders.MAX_INFLATION`` times the file size: nothing larger is ever allocated)."""
-    from .loaders import MAX_INFLATION
-
+    (``limits.MAX_INFLATION`` times the file size: nothing larger is ever allocated)."""
     ds = h[key]
     if not isinstance(ds, h5py.Dataset) or ds.dtype.kind not in kinds or ds.ndim < 1:
         raise SpmmgnnError(f"{path}: {key} is not a numeric array")

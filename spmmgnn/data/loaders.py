@@ -14,11 +14,9 @@ row = target, so an entry or line (u, v) with weight w becomes ``adj[v, u] = w``
 - edge lists, OGB ``edge.csv``: ``src dst`` is src -> dst; PyG ``edge_index``: row 0 sources;
 - ``.h5`` stores ``Graph.adj`` itself (row = target) and is read as-is.
 
-Size guard (before anything of the declared size is allocated): a file may declare at most
-``FREE_VERTICES + VERTICES_PER_BYTE * bytes`` vertices and never more than ``MAX_VERTICES``,
-and a Matrix Market header at most one entry per byte, where ``bytes`` is the file's size
-(``MAX_INFLATION`` times that for ``.gz``/``.bz2``/``.xz``, and the arrays' uncompressed size
-for ``.npz``). A header claiming 10**12 vertices in a small file is refused at once.
+Size guard (before anything of the declared size is allocated): the vertex bound of
+``limits`` (``check_vertices``), and a Matrix Market header at most one entry per byte of
+data; for ``.npz`` the bytes are the arrays' uncompressed size.
 Every reader turns malformed input into one SpmmgnnError naming the file.
 """
 
@@ -35,39 +33,17 @@ import scipy.sparse as sp
 
 from ..errors import SpmmgnnError
 from .graph import Graph
+from .h5graph import read_block_row
+from .limits import MAX_INFLATION, check_vertices, data_bytes
+from .ogb import load_ogb
+from .pyg import load_pt
 
 EDGE_LIST_SUFFIXES = {".txt", ".el", ".edges", ".tsv", ".csv"}
-MAX_VERTICES = 2**31 - 1      # vertex ids fit int32
-FREE_VERTICES = 2**20         # always allowed, whatever the file size
-VERTICES_PER_BYTE = 8         # beyond that, vertices per byte of (uncompressed) file
-MAX_INFLATION = 1100          # deflate expands at most ~1032x
-COMPRESSED_SUFFIXES = {".gz", ".bz2", ".xz"}
 DECODE_ERRORS = (OSError, EOFError, ValueError, zlib.error)  # incl. UnicodeDecodeError
 
 
 def _fail(path, why: str):
     raise SpmmgnnError(f"cannot read graph {path}: {why}")
-
-
-def data_bytes(path) -> int:
-    """An upper bound on the bytes of data the file holds once decompressed."""
-    p = Path(path)
-    size = p.stat().st_size
-    return size * MAX_INFLATION if p.suffix.lower() in COMPRESSED_SUFFIXES else size
-
-
-def vertex_limit(nbytes: int) -> int:
-    """The largest vertex count a file holding ``nbytes`` bytes of data may declare."""
-    return min(MAX_VERTICES, FREE_VERTICES + VERTICES_PER_BYTE * int(nbytes))
-
-
-def check_vertices(path, n: int, nbytes: int) -> int:
-    """``n`` if a file of ``nbytes`` bytes can justify that many vertices, else SpmmgnnError."""
-    limit = vertex_limit(nbytes)
-    if not 0 <= n <= limit:
-        _fail(path, f"{n} vertices is out of range for a file of {nbytes} bytes "
-              f"(allowed 0..{limit})")
-    return int(n)
 
 
 def _read_text(path) -> str:
@@ -294,47 +270,30 @@ def load_metis(path) -> Graph:
 # ------------------------------------------------------------------ others
 def load_h5(path) -> Graph:
     """The project's HDF5 file: ``adj`` is stored with row = target and read as-is."""
-    from .h5graph import read_block_row
-
     b = read_block_row(path)
     return Graph(adj=b.adj, features=b.features, labels=b.labels, masks=b.masks,
                  num_classes=b.num_classes, directed=b.directed, name=Path(path).stem)
 
 
-def load_pt(path) -> Graph:
-    from .pyg import load_pt as load
-
-    return load(path)
-
-
+# the table of readers: a file's last suffix (before .gz), or "<dir>" for an OGB-style folder
 LOADERS = {".mtx": load_mtx, ".npz": load_npz, ".graph": load_metis, ".h5": load_h5,
-           ".hdf5": load_h5, ".pt": load_pt, **{s: load_edge_list for s in EDGE_LIST_SUFFIXES}}
+           ".hdf5": load_h5, ".pt": load_pt, "<dir>": load_ogb,
+           **{s: load_edge_list for s in EDGE_LIST_SUFFIXES}}
 
 
 def load_graph(path) -> Graph:
-    """Load any supported graph file (or OGB-style folder, when that loader is registered)."""
+    """Load any supported graph file or OGB-style folder."""
     p = Path(path)
     if not p.exists():
         raise SpmmgnnError(f"graph file {path} does not exist")
     if p.is_dir():
-        loader = LOADERS.get("<dir>")
-        if loader is None:
-            _fail(path, "folders (OGB layout) are not supported by this build")
-        return loader(p).validate()
+        return LOADERS["<dir>"](p).validate()
     suffixes = [s.lower() for s in p.suffixes]
     key = suffixes[-1] if suffixes else ""
     if key == ".gz" and len(suffixes) > 1:
         key = suffixes[-2]
     if key not in LOADERS:
         _fail(path, f"unknown format {key or '(no extension)'}; supported: "
-              f"{', '.join(sorted(LOADERS))}")
+              f"{', '.join(sorted(k for k in LOADERS if k != '<dir>'))}")
     return LOADERS[key](p).validate()
 
-
-def _register_ogb() -> None:
-    from .ogb import load_ogb
-
-    LOADERS["<dir>"] = load_ogb
-
-
-_register_ogb()

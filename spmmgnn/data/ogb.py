@@ -12,7 +12,7 @@ Direction as in every format (``loaders``): (u, v) = edge u -> v, aggregated at 
 target in ``Graph.adj``, so edge (src, dst) is entry ``A[dst, src]``. The graph is
 loaded as given (``directed=True``); symmetrize it for undirected datasets
 (``spmmgnn train --symmetrize``, ``spmmgnn datasets convert --symmetrize``). The vertex count
-is bounded by the folder's data size as in ``loaders.check_vertices``; any malformed file is
+is bounded by the folder's data size as in ``limits.check_vertices``; any malformed file is
 one SpmmgnnError naming it.
 """
 
@@ -27,6 +27,7 @@ import scipy.sparse as sp
 
 from ..errors import SpmmgnnError
 from .graph import Graph
+from .limits import check_vertices, data_bytes
 
 READ_ERRORS = (ValueError, OSError, EOFError, OverflowError, zlib.error)
 MAX_LABEL = 2**31 - 2
@@ -87,8 +88,6 @@ def _split_folder(root: Path) -> Path | None:
 
 def _vertex_count(raw: Path, edges: np.ndarray, features, labels, files: list[Path]) -> int:
     """num-node-list's count, else the largest id / row count; checked against the data size."""
-    from .loaders import check_vertices, data_bytes
-
     count_file = _find(raw, "num-node-list")
     if count_file:
         counts = _read(count_file, np.int64, "vertex count").ravel()

@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from ..convert import to_numpy
 from ..errors import SpmmgnnError
 from .graph import Graph
+from .limits import MAX_VERTICES, data_bytes, vertex_limit
 
 SPLITS = ("train", "val", "test")
 PYG_DATA_CLASSES = ("torch_geometric.data.",)
@@ -78,8 +79,6 @@ def _num_nodes(data, name: str, max_nodes: int) -> int:
 
 def _labels(y, name: str) -> np.ndarray:
     """``y`` as int64 labels (-1 = unlabelled); integral values only."""
-    from .loaders import MAX_VERTICES
-
     y = _array(y, f"{name}: y", "biuf").reshape(-1)
     if y.dtype.kind == "f" and not np.all(np.isfinite(y) & (y == np.floor(y))):
         raise SpmmgnnError(f"{name}: y must hold integer class labels")
@@ -90,8 +89,7 @@ def _labels(y, name: str) -> np.ndarray:
 
 def graph_from_pyg(data, name: str = "pyg", max_nodes: int | None = None) -> Graph:
     """A ``Graph`` from a PyG ``Data`` (or a dict of its tensors). ``max_nodes`` bounds the
-    vertex count (default ``loaders.MAX_VERTICES``)."""
-    from .loaders import MAX_VERTICES
+    vertex count (default ``limits.MAX_VERTICES``)."""
 
     edge_index = _get(data, "edge_index")
     if edge_index is None:
@@ -149,8 +147,6 @@ def load_pt(path) -> Graph:
     if not isinstance(data, dict):
         raise SpmmgnnError(f"cannot read graph {path}: expected a PyG Data or a dict of "
                            f"tensors, got {type(data).__name__}")
-    from .loaders import data_bytes, vertex_limit
-
     try:
         return graph_from_pyg(data, name=Path(path).stem,
                               max_nodes=vertex_limit(data_bytes(path)))
