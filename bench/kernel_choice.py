@@ -8,7 +8,10 @@ threads. Per case, in one interleaved run (round robin, best of ``--repeat``):
   chose, then its time; the seconds of that first call (the choice's cost) are reported too;
 - every forced variant ``auto`` considers (``plain``, ``unrolled``, ``blocked:N``) and the
   cache model's pick (``rule``);
-- ``torch.sparse.mm`` with a CSR tensor (``torch.set_num_threads`` the same).
+- ``torch.sparse.mm`` with a CSR tensor (``torch.set_num_threads`` the same);
+- the same for ``A^T y``: ``auto`` (transpose vs scan timed on a row sample) against forced
+  ``transpose`` and ``scan``, torch on the transposed CSR, and ``auto-whole`` (the same
+  choice timed on the whole matrix; the first call's seconds of both are reported).
 
 The gather bound: a numba kernel that only reads random rows of x (width f, the SpMM's
 prefetch, one accumulator row per thread) from an x that fits in a quarter of the last-level
@@ -23,14 +26,16 @@ bound over the kernel's time (a matrix with locality can beat a random-gather bo
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 from numba import njit, prange
 
-from spmmgnn import kernels, set_threads
+from spmmgnn import kernels, local_matrix, set_threads
 from spmmgnn.atomic import write_text_atomic
 from spmmgnn.data.generators import banded, random_graph, rmat
 from spmmgnn.local_matrix import LocalCSR
@@ -87,15 +92,32 @@ def bound_seconds(A: sp.csr_array, f: int, rates: dict) -> tuple[float, str]:
     return A.nnz * f * 4 / (rates[regime][f] * 1e9), regime
 
 
+def first_call(M: LocalCSR, call, whole: bool) -> float:
+    """Seconds of ``M``'s first call (the inspector's choice included); ``whole`` times the
+    candidates on the whole matrix instead of a row sample (the inspector before sampling)."""
+    saved = local_matrix.SAMPLE_WORK
+    if whole:
+        local_matrix.SAMPLE_WORK = 1 << 62
+    try:
+        t0 = time.perf_counter()
+        call()
+        return time.perf_counter() - t0
+    finally:
+        local_matrix.SAMPLE_WORK = saved
+
+
 def run_case(name: str, A: sp.csr_array, f: int, repeat: int, rates: dict) -> dict:
     rng = np.random.default_rng(f)
     X = rng.standard_normal((A.shape[1], f)).astype(np.float32)
+    Y = rng.standard_normal((A.shape[0], f)).astype(np.float32)
     out = np.empty((A.shape[0], f), dtype=np.float32)
-    auto = LocalCSR(A)
-    t0 = time.perf_counter()
-    auto.matmul(X, out, False)                  # the inspector: times the candidates
-    first_call = time.perf_counter() - t0
-    (choice,) = auto.choices.values()
+    out_t = np.empty((A.shape[1], f), dtype=np.float32)
+    auto, whole = LocalCSR(A), LocalCSR(A)
+    first = first_call(auto, lambda: auto.matmul(X, out, False), whole=False)
+    whole.matmul(X, out, False)
+    first_t = first_call(auto, lambda: auto.t_matmul(Y, out_t, False), whole=False)
+    first_t_whole = first_call(whole, lambda: whole.t_matmul(Y, out_t, False), whole=True)
+    choice, choice_t = (auto.choices[k] for k in auto.choices)
     fns = {"auto": lambda: auto.matmul(X, out, False)}
     forced = {}
     for variant in [*auto.candidates(f, 4), "rule"]:
@@ -105,22 +127,48 @@ def run_case(name: str, A: sp.csr_array, f: int, repeat: int, rates: dict) -> di
     At, Xt = torch_csr(A), torch.from_numpy(X)
     fns["torch"] = lambda: torch.sparse.mm(At, Xt)
     best = interleaved(fns, repeat)
-    want = A.astype(np.float32) @ X
-    for m in [auto, *forced.values()]:
+    fns_t = {"auto": lambda: auto.t_matmul(Y, out_t, False),
+             "auto-whole": lambda: whole.t_matmul(Y, out_t, False)}
+    for variant in ("transpose", "scan"):
+        forced[f"t:{variant}"] = LocalCSR(A)
+        forced[f"t:{variant}"].kernel_t = variant
+        fns_t[variant] = lambda m=forced[f"t:{variant}"]: m.t_matmul(Y, out_t, False)
+    AtT, Yt = torch_csr(sp.csr_array(A.T.tocsr())), torch.from_numpy(Y)
+    fns_t["torch"] = lambda: torch.sparse.mm(AtT, Yt)
+    best_t = interleaved(fns_t, repeat)
+    want, want_t = A.astype(np.float32) @ X, A.T.astype(np.float32) @ Y
+    for m in [auto, whole, *forced.values()]:
         m.matmul(X, out, False)
         np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3)
+        m.t_matmul(Y, out_t, False)
+        np.testing.assert_allclose(out_t, want_t, rtol=1e-4, atol=1e-3)
     rule_variant = next(iter(forced["rule"].choices.values())).variant
     variants = {k: v for k, v in best.items() if k not in ("auto", "torch", "rule")}
     fastest = min(variants, key=variants.get)
+    fastest_t = min(("transpose", "scan"), key=best_t.get)
     bound, regime = bound_seconds(A, f, rates)
     return dict(graph=name, n=int(A.shape[0]), nnz=int(A.nnz), f=f, chosen=choice.variant,
-                inspector_seconds=choice.seconds, first_call_seconds=first_call,
+                inspector_seconds=choice.seconds, first_call_seconds=first,
                 rule_variant=rule_variant, seconds=best, fastest_forced=fastest,
                 auto_vs_fastest=best["auto"] / variants[fastest],
                 auto_vs_torch=best["auto"] / best["torch"],
                 auto_vs_rule=best["auto"] / best["rule"],
+                transpose=dict(chosen=choice_t.variant, sample=choice_t.sample,
+                               chosen_whole=list(whole.choices.values())[1].variant,
+                               inspector_seconds=choice_t.seconds,
+                               first_call_seconds=first_t,
+                               first_call_whole_seconds=first_t_whole, seconds=best_t,
+                               fastest_forced=fastest_t,
+                               auto_vs_fastest=best_t["auto"] / best_t[fastest_t],
+                               auto_vs_torch=best_t["auto"] / best_t["torch"]),
                 gather_bound_seconds=bound, gather_regime=regime,
                 share_of_gather_bound=bound / best["auto"])
+
+
+def choice_ratio(r: dict) -> float:
+    """The chosen variant's forced time over the fastest forced time (1 = the best pick)."""
+    s = r["seconds"]
+    return s.get(r["chosen"], s["auto"]) / s[r["fastest_forced"]]
 
 
 def markdown(rows: list[dict], rates: dict) -> str:
@@ -129,17 +177,38 @@ def markdown(rows: list[dict], rates: dict) -> str:
              "|---|" + "---:|" * len(WIDTHS)]
     for regime, r in rates.items():
         lines.append(f"| {regime} | " + " | ".join(f"{r[f]:.1f}" for f in WIDTHS) + " |")
-    lines += ["", "| matrix | f | auto chose | auto ms | fastest forced (ms) | rule: variant, ms "
-              "| torch ms | auto / fastest | auto / torch | share of gather bound |",
-              "|---|---:|---|---:|---|---|---:|---:|---:|---:|"]
+    lines += ["", "`choice` = the forced time of the variant auto chose / the fastest forced "
+              "time: the inspector's decision alone. `auto / fastest` also holds the spread "
+              "between two instances of the same variant (auto's and the forced one's "
+              "arrays), a few per cent on this machine.", "",
+              "| matrix | f | auto chose | auto ms | fastest forced (ms) | rule: variant, ms "
+              "| torch ms | choice | auto / fastest | auto / torch | share of gather bound |",
+              "|---|---:|---|---:|---|---|---:|---:|---:|---:|---:|"]
     for r in rows:
         s = r["seconds"]
         lines.append(
             f"| {r['graph']} | {r['f']} | {r['chosen']} | {s['auto'] * 1e3:.1f} | "
             f"{r['fastest_forced']} ({s[r['fastest_forced']] * 1e3:.1f}) | "
             f"{r['rule_variant']}, {s['rule'] * 1e3:.1f} | {s['torch'] * 1e3:.1f} | "
-            f"{r['auto_vs_fastest']:.2f} | {r['auto_vs_torch']:.2f} | "
+            f"{choice_ratio(r):.2f} | {r['auto_vs_fastest']:.2f} | {r['auto_vs_torch']:.2f} | "
             f"{r['share_of_gather_bound']:.0%} ({r['gather_regime']}) |")
+    lines += ["", "The inspector's cost: the first call of `auto` (timing every candidate on "
+              "the whole matrix) against the steady call.", "",
+              "| matrix | f | first call ms | steady ms |", "|---|---:|---:|---:|"]
+    lines += [f"| {r['graph']} | {r['f']} | {r['first_call_seconds'] * 1e3:.0f} | "
+              f"{r['seconds']['auto'] * 1e3:.1f} |" for r in rows]
+    lines += ["", "A^T y (`t_matmul`): transposed CSR vs scan, chosen on a sample.", "",
+              "| matrix | f | auto chose (whole) | auto ms | transpose ms | scan ms | torch ms "
+              "| auto / fastest | auto / torch | first call ms (whole) |",
+              "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        t = r["transpose"]
+        s = t["seconds"]
+        lines.append(
+            f"| {r['graph']} | {r['f']} | {t['chosen']} ({t['chosen_whole']}) | "
+            f"{s['auto'] * 1e3:.1f} | {s['transpose'] * 1e3:.1f} | {s['scan'] * 1e3:.1f} | "
+            f"{s['torch'] * 1e3:.1f} | {t['auto_vs_fastest']:.2f} | {t['auto_vs_torch']:.2f} | "
+            f"{t['first_call_seconds'] * 1e3:.0f} ({t['first_call_whole_seconds'] * 1e3:.0f}) |")
     return "\n".join(lines) + "\n"
 
 
@@ -149,7 +218,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default=str(RESULTS / "kernel-choice.json"))
+    ap.add_argument("--render", action="store_true",
+                    help="only rewrite the Markdown from the existing JSON")
     args = ap.parse_args()
+    if args.render:
+        data = json.loads(Path(args.out).read_text())
+        rates = {k: {int(f): v for f, v in r.items()} for k, r in data["gather_gb_per_s"].items()}
+        write_text_atomic(Path(args.out).with_suffix(".md"), markdown(data["cases"], rates))
+        return
     set_threads(args.threads)
     torch.set_num_threads(args.threads)
     rates = gather_rates(args.threads, args.repeat, args.quick)

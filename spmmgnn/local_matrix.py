@@ -39,6 +39,7 @@ class LocalCSR:
 
     kernel: str | None = None
     kernel_t: str | None = None
+    sample_rows: np.ndarray | None = None  # set on a row sample: its rows in the matrix
 
     def __init__(self, m: sp.csr_array | sp.csr_matrix):
         m = sp.csr_array(m)
@@ -140,6 +141,9 @@ class LocalCSR:
         if choice is None:
             setting = _setting(self.kernel, "SPMMGNN_KERNEL", MATMUL_SETTINGS)
             if setting == "auto" and self.nnz * f >= MEASURE_MIN_WORK:
+                # timed on the whole matrix: a row sample touches each row of x fewer
+                # times than the matrix does, so it underrates column blocking (measured:
+                # uniform, f = 256, the sample chose unrolled at 1.3x blocked:8's time)
                 cands = self.candidates(f, itemsize)
                 self._prepare(cands, x.dtype)
                 seconds = _time_candidates(
@@ -153,6 +157,26 @@ class LocalCSR:
                 choice = Choice(self._forced(setting, f, itemsize), "forced")
             self.choices[key] = choice
         return choice.variant
+
+    def row_sample(self, f: int) -> LocalCSR:
+        """What the transpose choice times at width f: the matrix itself, or when one call is
+        more than ``2 * SAMPLE_WORK`` (non-zeros x columns) a copy of ``SAMPLE_WINDOWS``
+        evenly spaced runs of whole rows holding about ``SAMPLE_WORK / f`` non-zeros, with all
+        the columns. Used for ``transpose`` vs ``scan``, which differ 5-10x (the ranking
+        survives sampling); not for the ``matmul`` variants, whose differences come from
+        reuse of x in cache, which a sample with fewer rows per column understates."""
+        if self.nnz * f <= 2 * SAMPLE_WORK or self.shape[0] < 2 * SAMPLE_WINDOWS:
+            return self
+        per_window = SAMPLE_WORK // f // SAMPLE_WINDOWS
+        spacing = np.arange(SAMPLE_WINDOWS) * (self.nnz // SAMPLE_WINDOWS)
+        starts = np.searchsorted(self.indptr, spacing, side="right") - 1
+        stops = np.searchsorted(self.indptr, self.indptr[starts] + per_window, side="left")
+        stops = np.minimum(np.maximum(stops, starts + 1), np.r_[starts[1:], self.shape[0]])
+        rows = np.unique(np.concatenate([np.arange(a, b) for a, b in zip(starts, stops,
+                                                                          strict=True)]))
+        sample = LocalCSR(self.to_scipy()[rows])
+        sample.kernel, sample.kernel_t, sample.sample_rows = "auto", "auto", rows
+        return sample
 
     def _prepare(self, variants: list[str], dtype) -> None:
         """Build what each variant reads (values in this dtype, column blocks, row chunks)
@@ -205,13 +229,7 @@ class LocalCSR:
         if choice is None:
             setting = _setting(self.kernel_t, "SPMMGNN_KERNEL_T", TRANSPOSE_SETTINGS)
             if setting == "auto" and self.nnz * f >= MEASURE_MIN_WORK:
-                scratch = np.empty((self.shape[1], f), dtype=y.dtype)
-                self._run_t("transpose", y, scratch, False)  # the transpose chooses first
-                self.data(y.dtype)
-                seconds = _time_candidates(
-                    ["transpose", "scan"], lambda v, out: self._run_t(v, y, out, False),
-                    (self.shape[1], f), y.dtype)
-                choice = Choice(min(seconds, key=seconds.get), "measured", seconds)
+                choice = self._measure_t(y)
             elif setting in ("auto", "rule"):
                 choice = Choice("transpose", "rule")
             else:
@@ -221,6 +239,33 @@ class LocalCSR:
                        if k[0] == "t"):
                 self._t = None  # scan won everywhere: no transposed copy to keep
         return choice.variant
+
+    def _measure_t(self, y: np.ndarray) -> Choice:
+        """Time ``transpose`` (a row sample of the transposed CSR: a column sample of this
+        matrix, after that CSR has chosen its own kernel) against ``scan`` (a row sample of
+        this matrix), each scaled to the whole matrix by its share of the non-zeros."""
+        f = y.shape[1]
+        t = self.transpose()
+        t.matmul(y, np.empty((t.shape[0], f), dtype=y.dtype), False)  # it chooses first
+        t_probe, probe = t.row_sample(f), self.row_sample(f)
+        t_variant = t.choices[(f, y.dtype.str, get_threads())].variant
+        t_probe._prepare([t_variant], y.dtype)
+        probe.data(y.dtype)
+        scratch = {"transpose": np.empty((t_probe.shape[0], f), dtype=y.dtype),
+                   "scan": np.empty((self.shape[1], f), dtype=y.dtype)}
+        y_rows = y if probe is self else y[probe.sample_rows]
+
+        def run(v, _):
+            if v == "transpose":
+                t_probe._run(t_variant, y, scratch[v], False)
+            else:
+                probe._run_t("scan", y_rows, scratch[v], False)
+
+        seconds = _time_candidates(["transpose", "scan"], run, (0, f), y.dtype)
+        shares = {"transpose": t_probe.nnz / max(1, t.nnz), "scan": probe.nnz / max(1, self.nnz)}
+        seconds = {v: s / shares[v] for v, s in seconds.items()}
+        return Choice(min(seconds, key=seconds.get), "measured", seconds,
+                      min(shares.values()))
 
     def t_matmul(self, y: np.ndarray, out: np.ndarray, accumulate: bool) -> None:
         """out (+)= self.T @ y."""
@@ -235,7 +280,7 @@ class LocalCSR:
             f, dtype, threads = key[1:] if t else key
             rows.append(dict(op="A^T x" if t else "A x", f=f, dtype=np.dtype(dtype).name,
                              threads=threads, variant=c.variant, source=c.source,
-                             seconds=c.seconds))
+                             seconds=c.seconds, sample=c.sample))
         return rows
 
     def to_scipy(self) -> sp.csr_array:
@@ -249,12 +294,15 @@ class Choice:
 
     variant: str
     source: str                         # "measured", "rule" or "forced"
-    seconds: dict[str, float] | None = None
+    seconds: dict[str, float] | None = None   # per candidate, scaled to the whole matrix
+    sample: float = 1.0                 # share of the non-zeros the timed calls ran
 
 
 MATMUL_SETTINGS = ("auto", "rule", "plain", "unrolled", "blocked")
 TRANSPOSE_SETTINGS = ("auto", "rule", "transpose", "scan")
 MEASURE_MIN_WORK = 1 << 21  # non-zeros x columns below which a call takes ~1 ms: use the rule
+SAMPLE_WORK = 1 << 25  # non-zeros x columns of a timed call on a row sample (~10-20 ms)
+SAMPLE_WINDOWS = 16  # evenly spaced runs of rows in a sample
 BLOCK_MIN_DEGREE = 2  # average non-zeros per row and column block that blocking needs
 HOT_SHARE_MAX = 0.5  # unblocked when the columns a quarter LLC holds carry this share of nnz
 

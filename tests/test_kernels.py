@@ -247,3 +247,36 @@ def test_kernel_setting_from_the_environment(monkeypatch):
     monkeypatch.setenv("SPMMGNN_KERNEL", "fastest")
     with pytest.raises(SpmmgnnError, match="'fastest'.*auto, rule, plain, unrolled, blocked"):
         LocalCSR(A).matmul(X, np.empty((50, 3)), accumulate=False)
+
+
+def test_transpose_choice_times_a_row_sample_of_a_large_block(monkeypatch):
+    """Above ``2 * SAMPLE_WORK`` the A^T choice (transpose vs scan) times evenly spaced runs
+    of whole rows (all columns kept) and reports the share; the matmul choice times the whole
+    matrix (share 1); both results are A x and A^T y."""
+    A = powerlaw_matrix(2000, seed=3).astype(np.float64)
+    f = 8
+    monkeypatch.setattr(local_matrix, "MEASURE_MIN_WORK", 1)
+    monkeypatch.setattr(local_matrix, "SAMPLE_WORK", A.nnz * f // 10)
+    M = LocalCSR(A)
+    sample = M.row_sample(f)
+    assert sample is not M and sample.shape[1] == A.shape[1]
+    rows = sample.sample_rows
+    assert np.all(np.diff(rows) > 0) and rows.size < A.shape[0]
+    assert (sample.to_scipy() != A[rows]).nnz == 0  # whole rows, unchanged
+    assert 0.05 < sample.nnz / A.nnz < 0.3
+    assert M.row_sample(1000 * f) is not M
+    monkeypatch.setattr(local_matrix, "SAMPLE_WORK", A.nnz * f)
+    assert M.row_sample(f) is M  # one call is at most twice the sample work: timed whole
+    monkeypatch.setattr(local_matrix, "SAMPLE_WORK", A.nnz * f // 10)
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((A.shape[1], f)), rng.standard_normal((A.shape[0], f))
+    out, out_t = np.empty((A.shape[0], f)), np.empty((A.shape[1], f))
+    M.matmul(X, out, accumulate=False)
+    M.t_matmul(Y, out_t, accumulate=False)
+    np.testing.assert_allclose(out, A @ X, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out_t, A.T @ Y, rtol=1e-12, atol=1e-12)
+    for c in M.choices.values():
+        assert c.source == "measured" and c.variant in c.seconds
+    (fwd, fwd_c), (t, t_c) = M.choices.items()
+    assert fwd_c.sample == 1.0 and 0 < t_c.sample < 0.3
+    assert {r["sample"] for r in M.kernel_report()} == {1.0, t_c.sample}
