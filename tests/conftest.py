@@ -6,10 +6,14 @@ every test that launches ``mpiexec``."""
 from __future__ import annotations
 
 import inspect
+import json
 import os
+import sys
 import types
 
 import pytest
+
+from .mpi import run_mpi_json
 
 os.environ.setdefault("NUMBA_NUM_THREADS", str(max(4, os.cpu_count() or 1)))
 
@@ -51,12 +55,49 @@ def _mpiexec_only_when_marked(request, monkeypatch):
 
 def pytest_collection_modifyitems(config, items):
     """Mark every test that launches ``mpiexec`` (itself, through a helper of its module, or
-    through a fixture) with ``mpi``: ``-m "not mpi"`` runs the in-process tests alone."""
+    through a fixture of any module, ``mpi_json`` included) with ``mpi``: ``-m "not mpi"``
+    runs the in-process tests alone."""
     for item in items:
-        module = item.module
-        fns = [item.function]
+        fns = [(item.function, item.module)]  # and each fixture with its own module
         info = getattr(item, "_fixtureinfo", None)
         for defs in (info.name2fixturedefs.values() if info else ()):
-            fns += [d.func for d in defs if getattr(d.func, "__module__", None) == module.__name__]
-        if any(_launches(fn, module, set()) for fn in fns):
+            fns += [(d.func, sys.modules.get(getattr(d.func, "__module__", ""))) for d in defs]
+        if any(mod is not None and _launches(fn, mod, set()) for fn, mod in fns):
             item.add_marker(pytest.mark.mpi)
+
+
+@pytest.fixture(scope="session")
+def mpi_json(tmp_path_factory):
+    """``mpi_json(P, worker, *args, **kw)``: the JSON a worker script writes when run on P
+    ranks, run once per session for each (P, worker, args): every test of the run shares
+    it, and no test module keeps a cache of its own."""
+    results: dict = {}
+
+    def run(P: int, worker: str, *args: str, **kw):
+        key = (P, worker, args, tuple(sorted(kw.items())))
+        if key not in results:
+            tmp = tmp_path_factory.mktemp(f"{worker.removesuffix('.py')}-{P}")
+            results[key] = run_mpi_json(P, worker, tmp, *args, **kw)
+        return results[key]
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def reference_for():
+    """``reference_for(graph_spec, case)``: the single-process PyTorch run of a training parity
+    case (tests/test_training.py), computed once per session for every case that shares its
+    model, data and seed (parity at P = 2, 3, 4 and at P = 16 use the same references)."""
+    from .test_training import reference_run
+
+    runs: dict = {}
+
+    def get(graph_spec, case) -> dict:
+        key = json.dumps([graph_spec, {k: case[k] for k in sorted(case) if k not in
+                                       ("algorithm", "P", "c", "losses", "final", "symmetric",
+                                        "sizes", "error", "partition", "cache")}])
+        if key not in runs:
+            runs[key] = reference_run(graph_spec, case)
+        return runs[key]
+
+    return get

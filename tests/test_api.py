@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .mpi import run_cli, run_mpi_json
+from .mpi import run_cli
 
 ERRORS = ["wrong_shape_one_rank", "nan_one_rank", "int_dtype", "partition_wrong_length",
           "partition_out_of_range", "sizes_wrong_sum", "col_partition_wrong_length", "matrix_inf",
@@ -30,18 +30,13 @@ def expected(case: str, P: int) -> list[str]:
     }[case]
 
 
-_cache: dict = {}
-
-
-def api(P, tmp_path_factory):
-    if P not in _cache:
-        _cache[P] = run_mpi_json(P, "api_cases.py", tmp_path_factory.mktemp(f"api{P}"))
-    return _cache[P]
+def api(P, mpi_json):
+    return mpi_json(P, "api_cases.py")
 
 
 @pytest.mark.parametrize("P", [1, 3])
-def test_torch_in_torch_out(P, tmp_path_factory):
-    r = api(P, tmp_path_factory)
+def test_torch_in_torch_out(P, mpi_json):
+    r = api(P, mpi_json)
     assert r["torch_types"] == ["Tensor"] * 3
     assert r["torch_err"] < 1e-12
     assert r["roundtrip_exact"]
@@ -51,8 +46,8 @@ def test_torch_in_torch_out(P, tmp_path_factory):
 
 @pytest.mark.parametrize("P", [1, 3])
 @pytest.mark.parametrize("case", ERRORS + ["ranks_disagree_on_f"])
-def test_errors_are_collective(P, case, tmp_path_factory):
-    r = api(P, tmp_path_factory)
+def test_errors_are_collective(P, case, mpi_json):
+    r = api(P, mpi_json)
     if case == "ranks_disagree_on_f" and P == 1:
         pytest.skip("needs two ranks")
     msgs = r[case]

@@ -10,7 +10,8 @@ import torch
 from spmmgnn import set_threads
 from spmmgnn.codecs import CODECS, get_codec
 from spmmgnn.errors import SpmmgnnError
-from spmmgnn.quantize import bf16_outward, bf16_value
+
+from .brute import QMAX, step_bound
 
 NO_INDEX = np.zeros(0, dtype=np.int64)
 
@@ -25,8 +26,8 @@ def roundtrip(codec, x, key=1, idx=NO_INDEX):
 
 
 def step_of(codec, x):
-    lo_b, hi_b = bf16_outward(x.min(axis=1), x.max(axis=1))
-    return (bf16_value(hi_b).astype(np.float64) - bf16_value(lo_b)) / codec.qmax
+    """The bound on one rounding step, from the definition (not from the codec's code)."""
+    return step_bound(x, QMAX[codec.name])
 
 
 @pytest.mark.parametrize("name", ["int8", "int4", "int2"])

@@ -5,16 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from .mpi import run_mpi_json
-
-_cache: dict = {}
+from .brute import step_bound
 
 
-def results(P, algo, c, tmp_path_factory):
-    if (P, algo) not in _cache:
-        _cache[P, algo] = run_mpi_json(P, "codec_cases.py", tmp_path_factory.mktemp("codec"),
-                                       algo, str(c))
-    return _cache[P, algo]
+def results(P, algo, c, mpi_json):
+    return mpi_json(P, "codec_cases.py", algo, str(c))
 
 
 # Bytes per row for f = 40, written out by hand (not from the code's row_bytes):
@@ -23,13 +18,6 @@ def results(P, algo, c, tmp_path_factory):
 ROW_BYTES_F40 = {"float32": 160, "float16": 80, "bfloat16": 80,
                  "int8": 40 + 4, "int4": 20 + 4, "int2": 10 + 4}
 PARAM_BYTES = {"int8": 4, "int4": 4, "int2": 4}
-
-
-def step_bound(rows: np.ndarray, qmax: int) -> np.ndarray:
-    """Largest rounding step of each row's quantization: its range, widened by the outward
-    rounding of both ends to bfloat16 (< 2^-7 relative each), over qmax."""
-    lo, hi = rows.min(axis=1), rows.max(axis=1)
-    return ((hi - lo) + 2.0 ** -7 * (np.abs(lo) + np.abs(hi))) / qmax
 
 
 def transpose_bound(A: np.ndarray, Y: np.ndarray, offsets: np.ndarray, qmax: int) -> np.ndarray:
@@ -52,8 +40,8 @@ def least_squares_scale(got: np.ndarray, exact: np.ndarray) -> float:
 
 
 @pytest.mark.parametrize(("P", "algo", "c"), [(3, "sparse1d", 1), (4, "sparse15d", 2)])
-def test_codecs_through_the_exchange(P, algo, c, tmp_path_factory):
-    r = results(P, algo, c, tmp_path_factory)
+def test_codecs_through_the_exchange(P, algo, c, mpi_json):
+    r = results(P, algo, c, mpi_json)
     A, X = np.array(r["A"]), np.array(r["X"], dtype=np.float32)
     exact, exact_t = A @ X, A.T @ X
     offsets = np.array(r["offsets"])

@@ -12,20 +12,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from .mpi import run_mpi_json
 
-_cache: dict = {}
-
-
-def results(P, tmp_path_factory):
-    if P not in _cache:
-        _cache[P] = run_mpi_json(P, "featureparallel_cases.py", tmp_path_factory.mktemp(f"fp{P}"))
-    return _cache[P]
+def results(P, mpi_json):
+    return mpi_json(P, "featureparallel_cases.py")
 
 
 @pytest.mark.parametrize("P", [2, 3, 4])
-def test_featureparallel_equals_scipy(P, tmp_path_factory):
-    for r in results(P, tmp_path_factory)["runs"]:
+def test_featureparallel_equals_scipy(P, mpi_json):
+    for r in results(P, mpi_json)["runs"]:
         A, f = np.array(r["A"]), r["f"]
         X = np.random.default_rng(1).standard_normal((A.shape[1], f))
         Y = np.random.default_rng(2).standard_normal((A.shape[0], f))
@@ -38,8 +32,8 @@ def test_featureparallel_equals_scipy(P, tmp_path_factory):
 
 
 @pytest.mark.parametrize("P", [2, 3, 4])
-def test_featureparallel_bytes_equal_the_model(P, tmp_path_factory):
-    for r in results(P, tmp_path_factory)["runs"]:
+def test_featureparallel_bytes_equal_the_model(P, mpi_json):
+    for r in results(P, mpi_json)["runs"]:
         f, item = r["f"], r["itemsize"]
         fp = np.array([f // P + (p < f % P) for p in range(P)])
         n_p, m_p = np.diff(r["col_offsets"]), np.diff(r["row_offsets"])
@@ -55,8 +49,8 @@ def test_featureparallel_bytes_equal_the_model(P, tmp_path_factory):
 
 
 @pytest.mark.parametrize("P", [2, 3])
-def test_featureparallel_refuses_what_does_not_fit(P, tmp_path_factory):
-    errors = results(P, tmp_path_factory)["refusal"]
+def test_featureparallel_refuses_what_does_not_fit(P, mpi_json):
+    errors = results(P, mpi_json)["refusal"]
     assert len(errors) == P and len(set(errors)) == 1, errors
     assert errors[0].startswith("True: featureparallel replicates A on every rank: about")
     assert "MiB per rank" in errors[0] and "0.0 MiB available" in errors[0]

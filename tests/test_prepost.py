@@ -13,16 +13,11 @@ import pytest
 import scipy.sparse as sp
 from scipy.sparse.csgraph import maximum_bipartite_matching
 
-from .mpi import run_mpi_json
-
 F = 6
-_cache: dict = {}
 
 
-def results(P, tmp_path_factory):
-    if P not in _cache:
-        _cache[P] = run_mpi_json(P, "prepost_cases.py", tmp_path_factory.mktemp(f"pp{P}"))
-    return _cache[P]
+def results(P, mpi_json):
+    return mpi_json(P, "prepost_cases.py")
 
 
 def cover_sizes(A: np.ndarray, ro: list[int], co: list[int]) -> np.ndarray:
@@ -42,8 +37,8 @@ def cover_sizes(A: np.ndarray, ro: list[int], co: list[int]) -> np.ndarray:
 
 
 @pytest.mark.parametrize("P", [2, 3, 4])
-def test_prepost_equals_scipy(P, tmp_path_factory):
-    for r in results(P, tmp_path_factory):
+def test_prepost_equals_scipy(P, mpi_json):
+    for r in results(P, mpi_json):
         if r["codec"] is not None:
             continue
         A = np.array(r["A"])
@@ -55,8 +50,8 @@ def test_prepost_equals_scipy(P, tmp_path_factory):
 
 
 @pytest.mark.parametrize("P", [2, 3, 4])
-def test_rows_per_pair_are_the_minimum_vertex_cover(P, tmp_path_factory):
-    for r in results(P, tmp_path_factory):
+def test_rows_per_pair_are_the_minimum_vertex_cover(P, mpi_json):
+    for r in results(P, mpi_json):
         A, pp = np.array(r["A"]), r["prepost1d"]
         cover, columns = cover_sizes(A, pp["row_offsets"], pp["col_offsets"])
         width = {None: 8 * F, "float32": 4 * F, "float16": 2 * F, "bfloat16": 2 * F,
@@ -72,10 +67,10 @@ def test_rows_per_pair_are_the_minimum_vertex_cover(P, tmp_path_factory):
 
 
 @pytest.mark.parametrize("P", [2, 3, 4])
-def test_prepost_with_codecs_agrees_with_sparse1d(P, tmp_path_factory):
+def test_prepost_with_codecs_agrees_with_sparse1d(P, mpi_json):
     """Same codec, same error scale: prepost1d's error is at most 3x sparse1d's (the pre-
     aggregated partial sums are rounded with their own ranges) and unbiased."""
-    for r in results(P, tmp_path_factory):
+    for r in results(P, mpi_json):
         if r["codec"] is None:
             continue
         A = np.array(r["A"])

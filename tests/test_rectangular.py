@@ -11,18 +11,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from .mpi import run_mpi_json
 from .workers.rect_cases import cases
 
 ALGORITHMS = ["oblivious15d", "oblivious1d", "sparse15d", "sparse1d"]
 INT8_ROW_BYTES_F3 = 3 + 4  # three 8-bit values + the per-row bf16 [lo, hi] range
-_cache: dict[int, list] = {}
 
 
-def results(P: int, tmp_path_factory) -> list[dict]:
-    if P not in _cache:
-        _cache[P] = run_mpi_json(P, "rect_cases.py", tmp_path_factory.mktemp(f"rect{P}"))
-    return _cache[P]
+def results(P: int, mpi_json) -> list[dict]:
+    return mpi_json(P, "rect_cases.py")
 
 
 def ghost_counts(r: dict) -> np.ndarray:
@@ -42,8 +38,8 @@ def ghost_counts(r: dict) -> np.ndarray:
 
 
 @pytest.mark.parametrize("P", [2, 3, 4])
-def test_rectangular_equals_scipy(P, tmp_path_factory):
-    rows = results(P, tmp_path_factory)
+def test_rectangular_equals_scipy(P, mpi_json):
+    rows = results(P, mpi_json)
     algos = {(r["algorithm"], r["codec"], r["c"]) for r in rows}
     assert {(a, None, 1) for a in ALGORITHMS} <= algos
     if P % 2 == 0:
@@ -59,11 +55,11 @@ def test_rectangular_equals_scipy(P, tmp_path_factory):
 
 
 @pytest.mark.parametrize("P", [2, 3, 4])
-def test_rectangular_bytes_from_layouts(P, tmp_path_factory):
+def test_rectangular_bytes_from_layouts(P, mpi_json):
     """Sparse: block row b receives g[b, d] rows from each d (forward) and sends them back as
     partial sums (transpose); 1.5D replicas split the block columns, so their sum is the 1D
     count. Oblivious: every block column goes to all other block rows."""
-    for r in results(P, tmp_path_factory):
+    for r in results(P, mpi_json):
         g = ghost_counts(r)
         k, c = g.shape[0], r["c"]
         width = INT8_ROW_BYTES_F3 if r["codec"] == "int8" else r["f"] * 8

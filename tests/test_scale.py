@@ -70,12 +70,12 @@ def test_every_algorithm_matches_scipy_at_many_ranks(P, c, tmp_path):
 
 
 @pytest.mark.slow
-def test_training_parity_at_16_ranks(tmp_path):
+def test_training_parity_at_16_ranks(tmp_path, reference_for):
     """Every algorithm (1.5D on a 8 x 2 grid) trains GCN and GraphSAGE at P = 16 to the
     losses of single-process PyTorch (the references of tests/test_training.py)."""
     from spmmgnn import ALGORITHMS
 
-    from .test_training import RTOL, reference_for
+    from .test_training import RTOL
 
     res = run_mpi_json(16, "train_parity.py", tmp_path, timeout=1500)
     assert {c["algorithm"] for c in res["cases"]} == set(ALGORITHMS)

@@ -7,8 +7,6 @@ import pytest
 
 from spmmgnn.stages import stage_ranges
 
-from .mpi import run_mpi_json
-
 # replica j's block columns, written out: k % c replicas take one stage more, in order
 STAGES = {(1, 1): [0, 1], (2, 1): [0, 2], (3, 1): [0, 3], (4, 1): [0, 4], (2, 2): [0, 1, 2],
           (1, 2): [0, 1, 1], (4, 2): [0, 2, 4], (3, 3): [0, 1, 2, 3], (5, 2): [0, 3, 5],
@@ -16,20 +14,16 @@ STAGES = {(1, 1): [0, 1], (2, 1): [0, 2], (3, 1): [0, 3], (4, 1): [0, 4], (2, 2)
 
 GRIDS = [(2, 1), (4, 2), (6, 2), (8, 2), (9, 3)]
 TOL = {"float32": 1e-5, "float64": 1e-12}
-_cache: dict = {}
 
 
-def results(P, c, tmp_path_factory):
-    if (P, c) not in _cache:
-        _cache[P, c] = run_mpi_json(
-            P, "spmm_cases.py", tmp_path_factory.mktemp(f"p{P}c{c}"), "sparse15d",
-            "oblivious15d", "--replication", str(c), timeout=900)
-    return _cache[P, c]
+def results(P, c, mpi_json):
+    return mpi_json(P, "spmm_cases.py", "sparse15d", "oblivious15d", "--replication", str(c),
+                    timeout=900)
 
 
 @pytest.mark.parametrize(("P", "c"), GRIDS)
-def test_matches_scipy(P, c, tmp_path_factory):
-    rows = results(P, c, tmp_path_factory)
+def test_matches_scipy(P, c, mpi_json):
+    rows = results(P, c, mpi_json)
     assert len(rows) == 5 * 2 * 2 * 2
     for r in rows:
         label = f"{r['algorithm']} {r['case']} {r['dtype']} f={r['f']}"
@@ -54,8 +48,8 @@ def expected_rows(r, block, replica, c):
 
 
 @pytest.mark.parametrize(("P", "c"), GRIDS)
-def test_bytes_equal_prediction(P, c, tmp_path_factory):
-    for r in results(P, c, tmp_path_factory):
+def test_bytes_equal_prediction(P, c, mpi_json):
+    for r in results(P, c, mpi_json):
         row_bytes = r["f"] * r["itemsize"]
         for st in r["ranks"]:
             sent, recv = expected_rows(r, st["block"], st["replica"], c)

@@ -4,22 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from .mpi import run_mpi_json
-
 TOL = {"float32": 1e-5, "float64": 1e-12}
-_cache: dict[int, list] = {}
 
 
-def results(P: int, tmp_path_factory) -> list[dict]:
-    if P not in _cache:
-        _cache[P] = run_mpi_json(P, "spmm_cases.py", tmp_path_factory.mktemp(f"p{P}"))
-    return _cache[P]
+def results(P: int, mpi_json) -> list[dict]:
+    return mpi_json(P, "spmm_cases.py")
 
 
 @pytest.mark.parametrize("P", [1, 2, 3, 4])
 @pytest.mark.parametrize("algorithm", ["sparse1d", "oblivious1d"])
-def test_matches_scipy(P, algorithm, tmp_path_factory):
-    rows = [r for r in results(P, tmp_path_factory) if r["algorithm"] == algorithm]
+def test_matches_scipy(P, algorithm, mpi_json):
+    rows = [r for r in results(P, mpi_json) if r["algorithm"] == algorithm]
     assert len(rows) == 5 * 2 * 2  # cases x dtypes x f
     for r in rows:
         label = f"{r['case']} {r['dtype']} f={r['f']}"
@@ -28,9 +23,9 @@ def test_matches_scipy(P, algorithm, tmp_path_factory):
 
 
 @pytest.mark.parametrize("P", [1, 2, 3, 4])
-def test_sparse1d_bytes_equal_metrics(P, tmp_path_factory):
+def test_sparse1d_bytes_equal_metrics(P, mpi_json):
     """bcast sends the send volume and receives the receive volume; reduce the reverse."""
-    for r in results(P, tmp_path_factory):
+    for r in results(P, mpi_json):
         if r["algorithm"] != "sparse1d":
             continue
         row_bytes = r["f"] * r["itemsize"]
@@ -43,8 +38,8 @@ def test_sparse1d_bytes_equal_metrics(P, tmp_path_factory):
 
 
 @pytest.mark.parametrize("P", [2, 3, 4])
-def test_oblivious1d_bytes_equal_blocks(P, tmp_path_factory):
-    for r in results(P, tmp_path_factory):
+def test_oblivious1d_bytes_equal_blocks(P, mpi_json):
+    for r in results(P, mpi_json):
         if r["algorithm"] != "oblivious1d":
             continue
         row_bytes = r["f"] * r["itemsize"]

@@ -14,16 +14,13 @@ from spmmgnn import ALGORITHMS
 from spmmgnn.data.csbm import csbm
 from spmmgnn.nn import aggregate_first, build_model, dropout_mask
 
-from .mpi import mpiexec, run_cli, run_mpi, run_mpi_json
+from .mpi import mpiexec, run_cli, run_mpi
 
 RTOL = 1e-4
-_cache: dict[int, dict] = {}
 
 
-def parity_results(P: int, tmp_path_factory) -> dict:
-    if P not in _cache:
-        _cache[P] = run_mpi_json(P, "train_parity.py", tmp_path_factory.mktemp(f"par{P}"))
-    return _cache[P]
+def parity_results(P: int, mpi_json) -> dict:
+    return mpi_json(P, "train_parity.py")
 
 
 # ------------------------------------------------------------------ single-process reference
@@ -94,25 +91,15 @@ def reference_run(graph_spec: dict, case: dict) -> dict:
     return dict(losses=losses, **acc)
 
 
-_refs: dict = {}
-
-
-def reference_for(graph_spec, case) -> dict:
-    key = json.dumps([graph_spec, {k: case[k] for k in sorted(case) if k not in
-                                   ("algorithm", "P", "c", "losses", "final", "symmetric",
-                                    "sizes", "error", "partition", "cache")}])
-    if key not in _refs:
-        _refs[key] = reference_run(graph_spec, case)
-    return _refs[key]
 
 
 # ------------------------------------------------------------------ parity
 @pytest.mark.parametrize("P", [2, 3, 4])
 @pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
-def test_parity_with_single_process(P, algorithm, tmp_path_factory):
+def test_parity_with_single_process(P, algorithm, mpi_json, reference_for):
     """Same seed and data: each algorithm at P ranks (1.5D with c=2 at P=4) gives the losses
     of plain single-process PyTorch per epoch (rtol 1e-4, 20 epochs) and the same accuracy."""
-    res = parity_results(P, tmp_path_factory)
+    res = parity_results(P, mpi_json)
     cases = [c for c in res["cases"] if c["algorithm"] == algorithm]
     assert cases, f"{algorithm} did not run at P={P}"
     if "15d" in algorithm and P == 4:
@@ -126,18 +113,18 @@ def test_parity_with_single_process(P, algorithm, tmp_path_factory):
             assert case["final"][split] == pytest.approx(ref[split], abs=1e-9), (label, split)
 
 
-def test_parity_sees_uneven_and_empty_blocks(tmp_path_factory):
-    res = parity_results(3, tmp_path_factory)
+def test_parity_sees_uneven_and_empty_blocks(mpi_json, reference_for):
+    res = parity_results(3, mpi_json)
     empty = [c for c in res["cases"] if c["partition"] == "empty_block"]
     assert empty and empty[0]["sizes"][1] == 0
     ref = reference_for(res["graph"], empty[0])
     np.testing.assert_allclose(empty[0]["losses"], ref["losses"], rtol=RTOL)
 
 
-def test_symmetry_probe(tmp_path_factory):
+def test_symmetry_probe(mpi_json):
     """GCN on an undirected graph is symmetric (backward uses the forward kernel); the mean
     operator and a directed graph's GCN operator are not."""
-    for c in parity_results(2, tmp_path_factory)["cases"]:
+    for c in parity_results(2, mpi_json)["cases"]:
         expected = c["model"] == "gcn" and not c.get("directed")
         assert c["symmetric"] == expected, c["algorithm"]
 
