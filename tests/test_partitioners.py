@@ -24,26 +24,9 @@ from spmmgnn.partitioners.maxsend import _move, _State
 from spmmgnn.partitioners.model import row_loads
 from spmmgnn.partitioners.simple import block_parts, random_parts
 
+from .brute import brute_metrics
+
 EPS = 0.03
-
-
-def brute_metrics(A, parts, k):
-    """The docs/metrics.md definitions, literally: one Python loop per column."""
-    A = sp.csc_array(A)
-    n = A.shape[0]
-    send = np.zeros(k, dtype=np.int64)
-    recv = np.zeros(k, dtype=np.int64)
-    for c in range(n):
-        rows = A.indices[A.indptr[c]:A.indptr[c + 1]]
-        net = {int(parts[c])} | {int(parts[r]) for r in rows}
-        send[parts[c]] += len(net) - 1
-        for p in net - {int(parts[c])}:
-            recv[p] += 1
-    nnz = np.zeros(k, dtype=np.int64)
-    R = sp.csr_array(A)
-    for r in range(n):
-        nnz[parts[r]] += R.indptr[r + 1] - R.indptr[r]
-    return int(send.sum()), send, recv, nnz
 
 
 def small_matrix(n, density, seed, directed=True, diag=False, empty_rows=0):
@@ -60,22 +43,6 @@ def small_matrix(n, density, seed, directed=True, diag=False, empty_rows=0):
         A = sp.csr_array(sp.diags_array(keep) @ A)
         A.eliminate_zeros()
     return A
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_metrics_equal_brute_force(seed):
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(5, 60))
-    k = int(rng.integers(1, 9))
-    A = small_matrix(n, 0.1, seed, directed=bool(seed % 2), diag=seed % 3 == 0,
-                     empty_rows=seed % 4)
-    parts = rng.integers(0, k, n)
-    m = metrics(A, parts, k)
-    total, send, recv, nnz = brute_metrics(A, parts, k)
-    assert m.total_volume == total
-    np.testing.assert_array_equal(m.send_volume, send)
-    np.testing.assert_array_equal(m.recv_volume, recv)
-    np.testing.assert_array_equal(m.nnz, nnz)
 
 
 def test_column_net_model_is_the_total_volume():
@@ -213,9 +180,9 @@ def test_default_keeps_the_best_candidate_by_score():
     A = sbm(1200, 10, avg_degree=8, mixing=0.3, seed=4)
     k = 6
     d = partition(A, k, method=DEFAULT_METHOD, seed=2, threads=1)
-    assert [c["method"] for c in d.candidates] == ["metis-vol+maxsend", "mtkahypar+maxsend"]
-    alone = {m: partition(A, k, method=m, seed=2, threads=1).metrics
-             for m in ("metis-vol+maxsend", "mtkahypar+maxsend")}
+    both = ["metis-vol+multilevel", "mtkahypar+multilevel"]
+    assert [c["method"] for c in d.candidates] == both
+    alone = {m: partition(A, k, method=m, seed=2, threads=1).metrics for m in both}
     for c in d.candidates:
         assert (c["total_volume"], c["max_send"]) == (alone[c["method"]].total_volume,
                                                      alone[c["method"]].max_send)
@@ -320,12 +287,13 @@ def test_bad_input_raises_user_errors(graph):
 def test_method_names():
     from spmmgnn.partitioners.api import LARGE_GRAPH, MTKAHYPAR_MAX_PINS, default_candidates
 
-    assert parse_method("METIS-vol+maxsend") == ("metis-vol", True)
-    assert parse_method("mtkahypar") == ("mtkahypar", False)
-    both = ("metis-vol+maxsend", "mtkahypar+maxsend")
+    assert parse_method("METIS-vol+maxsend") == ("metis-vol", "maxsend")
+    assert parse_method("metis-vol+multilevel") == ("metis-vol", "multilevel")
+    assert parse_method("mtkahypar") == ("mtkahypar", None)
+    both = ("metis-vol+multilevel", "mtkahypar+multilevel")
     assert default_candidates(LARGE_GRAPH - 1, MTKAHYPAR_MAX_PINS) == both
-    assert default_candidates(LARGE_GRAPH, 10 * LARGE_GRAPH) == ("metis-vol+maxsend",)
-    assert default_candidates(1000, MTKAHYPAR_MAX_PINS + 1) == ("metis-vol+maxsend",)
+    assert default_candidates(LARGE_GRAPH, 10 * LARGE_GRAPH) == ("metis-vol+multilevel",)
+    assert default_candidates(1000, MTKAHYPAR_MAX_PINS + 1) == ("metis-vol+multilevel",)
     with pytest.raises(SpmmgnnError, match="unknown partitioning method"):
         parse_method("default+maxsend")
     assert all(parse_method(m)[0] in BASE_METHODS for m in METHODS)

@@ -25,7 +25,7 @@ ROWS = [("total volume (rows per SpMM)", "total_volume", "{:,}"),
 
 
 def add_parser(sub) -> None:
-    from ..partitioners import DEFAULT_METHOD, METHODS
+    from ..partitioners import DEFAULT_METHOD, METHODS, QUALITY_METHOD
 
     p = sub.add_parser(
         "partition", help="partition a graph into k block rows and write the permuted graph",
@@ -35,8 +35,12 @@ def add_parser(sub) -> None:
                    "OGB-style folder; every format: (u, v) = edge u -> v, aggregated at v")
     p.add_argument("-k", "--parts", type=int, required=True, help="number of block rows")
     p.add_argument("--method", default=DEFAULT_METHOD,
-                   help=f"'{DEFAULT_METHOD}' (the default: keeps the lowest max send + total / k "
-                   f"of its candidates) or one of {', '.join(METHODS)}")
+                   help=f"'{DEFAULT_METHOD}' (the default, fast: keeps the lowest max send + "
+                   f"total / k of its candidates), '{QUALITY_METHOD}' (slower: more candidates "
+                   f"and levels, --time-budget) or one of {', '.join(METHODS)}")
+    p.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
+                   help=f"'{QUALITY_METHOD}': start no further candidate after this many "
+                   "seconds (default: 20x METIS-vol's time)")
     p.add_argument("-o", "--output", required=True, help="output HDF5 file (.h5)")
     p.add_argument("--epsilon", type=float, default=0.03,
                    help="allowed load imbalance: max non-zeros per part <= (1+eps) x average")
@@ -63,6 +67,8 @@ def _partition(args) -> dict:
         raise SpmmgnnError(f"--method {args.method} does not partition; choose a partitioner")
     g = load_graph(args.graph)
     refine = {} if args.volume_slack is None else dict(volume_slack=args.volume_slack)
+    if args.time_budget is not None:
+        refine["time_budget"] = args.time_budget
     P = write_partitioned(g, args.output, args.parts, args.method, seed=args.seed,
                           epsilon=args.epsilon, threads=args.threads,
                           original_perm=source_perm(args.graph, g.n), **refine)

@@ -10,6 +10,21 @@ refinement of ``maxsend``), e.g. ``metis-vol+maxsend``:
   lowers the total and the maximum send volume, keeping the state of lowest
   ``max send + total / k`` with the total within 10 % of its total-volume phase. It never
   returns a higher maximum send than the base partition's.
+* ``+multilevel``: the same refinement at every level of a hierarchy coarsened inside the
+  base partition's parts (``multilevel.refine_multilevel``), coarsest first, so a whole
+  cluster can move; never worse than its input by ``max send + total / k``.
+
+Two presets keep the best of several candidates:
+
+* ``default`` (fast): the candidates of ``default_candidates``, METIS-vol with the
+  multilevel refinement (``multilevel.DEFAULT_LEVELS`` levels), and Mt-KaHyPar refined the
+  same way on graphs below ``LARGE_GRAPH`` vertices;
+* ``quality``: ``default``'s candidates (always, so it is never worse than ``default``),
+  then, while ``time_budget`` seconds last (default ``QUALITY_BUDGET`` times METIS-vol's
+  time, at least ``QUALITY_MIN_BUDGET``), Mt-KaHyPar refined where ``default`` left it out
+  and METIS-vol and Mt-KaHyPar with the deep multilevel refinement (``QUALITY_LEVELS``
+  levels, the full refinement at every level), each base partition computed once. The
+  budget is checked before each candidate starts (a running one is not interrupted).
 
 "Better" is the lower ``max send + total / k`` (the bottleneck plus the average send). Every
 result is checked against the load cap (``model.load_cap``) and rebalanced if a base
@@ -18,7 +33,7 @@ partitioner overshot it, so all methods keep the load imbalance <= epsilon when 
 Graph methods (``metis*``) symmetrize a directed A; the hypergraph methods (``kahypar``,
 ``mtkahypar``) and the refinement model the exact volume of any A.
 
-``default`` is the best combination measured by ``bench/partition.py`` on real graphs
+The presets come from ``bench/partition.py`` on real graphs
 (``bench/results/partition_real.md``, Debian data: lexical, software, web, meshes): it runs
 the candidates of ``default_candidates`` (METIS-vol refined, and below ``LARGE_GRAPH``
 vertices Mt-KaHyPar refined) and keeps the lower ``max send + total / k``. A degree-skew
@@ -43,16 +58,26 @@ from .maxsend import rebalance, refine_max_send
 from .metis import metis_parts
 from .metrics import PartitionMetrics, metrics
 from .model import ColumnNet, as_square_csr, load_cap, row_loads
+from .multilevel import refine_multilevel
 from .simple import block_parts, random_parts
 
 BASE_METHODS = ("block", "random", "metis-cut", "metis-vol", "metis", "kahypar", "mtkahypar")
-REFINEMENT = "maxsend"
-METHODS = BASE_METHODS + tuple(f"{m}+{REFINEMENT}" for m in BASE_METHODS)
+REFINEMENT, MULTILEVEL = "maxsend", "multilevel"
+REFINEMENTS = (REFINEMENT, MULTILEVEL)
+METHODS = BASE_METHODS + tuple(f"{m}+{r}" for r in REFINEMENTS for m in BASE_METHODS)
 # no partitioner: near-equal contiguous blocks of rows (what ``partition=None`` gives)
 CONTIGUOUS = ("none", "contiguous")
-DEFAULT_METHOD = "default"
-# the candidates of ``default``, in the order they run
-METIS_CANDIDATE, MTKAHYPAR_CANDIDATE = "metis-vol+maxsend", "mtkahypar+maxsend"
+DEFAULT_METHOD, QUALITY_METHOD = "default", "quality"
+PRESETS = (DEFAULT_METHOD, QUALITY_METHOD)
+# the candidates of both presets, in the order they run
+METIS_CANDIDATE, MTKAHYPAR_CANDIDATE = "metis-vol+multilevel", "mtkahypar+multilevel"
+# levels of the multilevel refinement in ``quality`` (``+multilevel`` alone and ``default``:
+# multilevel.DEFAULT_LEVELS)
+QUALITY_LEVELS = 12
+# ``quality``'s default time budget: this many times METIS-vol's time, and at least
+# QUALITY_MIN_BUDGET seconds (on a small graph METIS takes milliseconds, and 20x that would
+# never let a second candidate start)
+QUALITY_BUDGET, QUALITY_MIN_BUDGET = 20.0, 10.0
 # Mt-KaHyPar is a candidate of ``default`` below LARGE_GRAPH vertices and up to this many pins
 # of the column-net hypergraph (non-zeros of pattern(A) + I); see ``default_candidates``
 MTKAHYPAR_MAX_PINS = 2_000_000
@@ -86,16 +111,17 @@ def default_candidates(n: int, pins: int) -> tuple[str, ...]:
     return (METIS_CANDIDATE,)
 
 
-def parse_method(method: str) -> tuple[str, bool]:
-    """(base partitioner, whether the max-send refinement follows) for a method name
-    (``default`` is resolved by ``default_candidates``)."""
+def parse_method(method: str) -> tuple[str, str | None]:
+    """(base partitioner, the refinement that follows: ``maxsend``, ``multilevel`` or None)
+    for a method name (the presets are resolved by ``partition``)."""
     name = str(method).strip().lower()
     base, plus, rest = name.partition("+")
-    if base not in BASE_METHODS or (plus and rest != REFINEMENT):
+    if base not in BASE_METHODS or (plus and rest not in REFINEMENTS):
         raise SpmmgnnError(f"unknown partitioning method {method!r}; choose one of "
-                           f"{', '.join(METHODS)} or {DEFAULT_METHOD!r} (the best of "
-                           f"{METIS_CANDIDATE} and {MTKAHYPAR_CANDIDATE})")
-    return base, bool(plus)
+                           f"{', '.join(METHODS)}, {DEFAULT_METHOD!r} (fast: the best of "
+                           f"{METIS_CANDIDATE} and {MTKAHYPAR_CANDIDATE}) or "
+                           f"{QUALITY_METHOD!r}")
+    return base, rest if plus else None
 
 
 def score(m: PartitionMetrics) -> float:
@@ -123,7 +149,8 @@ def _check_non_negative(name: str, value) -> None:
 
 
 def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, seed: int = 0,
-              threads: int | None = None, **refine_options) -> Partition:
+              threads: int | None = None, time_budget: float | None = None,
+              **refine_options) -> Partition:
     """Partition the rows of square sparse ``A`` (the matrix the SpMM applies; a ``Graph``
     means its ``adj``) into ``k`` block rows of balanced non-zeros, minimizing the total
     communication volume and, with ``+maxsend``, the maximum send volume.
@@ -131,13 +158,17 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     Returns a ``Partition`` (part vector, block offsets, permutation) with ``metrics`` and
     ``seconds`` (partitioning time) filled in; ``none`` / ``contiguous`` give the near-equal
     contiguous blocks ``partition=None`` means, with their metrics. ``threads`` is used by
-    Mt-KaHyPar (default: the cores available). ``refine_options`` go to ``maxsend.refine_max_send``.
+    Mt-KaHyPar (default: the cores available). ``time_budget`` (seconds) bounds
+    ``quality`` (see the module docstring). ``refine_options`` go to
+    ``maxsend.refine_max_send`` (through ``multilevel.refine_multilevel`` for ``+multilevel``).
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise SpmmgnnError(f"the number of parts k must be a positive integer, got {k!r}")
     k = int(k)
     _check_non_negative("epsilon", epsilon)
     _check_non_negative("volume_slack", refine_options.get("volume_slack", 0.0))
+    if time_budget is not None:
+        _check_non_negative("time_budget", time_budget)
     threads = default_threads() if threads is None else int(threads)
     if threads < 1:
         raise SpmmgnnError(f"threads must be positive, got {threads}")
@@ -148,11 +179,12 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
         result.metrics = metrics(A, result.parts, k)
         return result
     loads = row_loads(A)
-    is_default = str(method).strip().lower() == DEFAULT_METHOD
-    base, refine = parse_method(METIS_CANDIDATE if is_default else method)
+    preset = str(method).strip().lower()
+    preset = preset if preset in PRESETS else None
+    base, refine = parse_method(METIS_CANDIDATE if preset else method)
     cap = load_cap(loads, k, epsilon)
     t0 = time.perf_counter()
-    chosen, candidates, label = None, [], f"{base}+{REFINEMENT}" if refine else base
+    chosen, candidates, label = None, [], f"{base}+{refine}" if refine else base
     if k == 1 or n == 0:
         parts = np.zeros(n, dtype=np.int64)
     elif n <= k:  # one vertex per part: the only choice that respects the load cap
@@ -160,20 +192,32 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
                  else np.arange(n, dtype=np.int64))
     else:
         cn = ColumnNet.from_matrix(A)
-        if is_default:
-            runs = [parse_method(m) for m in default_candidates(n, int(cn.npins.size))]
+        # (base, refinement, deep): deep = the multilevel refinement of ``quality``
+        if preset:
+            runs = [(*parse_method(m), False)
+                    for m in default_candidates(n, int(cn.npins.size))]
+            if preset == QUALITY_METHOD:
+                if len(runs) == 1:
+                    runs.append((*parse_method(MTKAHYPAR_CANDIDATE), False))
+                runs += [(b, MULTILEVEL, True) for b in ("metis-vol", "mtkahypar")]
         else:
-            runs = [(b, refine) for b in (("metis-cut", "metis-vol") if base == "metis"
-                                          else (base,))]
+            runs = [(b, refine, False) for b in (("metis-cut", "metis-vol") if base == "metis"
+                                                 else (base,))]
 
-        def finish(p: np.ndarray, ref: bool, t_base: float) -> tuple[np.ndarray, float]:
+        def finish(p: np.ndarray, ref: str | None, deep: bool,
+                   t_base: float) -> tuple[np.ndarray, float]:
             t = time.perf_counter()
             if ref:
                 options = dict(refine_options)
-                if n >= LARGE_GRAPH:  # a few label-propagation rounds only
+                if n >= LARGE_GRAPH and not deep:  # a few label-propagation rounds only
                     for key, value in LARGE_GRAPH_REFINEMENT.items():
                         options.setdefault(key, value)
-                p = refine_max_send(cn, loads, p, k, cap, seed=seed, **options)[0]
+                if ref == MULTILEVEL:
+                    if deep:
+                        options.setdefault("max_levels", QUALITY_LEVELS)
+                    p = refine_multilevel(cn, loads, p, k, cap, seed=seed, **options)[0]
+                else:
+                    p = refine_max_send(cn, loads, p, k, cap, seed=seed, **options)[0]
             else:
                 p = rebalance(cn, loads, p, k, cap)[0]
             return p, t_base + time.perf_counter() - t
@@ -182,29 +226,37 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
         # every candidate's result is independent of the thread count. Not for ``default``:
         # Mt-KaHyPar uses the threads itself (and holds the GIL), and each candidate's own
         # time is reported
-        pool = (ThreadPoolExecutor(1) if threads > 1 and len(runs) > 1 and not is_default
+        pool = (ThreadPoolExecutor(1) if threads > 1 and len(runs) > 1 and not preset
                 else None)
         try:
-            futures = []
-            for i, (b, ref) in enumerate(runs):
-                t = time.perf_counter()
-                p = _base_parts(b, A, k, loads, cap, epsilon, seed, threads, cn)
-                if p.shape != (n,) or p.min() < 0 or p.max() >= k:
-                    raise SpmmgnnError(f"{b} returned an invalid part vector")
-                t = time.perf_counter() - t
-                futures.append(pool.submit(finish, p, ref, t) if pool and i < len(runs) - 1
-                               else finish(p, ref, t))
+            futures, budget, bases = [], time_budget, {}
+            guaranteed = len(default_candidates(n, int(cn.npins.size))) if preset else len(runs)
+            for i, (b, ref, deep) in enumerate(runs):
+                if (i >= guaranteed and budget is not None
+                        and time.perf_counter() - t0 >= budget):
+                    break  # the budget is spent: no further candidate starts
+                if b not in bases:
+                    t = time.perf_counter()
+                    p = _base_parts(b, A, k, loads, cap, epsilon, seed, threads, cn)
+                    if p.shape != (n,) or p.min() < 0 or p.max() >= k:
+                        raise SpmmgnnError(f"{b} returned an invalid part vector")
+                    bases[b] = (p, time.perf_counter() - t)
+                p, t = bases[b]
+                if budget is None and preset == QUALITY_METHOD:
+                    budget = max(QUALITY_BUDGET * t, QUALITY_MIN_BUDGET)  # t: METIS-vol's
+                futures.append(pool.submit(finish, p, ref, deep, t)
+                               if pool and i < len(runs) - 1 else finish(p, ref, deep, t))
             done = [f.result() if isinstance(f, Future) else f for f in futures]
         finally:
             if pool:
                 pool.shutdown(cancel_futures=True)
-        for (b, ref), (p, secs) in zip(runs, done, strict=True):
+        for (b, ref, deep), (p, secs) in zip(runs, done, strict=False):
             m = metrics(A, p, k)
-            candidates.append(dict(method=f"{b}+{REFINEMENT}" if ref else b, parts=p,
-                                   metrics=m, seconds=secs))
+            candidates.append(dict(method=f"{b}+{ref}" if ref else b, parts=p, metrics=m,
+                                   seconds=secs, deep=deep))
         best = min(candidates, key=lambda c: score(c["metrics"]))
         chosen, parts = best["metrics"], best["parts"]
-        if is_default:
+        if preset:
             label = best["method"]
     seconds = time.perf_counter() - t0
     result = Partition.from_parts(parts, k, method=label)
@@ -213,5 +265,7 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     # what each candidate gave (``default`` and ``metis`` run several), for reports
     result.candidates = [dict(method=c["method"], seconds=c["seconds"],
                               total_volume=c["metrics"].total_volume,
-                              max_send=c["metrics"].max_send) for c in candidates]
+                              max_send=c["metrics"].max_send,
+                              **({"levels": QUALITY_LEVELS} if c["deep"] else {}))
+                         for c in candidates]
     return result
