@@ -20,7 +20,8 @@ from spmmgnn.partitioners import (
     refine_max_send,
 )
 from spmmgnn.partitioners.hypergraph import KAHYPAR_CONTEXT, context_ini
-from spmmgnn.partitioners.maxsend import _move, _State
+from spmmgnn.partitioners.maxsend import Refinement
+from spmmgnn.partitioners.maxsend.state import move
 from spmmgnn.partitioners.model import row_loads
 from spmmgnn.partitioners.simple import block_parts, random_parts
 
@@ -61,9 +62,9 @@ def test_incremental_state_matches_metrics():
     rng = np.random.default_rng(1)
     parts = rng.integers(0, k, 120)
     cn = ColumnNet.from_matrix(A)
-    st = _State(cn, row_loads(A), parts, k, np.array([10.0, 0.01]))
+    st = Refinement(cn, row_loads(A), parts, k, np.array([10.0, 0.01]))
     for v, b in zip(rng.integers(0, 120, 300), rng.integers(0, k, 300), strict=True):
-        _move(v, b, *st._args(), st.T)
+        move(v, b, st.graph, st.state, st.T)
     m = metrics(A, st.part, k)
     assert st.total == m.total_volume
     np.testing.assert_array_equal(st.S, m.send_volume)

@@ -34,9 +34,5 @@ score (dependencies at k = 64: send imbalance 40 % -> 8 % for 3 % more total vol
 """
 
 from .driver import MU_SCHEDULE, MaxSendOptions, Refinement, rebalance, refine_max_send
-from .state import move
-
-# the names of the single-module version, for tests of the incremental state
-_State, _move = Refinement, move
 
 __all__ = ["MU_SCHEDULE", "MaxSendOptions", "Refinement", "rebalance", "refine_max_send"]

@@ -85,10 +85,6 @@ class Refinement:
         self.T[1] = 1.0 / (2.0 * gamma * avg) if gamma > 0 and avg > 0 else 0.0
         self.tot[1] = penalty(self.S, self.T)
 
-    def _args(self):
-        """(graph, state): the arrays of ``state.move``."""
-        return self.graph, self.state
-
     def lp_round(self, cap: int, mu: float, rng: np.random.Generator) -> int:
         order = rng.permutation(self.part.size)
         return int(passes.lp_round(order, self.graph, self.state, self.T, self.work, cap, mu))
