@@ -209,6 +209,12 @@ class LocalCSR:
             self._t.kernel = self.kernel
         return self._t
 
+    def drop_transpose(self) -> None:
+        """Free the transposed CSR and forget the ``t_matmul`` choices (a later call
+        chooses and builds again): a copy of the matrix nobody will use."""
+        self._t = None
+        self.choices = {k: c for k, c in self.choices.items() if k[0] != "t"}
+
     @property
     def transposed(self) -> LocalCSR | None:
         """The transposed CSR if ``t_matmul`` built and kept one, else None."""

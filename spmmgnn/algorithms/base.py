@@ -365,7 +365,8 @@ class DistSpMM:
     def probe_symmetry(self, seed: int = 12345) -> bool:
         """Collective: is ``A.T == A``? Compares ``A x`` with ``A.T x`` for two random vectors
         (float64; a non-symmetric A is caught with probability 1). Sets ``self.symmetric``;
-        the statistics are left as they were."""
+        the statistics are left as they were. When symmetric, the transposed copies the
+        probe built are freed (``matmul_t`` would build them again if called)."""
         same_layout = (self.partition is self.col_partition
                        or (np.array_equal(self.row_offsets, self.col_offsets)
                            and self.partition.same_order(self.col_partition)))
@@ -381,6 +382,9 @@ class DistSpMM:
         self.grid.comm.Allreduce(local, worst, op=MPI.MAX)
         self.stats.load(saved)
         self.symmetric = bool(worst[0] <= 1e-10 * max(worst[1], 1e-300))
+        if self.symmetric:  # A.T y runs as A y from now on: the probe's transposes go
+            for m in self.local_matrices():
+                m.drop_transpose()
         return self.symmetric
 
     # ---------------------------------------------------------------- reporting
