@@ -66,7 +66,7 @@ LAYERS = {
     "data": {"data", "partitioners", "core"},
     "nn": {"nn", "algorithms", "core"},
     "training": {"training", "nn", "algorithms", "data", "partitioners", "core"},
-    "benchmark": {"benchmark", "training", "algorithms", "data", "partitioners", "core"},
+    "benchmark": {"benchmark", "training", "nn", "algorithms", "data", "partitioners", "core"},
     "commands": {"commands", "benchmark", "training", "nn", "algorithms", "data",
                  "partitioners", "core"},
     "cli": {"commands", "core"},

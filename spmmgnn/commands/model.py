@@ -1,10 +1,15 @@
-"""spmmgnn model: predicted SpMM / epoch times at P ranks without launching them.
+"""spmmgnn model: predicted SpMM / epoch times, or memory per rank, at P ranks without
+launching them.
 
     spmmgnn model rmat:scale=17,edge_factor=8 --P 4 16 64 256 1024 --alpha 2e-6 --beta 4e-11
     spmmgnn model graph.mtx --P 64 256 --network results.jsonl -o model.png
+    spmmgnn model csbm:n=100000 --memory --P 2 4 8 64 -f 128 --hidden 64 --classes 8
 
 Per-rank bytes are exact (computed from the partition, as ``comm_stats()`` would count them);
 times use the alpha-beta costs of ICPP'24 section 4 and the local kernel rate measured here.
+``--memory`` prints the bytes the largest rank holds while training a GCN, by component
+(block-row CSR, halo index lists, exchange buffers, its rows of the data, activations and
+gradients, weights with Adam's moments); ``spmmgnn.benchmark.memory`` says what each counts.
 """
 
 from __future__ import annotations
@@ -38,7 +43,9 @@ def add_parser(sub) -> None:
                    help="local kernel rate in non-zeros x columns per second (default: "
                         "from the --compare runs of this graph and width at one thread per "
                         "rank, else measured here with this process's threads)")
-    p.add_argument("-f", "--features", type=int, default=64)
+    p.add_argument("-f", "--features", type=int,
+                   help="dense columns (default 64; with --memory the graph's feature width "
+                        "when it has features)")
     p.add_argument("--layers", type=int, default=2, help="GCN layers (an epoch is 2L SpMMs)")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--partitioner", default="none",
@@ -52,6 +59,12 @@ def add_parser(sub) -> None:
                                      "its bare-SpMM runs of this graph")
     p.add_argument("-o", "--plot", help="PNG of predicted epoch time vs P")
     p.add_argument("--json", help="write the predictions here")
+    p.add_argument("--memory", action="store_true",
+                   help="predict bytes per rank while training (no --alpha / --beta needed)")
+    p.add_argument("--hidden", type=int, default=64, help="with --memory: hidden width")
+    p.add_argument("--classes", type=int, help="with --memory: output width (default: the "
+                                                "graph's number of classes, else 8)")
+    p.add_argument("--codec", help="with --memory: the exchange's codec (sparse algorithms)")
     p.set_defaults(func=run)
 
 
@@ -67,8 +80,10 @@ def _positive(name: str, value: float | None) -> None:
 def _check_args(args) -> None:
     for name in ("alpha", "beta", "rate"):
         _positive(name, getattr(args, name))
-    if min(args.P) < 1 or min(args.c) < 1 or args.features < 1 or args.layers < 1:
-        raise SpmmgnnError("--P, --c, --features and --layers must be positive")
+    if (min(args.P) < 1 or min(args.c) < 1 or (args.features or 1) < 1 or args.layers < 1
+            or args.hidden < 1 or (args.classes is not None and args.classes < 1)):
+        raise SpmmgnnError("--P, --c, --features, --layers, --hidden and --classes must be "
+                           "positive")
     if args.staleness < 0:
         raise SpmmgnnError(f"--staleness must be >= 0, got {args.staleness}")
     if max(args.P) > MAX_P:
@@ -95,21 +110,74 @@ def _alpha_beta(args) -> tuple[float, float, str]:
     raise SpmmgnnError("give --alpha and --beta, or --network RESULTS.jsonl")
 
 
-def _work(args) -> dict:
-    import numpy as np
-
+def _algorithms(args) -> list[str]:
     from ..algorithms import ALGORITHMS
-    from ..benchmark import costs
-    from ..benchmark.compare import compare_runs, format_compare, measured_rate, spmm_records
-    from ..benchmark.graphs import make_graph
     from ..benchmark.volumes import VOLUMES
 
-    _check_args(args)
-    alpha, beta, source = _alpha_beta(args)
     algorithms = args.algorithms or [a for a in ALGORITHMS if a in VOLUMES]
     bad = [a for a in algorithms if a not in VOLUMES]
     if bad:
         raise SpmmgnnError(f"no volume model for {bad}; known: {sorted(VOLUMES)}")
+    return algorithms
+
+
+def _memory(args) -> dict:
+    """``--memory``: the memory model's table for every (P, c, algorithm)."""
+    import numpy as np
+
+    from ..benchmark.graphs import make_graph
+    from ..benchmark.memory import ModelShape, format_memory, memory_rows
+    from ..codecs import get_codec
+    from ..data.normalize import normalize
+
+    _check_args(args)
+    timing = [f"--{name.replace('_', '-')}" for name in ("alpha", "beta", "network", "rate",
+                                                        "compare", "plot")
+              if getattr(args, name)] + (["--staleness"] if args.staleness else [])
+    if timing:
+        raise SpmmgnnError(f"--memory predicts bytes, not time: {', '.join(timing)} do(es) "
+                           "not apply")
+    algorithms = _algorithms(args)
+    get_codec(args.codec)  # an unknown name is an error before the graph is built
+    g = make_graph(args.graph)
+    classes = args.classes or g.num_classes or 8
+    if args.features is None:
+        args.features = g.features.shape[1] if g.features is not None else 64
+    shape = ModelShape(features=args.features, hidden=args.hidden, classes=classes,
+                       layers=args.layers, itemsize=np.dtype(args.dtype).itemsize)
+    A = normalize(g.adj, "gcn")
+    print(f"graph {args.graph}: n={A.shape[0]} nnz={A.nnz} (GCN-normalized, self loops); "
+          f"GCN {' -> '.join(map(str, shape.widths))}, {args.dtype}, codec "
+          f"{args.codec or 'none'}, partitioner {args.partitioner}; MiB on the largest rank "
+          "(the interpreter and libraries not counted)", flush=True)
+    rows = memory_rows(A, args.P, args.c, algorithms, shape, args.partitioner, args.codec)
+    print(format_memory(rows), flush=True)
+    out = dict(graph=args.graph, n=int(A.shape[0]), nnz=int(A.nnz), widths=shape.widths,
+               dtype=args.dtype, codec=args.codec, partitioner=args.partitioner,
+               memory=rows)
+    if args.json:
+        from ..atomic import write_text_atomic
+
+        write_text_atomic(args.json, json.dumps(out, indent=1))
+    return out
+
+
+def _work(args) -> dict:
+    import numpy as np
+
+    from ..benchmark import costs
+    from ..benchmark.compare import compare_runs, format_compare, measured_rate, spmm_records
+    from ..benchmark.graphs import make_graph
+
+    if args.memory:
+        return _memory(args)
+    if args.codec or args.classes or args.hidden != 64:
+        raise SpmmgnnError("--codec, --classes and --hidden describe the trained model of "
+                           "--memory; the time model prices bare SpMMs of -f columns")
+    args.features = args.features or 64
+    _check_args(args)
+    alpha, beta, source = _alpha_beta(args)
+    algorithms = _algorithms(args)
     A = make_graph(args.graph).adj
     itemsize = np.dtype(args.dtype).itemsize
     records = spmm_records(args.compare, args.graph) if args.compare else []

@@ -31,6 +31,23 @@ def aggregate_first(f_in: int, f_out: int, input_needs_grad: bool, training: boo
     return cost_ah <= cost_hw
 
 
+def trained_widths(dims: list[int]) -> list[int]:
+    """Columns of the SpMM each layer after the first runs in training (``dims``: the
+    widths ``f_in, hidden, ..., classes``); the first layer's input is constant."""
+    return [a if aggregate_first(a, b, True, True) else b
+            for a, b in zip(dims[1:-1], dims[2:], strict=True)]
+
+
+CHUNK_MIN = 32  # fewest columns per SpMM of a chunked constant aggregation
+
+
+def aggregation_chunk(dims: list[int]) -> int:
+    """Columns per SpMM of the cached first-layer aggregation ``Â X``: as wide as the
+    widest training SpMM (at least ``CHUNK_MIN``), so its exchange buffers are no wider
+    than training's; the whole width when that is narrower."""
+    return min(dims[0], max([CHUNK_MIN, *trained_widths(dims)]))
+
+
 def _linear(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
     """``h @ w + b`` with the bias folded into the GEMM."""
     return h @ w if b is None else torch.addmm(b, h, w)

@@ -9,7 +9,9 @@ uninterrupted one with any codec.
 
 When the first layer sees constant input (no input dropout, no gradient w.r.t. the features)
 the aggregation ``Â X`` is the same every epoch; with ``cache_input_aggregation`` it is
-computed once and reused (SGC-style), removing the first layer's SpMMs from training.
+computed once and reused (SGC-style), removing the first layer's SpMMs from training. It runs
+in column chunks no wider than training's SpMMs (``layers.aggregation_chunk``), so its
+exchange buffers do not outgrow training's.
 
 Label propagation (SuperGCN): with ``label_classes`` the model owns a learned embedding of the
 labels; rows given a label in ``label_input`` (>= 0) get its embedding added to their input
@@ -25,7 +27,7 @@ from torch import nn
 from ..algorithms.base import DistSpMM
 from ..hashing import mix64
 from .dropout import relu_dropout, vertex_dropout
-from .layers import LAYERS, NORMALIZATION
+from .layers import LAYERS, NORMALIZATION, aggregation_chunk
 from .spmm_function import spmm
 
 MODELS = tuple(LAYERS)
@@ -49,6 +51,7 @@ class GNN(nn.Module):
         self.seed = int(seed)
         self.cache_input_aggregation = cache_input_aggregation
         dims = [f_in] + [hidden] * (num_layers - 1) + [num_classes]
+        self.dims = dims
         self.convs = nn.ModuleList(LAYERS[kind](a, b) for a, b in zip(dims[:-1], dims[1:],
                                                                       strict=True))
         self.norms = nn.ModuleList(nn.LayerNorm(d) for d in dims[1:-1]) if layernorm else None
@@ -69,8 +72,22 @@ class GNN(nn.Module):
         key = (id(op), id(x), x._version, x.dtype)
         if self._cache is None or self._cache[0] != key:
             with torch.no_grad():
-                self._cache = (key, spmm(op, x, self._stream(-1, 0)))
+                self._cache = (key, self._aggregate_in_chunks(x, op, self._stream(-1, 0)))
         return self._cache[1]
+
+    def _aggregate_in_chunks(self, x: torch.Tensor, op: DistSpMM, stream: int) -> torch.Tensor:
+        """``Â X`` a block of ``aggregation_chunk`` columns at a time: the same numbers and
+        bytes as one SpMM (each entry sums the same terms in the same order), with exchange
+        buffers no wider than training's instead of f_in-wide ones kept for the run. With a
+        codec the rows are encoded per SpMM, so it stays one SpMM (same rounding)."""
+        f = x.shape[1]
+        w = f if getattr(op, "codec", None) is not None else aggregation_chunk(self.dims)
+        if w >= f:
+            return spmm(op, x, stream)
+        out = torch.empty((op.n_local, f), dtype=x.dtype)
+        for a in range(0, f, w):
+            out[:, a:a + w] = spmm(op, x[:, a:a + w], stream)
+        return out
 
     def _label_aggregation(self, label_input: torch.Tensor, op: DistSpMM,
                            dtype: torch.dtype) -> torch.Tensor:

@@ -1,0 +1,249 @@
+"""Bytes one rank holds while training a GCN, predicted from the partition alone (no MPI).
+
+What each term counts follows the code that allocates it:
+
+* ``matrix``: the rank's ``LocalCSR`` blocks (``local_matrix``): row pointers (int64), column
+  indices (int32 below 2^31 columns), the float64 values and their copy in the training dtype;
+  on a non-symmetric A also the transposed CSRs ``matmul_t`` builds (the ``transpose``
+  kernel; ``scan`` keeps none). A symmetric A runs its backward as ``A y`` and keeps none;
+* ``halo``: the index lists of the row exchange (ghost ids, the rows to send);
+* ``buffers``: the exchange's pooled work arrays, one set per width the SpMM runs at (the
+  cached input aggregation in chunks of ``aggregation_chunk`` columns, or all f with a
+  codec; each trained layer at its own width): ghost rows and packed
+  send rows, the partial sums received by ``matmul_t``, a codec's encoded rows, the stage
+  block of the oblivious algorithms, the column blocks of ``featureparallel``;
+* ``features``: the rank's rows of X, labels, vertex ids and split masks;
+* ``activations``: what autograd keeps from the forward (the cached ``Â X``, each hidden
+  layer's ReLU-dropout output, the aggregated input of an aggregate-first layer, the logits)
+  plus the gradients alive at once in the backward of the widest layer;
+* ``parameters``: the replicated weights, the flat gradient buffer and Adam's two moments.
+
+Not counted: the interpreter and its libraries (about 0.3 GiB, measured in
+``bench/results/scale.md``), the transient of loading the block row, and the column-block
+copies a ``blocked`` kernel keeps when ``auto`` measures it fastest (one more copy of the
+indices and values of that block). ``tests/test_memory.py`` checks the total against the
+measured peak of a training run at P = 2, 4, 8 (0.97-1.07 in ``bench/results/scale.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..codecs import CastCodec, get_codec
+from ..errors import SpmmgnnError
+from ..nn.layers import aggregate_first, aggregation_chunk, trained_widths
+from ..stages import stage_ranges
+from .volumes import CODEC_ALGORITHMS, ONE_D, Layout, predict
+
+COMPONENTS = ("matrix", "halo", "buffers", "features", "activations", "parameters")
+SPLITS = 3  # train / val / test masks, one bool per row each
+
+
+@dataclass
+class ModelShape:
+    """The GCN the memory is modelled for: widths ``f -> hidden x (layers - 1) -> classes``."""
+
+    features: int
+    hidden: int = 64
+    classes: int = 8
+    layers: int = 2
+    itemsize: int = 4  # the training dtype (float32)
+
+    @property
+    def widths(self) -> list[int]:
+        return [self.features] + [self.hidden] * (self.layers - 1) + [self.classes]
+
+    def spmm_widths(self, codec: bool = False) -> list[tuple[int, bool]]:
+        """(width, has a backward SpMM) of each SpMM an epoch runs: the first layer's
+        aggregation of X is cached (no gradient; in column chunks without a codec), later
+        layers ship the narrower side."""
+        first = self.features if codec else aggregation_chunk(self.widths)
+        return [(first, False)] + [(w, True) for w in trained_widths(self.widths)]
+
+    def parameters(self) -> int:
+        d = self.widths
+        return sum(a * b + b for a, b in zip(d[:-1], d[1:], strict=True))
+
+
+def _csr(rows: np.ndarray, nnz: np.ndarray, index_bytes: int, itemsize: int) -> np.ndarray:
+    """A ``LocalCSR`` with its values in float64 and in the training dtype."""
+    values = 8 + (itemsize if itemsize != 8 else 0)
+    return 8 * (rows + 1) + nnz * (index_bytes + values)
+
+
+def _index_bytes(n: int) -> int:
+    return 4 if n < 2**31 - 1 else 8
+
+
+def _rows_of(layout: Layout, P: int, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per rank: block row i, the sizes of its rows, and its stages' block-column mask."""
+    k = P // c
+    r = np.arange(P)
+    i, j = r // c, r % c
+    bounds = stage_ranges(k, c)
+    q = np.arange(k)
+    stages = (q[None, :] >= bounds[j][:, None]) & (q[None, :] < bounds[j + 1][:, None])
+    return i, layout.sizes[i].astype(np.int64), stages
+
+
+@dataclass
+class Held:
+    """What an operator stores per rank, and the rows of each of its pooled buffers.
+
+    A buffer's ``kind`` says what it holds at width w: ``dense`` w values per row always;
+    ``wire_out`` the packed rows sent (encoded by a codec); ``wire_in`` the encoded rows
+    received (none without a codec: rows land in the ghost buffer); ``back_in`` /
+    ``back_out`` the reduce of ``matmul_t`` (partial sums received; a codec's encoded
+    partial sums sent) and ``back_dense`` w values per row in ``matmul_t``, only on a
+    non-symmetric A."""
+
+    matrix: np.ndarray
+    halo: np.ndarray
+    buffers: list[tuple[np.ndarray, str]]
+
+
+def _operator(algorithm: str, layout: Layout, P: int, c: int, itemsize: int,
+              symmetric: bool) -> Held:
+    n = int(layout.offsets[-1])
+    ib = _index_bytes(n)
+    i, rows, stages = _rows_of(layout, P, c)
+    N = layout.block_nnz()
+    nnz = (N[i] * stages).sum(axis=1)
+    if algorithm in ("sparse1d", "sparse15d", "prepost1d"):
+        v = predict(algorithm, layout, P, c, 1, 1)
+        ghost, send = v.received.astype(np.int64), v.sent.astype(np.int64)
+        own = np.where(stages[np.arange(P), i], N[i, i], 0)
+        if algorithm == "prepost1d":
+            # diag, M_recv (rows x received: the cut non-zeros it multiplies plus one per
+            # pre-aggregated row) and M_send (sent x rows: about one per row it sends)
+            blocks = [(rows, own), (rows, nnz - own + ghost), (send, send)]
+            t_rows = [rows, ghost, rows]
+        else:
+            blocks = [(rows, own), (rows, nnz - own)]  # diag, ghost
+            t_rows = [rows, ghost]
+        matrix = sum(_csr(r, z, ib, itemsize) for r, z in blocks)
+        if not symmetric:  # the transposed CSRs matmul_t builds
+            matrix = matrix + sum(_csr(r, z, ib, itemsize)
+                                  for r, (_, z) in zip(t_rows, blocks, strict=True))
+        bufs = [(ghost, "dense"), (send, "wire_out"), (ghost, "wire_in"), (send, "back_in"),
+                (ghost, "back_out")]
+        if algorithm == "prepost1d":  # M_send X; matmul_t's partial sums and what returns
+            bufs += [(send, "dense"), (ghost, "back_dense"), (send, "back_dense")]
+        return Held(matrix, 8 * (ghost + send), bufs)
+    if algorithm in ("oblivious1d", "oblivious15d"):
+        sizes = layout.sizes.astype(np.int64)
+        per_nnz = ib + 8 + (itemsize if itemsize != 8 else 0)
+        matrix = ((rows[:, None] + 1) * 8 * stages).sum(axis=1) + nnz * per_nnz
+        if not symmetric:
+            matrix = matrix + ((sizes[None, :] + 1) * 8 * stages).sum(axis=1) + nnz * per_nnz
+        # the stage block's rows that are written: a block received (not the rank's own),
+        # or any block's partial sums in matmul_t (untouched pages are not resident)
+        touched = stages if not symmetric else stages & (np.arange(P // c)[None, :] != i[:, None])
+        stage = (sizes[None, :] * touched).max(axis=1, initial=0)
+        return Held(matrix, np.zeros(P, dtype=np.int64), [(stage, "dense")])
+    if algorithm == "featureparallel":
+        one = int(_csr(np.array(n), np.array(int(N.sum())), ib, itemsize))
+        # all of A; xc and zc hold all n rows of this rank's f / P columns
+        return Held(np.full(P, one * (1 if symmetric else 2)), np.zeros(P, dtype=np.int64),
+                    [(np.full(P, 2 * n // P), "dense"), (rows, "dense"), (rows, "dense")])
+    raise SpmmgnnError(f"no memory model for {algorithm!r}")
+
+
+def _buffer_bytes(held: Held, w: int, itemsize: int, backward: bool, fwd, bwd) -> np.ndarray:
+    """Bytes of the operator's pooled buffers at width w."""
+    total = 0
+    for rows, kind in held.buffers:
+        if kind == "dense":
+            total = total + rows * w * itemsize
+        elif kind == "wire_out":
+            total = total + rows * (w * itemsize if fwd is None else int(fwd.row_bytes(w)))
+        elif kind == "wire_in" and fwd is not None:
+            total = total + rows * int(fwd.row_bytes(w))
+        elif kind == "back_dense" and backward:
+            total = total + rows * w * itemsize
+        elif kind == "back_in" and backward:
+            total = total + rows * (w * itemsize if bwd is None else int(bwd.row_bytes(w)))
+        elif kind == "back_out" and backward and bwd is not None:
+            total = total + rows * int(bwd.row_bytes(w))
+    return total
+
+
+def _wire(codec, itemsize: int):
+    """The codec whose encoded rows take buffers, or None when rows travel as they are
+    (no codec, or a cast to the training dtype itself)."""
+    dtype = np.dtype(np.float32 if itemsize == 4 else np.float64)
+    return None if isinstance(codec, CastCodec) and codec.wire == dtype else codec
+
+
+def predict_memory(algorithm: str, layout: Layout, P: int, c: int, shape: ModelShape,
+                   symmetric: bool = True, codec: str | None = None,
+                   codec_backward: str | None = "same") -> dict[str, np.ndarray]:
+    """Per-rank bytes of each component (``COMPONENTS``) and their ``total``."""
+    if P % c or layout.k != P // c:
+        raise SpmmgnnError(f"the partition has {layout.k} blocks; P/c = {P // c} expected")
+    s = shape.itemsize
+    symmetric = symmetric and codec in (None, "none")  # a codec keeps A^T y's own exchange
+    held = _operator(algorithm, layout, P, c, s, symmetric)
+    fwd = _wire(get_codec(codec), s)
+    bwd = fwd if codec_backward == "same" else _wire(get_codec(codec_backward), s)
+    widths: dict[int, bool] = {}  # the pool keys buffers by width: one set per width
+    for w, backward in shape.spmm_widths(codec=codec not in (None, "none")):
+        widths[w] = widths.get(w, False) or (backward and not symmetric)
+    buffers = sum(_buffer_bytes(held, w, s, b, fwd, bwd) for w, b in widths.items())
+    _, rows, _ = _rows_of(layout, P, c)
+    d = shape.widths
+    features = rows * (d[0] * s + 8 + 8 + SPLITS)
+    saved = d[0] + sum(d[1:-1]) + d[-1]  # cached A X, hidden outputs, logits
+    for l in range(1, shape.layers):
+        if aggregate_first(d[l], d[l + 1], True, True):
+            saved += d[l]  # the aggregated input the layer's GEMM keeps
+    transient = max((2 * d[l] + 2 * d[l + 1] for l in range(1, shape.layers)),
+                    default=2 * d[-1])
+    activations = rows * (saved + transient) * s
+    parameters = np.full(P, 4 * shape.parameters() * s)
+    out = dict(matrix=held.matrix, halo=held.halo, buffers=buffers, features=features,
+               activations=activations, parameters=parameters)
+    out = {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
+    out["total"] = sum(out[k] for k in COMPONENTS)
+    return out
+
+
+def memory_rows(A, Ps: list[int], cs: list[int], algorithms: list[str], shape: ModelShape,
+                partitioner: str = "none", codec: str | None = None,
+                layouts: dict[int, Layout] | None = None) -> list[dict]:
+    """The largest rank's bytes per component for every runnable (P, c, algorithm) of the
+    normalized ``A`` (square; its symmetry decides whether transposes are kept)."""
+    from .costs import cached_layout
+
+    layouts = {} if layouts is None else layouts
+    symmetric = (A != A.T).nnz == 0
+    rows = []
+    for P in Ps:
+        for c in cs:
+            if P % c or c > P:
+                continue
+            layout = cached_layout(layouts, A, P // c, partitioner, 0)
+            for algo in algorithms:
+                if c > 1 and algo in ONE_D:
+                    continue
+                m = predict_memory(algo, layout, P, c, shape, symmetric,
+                                   codec if algo in CODEC_ALGORITHMS else None)
+                r = int(np.argmax(m["total"]))
+                rows.append(dict(P=P, c=c, algorithm=algo, rank=r, symmetric=bool(symmetric),
+                                 **{k: int(v[r]) for k, v in m.items()},
+                                 min_total=int(m["total"].min())))
+    return rows
+
+
+def format_memory(rows: list[dict]) -> str:
+    """The table ``spmmgnn model --memory`` prints (MiB, the largest rank)."""
+    head = (f"{'P':>5} {'c':>3} {'algorithm':>15} " + " ".join(f"{k:>11}" for k in COMPONENTS)
+            + f" {'total':>10} {'smallest':>9}")
+    lines = [head]
+    for r in rows:
+        lines.append(f"{r['P']:>5} {r['c']:>3} {r['algorithm']:>15} "
+                     + " ".join(f"{r[k] / 2**20:>11.1f}" for k in COMPONENTS)
+                     + f" {r['total'] / 2**20:>10.1f} {r['min_total'] / 2**20:>9.1f}")
+    return "\n".join(lines)
