@@ -207,19 +207,21 @@ def markdown(res: dict) -> str:
                   "arrays leave, kernels fixed to `unrolled` / `transpose`). The components "
                   "are the largest rank's; measured / predicted over all ranks.", "",
                   "| P | c | algorithm | matrix | halo | buffers | features | activations | "
-                  "predicted | measured | measured / predicted | load peak |",
-                  "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "gradients | predicted | measured | measured / predicted | load peak |",
+                  "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in M:
             comp = r["components"]
             lo, hi = r["ratio_range"]
             lines.append(
                 f"| {r['P']} | {r['c']} | {r['algorithm']} | "
                 + " | ".join(f"{comp[k] / mib:.1f}" for k in
-                             ("matrix", "halo", "buffers", "features", "activations"))
+                             ("matrix", "halo", "buffers", "features", "activations",
+                              "gradients"))
                 + f" | {max(r['predicted']) / mib:.1f} | {max(r['measured']) / mib:.1f} | "
                 f"{lo:.3f}-{hi:.3f} | {max(r['load_peak']) / mib:.1f} |")
-        lines += ["", "MiB per rank. *load peak*: the high-water mark while reading the block "
-                  "row and building the operator and the trainer (not modelled).", ""]
+        lines += ["", "MiB per rank; the weights and Adam's moments are below 0.1 MiB here. "
+                  "*load peak*: the high-water mark while reading the block row and building "
+                  "the operator and the trainer (not modelled).", ""]
     return "\n".join(lines)
 
 

@@ -9,14 +9,17 @@ What each term counts follows the code that allocates it:
 * ``halo``: the index lists of the row exchange (ghost ids, the rows to send);
 * ``buffers``: the exchange's pooled work arrays, one set per width the SpMM runs at (the
   cached input aggregation in chunks of ``aggregation_chunk`` columns, or all f with a
-  codec; each trained layer at its own width): ghost rows and packed
-  send rows, the partial sums received by ``matmul_t``, a codec's encoded rows, the stage
-  block of the oblivious algorithms, the column blocks of ``featureparallel``;
+  codec; each trained layer at its own width): ghost rows and packed send rows, the partial
+  sums received by ``matmul_t``, the stage block of the oblivious algorithms, the column
+  blocks of ``featureparallel``;
+* ``codec``: a codec's encoded rows (sent and received, both directions) in place of the
+  packed rows;
 * ``features``: the rank's rows of X, labels, vertex ids and split masks;
-* ``activations``: what autograd keeps from the forward (the cached ``Â X``, each hidden
-  layer's ReLU-dropout output, the aggregated input of an aggregate-first layer, the logits)
-  plus the gradients alive at once in the backward of the widest layer;
-* ``parameters``: the replicated weights, the flat gradient buffer and Adam's two moments.
+* ``activations``: what autograd keeps from the forward: the cached ``Â X``, each hidden
+  layer's ReLU-dropout output, the aggregated input of an aggregate-first layer, the logits;
+* ``gradients``: the gradients alive at once in the backward of the widest layer;
+* ``parameters``: the replicated weights and the flat gradient buffer; ``optimizer``: Adam's
+  two moments.
 
 Not counted: the interpreter and its libraries (about 0.3 GiB, measured in
 ``bench/results/scale.md``), the transient of loading the block row, and the column-block
@@ -37,7 +40,8 @@ from ..nn.layers import aggregate_first, aggregation_chunk, trained_widths
 from ..stages import stage_ranges
 from .volumes import CODEC_ALGORITHMS, ONE_D, Layout, predict
 
-COMPONENTS = ("matrix", "halo", "buffers", "features", "activations", "parameters")
+COMPONENTS = ("matrix", "halo", "buffers", "codec", "features", "activations", "gradients",
+              "parameters", "optimizer")
 SPLITS = 3  # train / val / test masks, one bool per row each
 
 
@@ -151,23 +155,24 @@ def _operator(algorithm: str, layout: Layout, P: int, c: int, itemsize: int,
     raise SpmmgnnError(f"no memory model for {algorithm!r}")
 
 
-def _buffer_bytes(held: Held, w: int, itemsize: int, backward: bool, fwd, bwd) -> np.ndarray:
-    """Bytes of the operator's pooled buffers at width w."""
-    total = 0
+def _buffer_bytes(held: Held, w: int, itemsize: int, backward: bool, fwd,
+                  bwd) -> tuple[np.ndarray, np.ndarray]:
+    """(rows of w values, a codec's encoded rows) of the operator's pooled buffers at
+    width w."""
+    dense, coded = 0, 0
     for rows, kind in held.buffers:
-        if kind == "dense":
-            total = total + rows * w * itemsize
-        elif kind == "wire_out":
-            total = total + rows * (w * itemsize if fwd is None else int(fwd.row_bytes(w)))
-        elif kind == "wire_in" and fwd is not None:
-            total = total + rows * int(fwd.row_bytes(w))
-        elif kind == "back_dense" and backward:
-            total = total + rows * w * itemsize
-        elif kind == "back_in" and backward:
-            total = total + rows * (w * itemsize if bwd is None else int(bwd.row_bytes(w)))
-        elif kind == "back_out" and backward and bwd is not None:
-            total = total + rows * int(bwd.row_bytes(w))
-    return total
+        codec = bwd if kind.startswith("back") else fwd
+        values = rows * w * itemsize
+        if kind == "dense" or (kind == "back_dense" and backward):
+            dense = dense + values
+        elif kind == "wire_out" or (kind == "back_in" and backward):
+            if codec is None:
+                dense = dense + values
+            else:
+                coded = coded + rows * int(codec.row_bytes(w))
+        elif codec is not None and (kind == "wire_in" or (kind == "back_out" and backward)):
+            coded = coded + rows * int(codec.row_bytes(w))
+    return dense, coded
 
 
 def _wire(codec, itemsize: int):
@@ -191,7 +196,10 @@ def predict_memory(algorithm: str, layout: Layout, P: int, c: int, shape: ModelS
     widths: dict[int, bool] = {}  # the pool keys buffers by width: one set per width
     for w, backward in shape.spmm_widths(codec=codec not in (None, "none")):
         widths[w] = widths.get(w, False) or (backward and not symmetric)
-    buffers = sum(_buffer_bytes(held, w, s, b, fwd, bwd) for w, b in widths.items())
+    buffers = codec_bytes = 0
+    for w, backward in widths.items():
+        dense, coded = _buffer_bytes(held, w, s, backward, fwd, bwd)
+        buffers, codec_bytes = buffers + dense, codec_bytes + coded
     _, rows, _ = _rows_of(layout, P, c)
     d = shape.widths
     features = rows * (d[0] * s + 8 + 8 + SPLITS)
@@ -199,13 +207,17 @@ def predict_memory(algorithm: str, layout: Layout, P: int, c: int, shape: ModelS
     for l in range(1, shape.layers):
         if aggregate_first(d[l], d[l + 1], True, True):
             saved += d[l]  # the aggregated input the layer's GEMM keeps
+    # the backward of the widest layer: its output's and input's gradients, twice each
+    # (the incoming one and the one computed from it)
     transient = max((2 * d[l] + 2 * d[l + 1] for l in range(1, shape.layers)),
                     default=2 * d[-1])
-    activations = rows * (saved + transient) * s
-    parameters = np.full(P, 4 * shape.parameters() * s)
-    out = dict(matrix=held.matrix, halo=held.halo, buffers=buffers, features=features,
-               activations=activations, parameters=parameters)
-    out = {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
+    weights = shape.parameters() * s
+    out = dict(matrix=held.matrix, halo=held.halo, buffers=buffers, codec=codec_bytes,
+               features=features, activations=rows * saved * s,
+               gradients=rows * transient * s, parameters=np.full(P, 2 * weights),
+               optimizer=np.full(P, 2 * weights))
+    out = {k: np.broadcast_to(np.asarray(v, dtype=np.int64), (P,)).copy()
+           for k, v in out.items()}
     out["total"] = sum(out[k] for k in COMPONENTS)
     return out
 
@@ -239,11 +251,13 @@ def memory_rows(A, Ps: list[int], cs: list[int], algorithms: list[str], shape: M
 
 def format_memory(rows: list[dict]) -> str:
     """The table ``spmmgnn model --memory`` prints (MiB, the largest rank)."""
-    head = (f"{'P':>5} {'c':>3} {'algorithm':>15} " + " ".join(f"{k:>11}" for k in COMPONENTS)
-            + f" {'total':>10} {'smallest':>9}")
+    width = {k: max(len(k), 7) for k in COMPONENTS}
+    head = (f"{'P':>5} {'c':>3} {'algorithm':>15} " + " ".join(f"{k:>{width[k]}}" for k in
+                                                              COMPONENTS)
+            + f" {'total':>9} {'smallest':>9}")
     lines = [head]
     for r in rows:
         lines.append(f"{r['P']:>5} {r['c']:>3} {r['algorithm']:>15} "
-                     + " ".join(f"{r[k] / 2**20:>11.1f}" for k in COMPONENTS)
-                     + f" {r['total'] / 2**20:>10.1f} {r['min_total'] / 2**20:>9.1f}")
+                     + " ".join(f"{r[k] / 2**20:>{width[k]}.1f}" for k in COMPONENTS)
+                     + f" {r['total'] / 2**20:>9.1f} {r['min_total'] / 2**20:>9.1f}")
     return "\n".join(lines)
