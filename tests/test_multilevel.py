@@ -135,7 +135,10 @@ def test_presets_keep_the_load_cap_and_beat_their_base():
     loads = row_loads(A)
     cap = load_cap(loads, k, 0.03)
     metis = partition(A, k, method="metis-vol")
-    got = {m: partition(A, k, method=m, threads=1) for m in ("default", "quality")}
+    # an hour: every deep candidate runs however busy the machine (the default budget,
+    # 20x METIS-vol's time and at least 10 s, ran out on a loaded machine)
+    got = {m: partition(A, k, method=m, threads=1, time_budget=3600.0 if m == "quality"
+                        else None) for m in ("default", "quality")}
     for p in got.values():
         assert p.method in (METIS_CANDIDATE, MTKAHYPAR_CANDIDATE)
         assert np.bincount(p.parts, weights=loads, minlength=k).max() <= cap
@@ -149,3 +152,24 @@ def test_presets_keep_the_load_cap_and_beat_their_base():
         assert (a["total_volume"], a["max_send"]) == (b["total_volume"], b["max_send"])
     quick = partition(A, k, method="quality", time_budget=0.0, threads=1)
     assert [c["method"] for c in quick.candidates] == [METIS_CANDIDATE, MTKAHYPAR_CANDIDATE]
+
+
+def test_a_passed_deadline_starts_no_pass():
+    """A deadline in the past (``quality``'s budget spent): ``refine_max_send`` starts no
+    round and returns its input, ``refine_multilevel`` skips every level and returns the
+    input projected back (the same part vector); a deadline in the future changes nothing."""
+    import time
+
+    A, base = _clique_case()
+    k, loads = 2, row_loads(A)
+    cn, cap = ColumnNet.from_matrix(A), int(loads[base == 0].sum())
+    past = time.perf_counter() - 1.0
+    parts, report = refine_max_send(cn, loads, base, k, cap, deadline=past)
+    assert np.array_equal(parts, base) and report["history"] == []
+    options = dict(coarsest=4, max_levels=12, max_weight=int(loads.sum()))
+    parts, report = refine_multilevel(cn, loads, base, k, cap, deadline=past, **options)
+    assert np.array_equal(parts, base)
+    assert report["levels"] and all(lv["skipped"] == "deadline" for lv in report["levels"])
+    later = time.perf_counter() + 3600.0
+    parts, _ = refine_multilevel(cn, loads, base, k, cap, deadline=later, **options)
+    assert _brute(A, parts, k) == (0, 0)

@@ -24,7 +24,9 @@ Two presets keep the best of several candidates:
   time, at least ``QUALITY_MIN_BUDGET``), Mt-KaHyPar refined where ``default`` left it out
   and METIS-vol and Mt-KaHyPar with the deep multilevel refinement (``QUALITY_LEVELS``
   levels, the full refinement at every level), each base partition computed once. The
-  budget is checked before each candidate starts (a running one is not interrupted).
+  budget is checked before each candidate starts, and a deep refinement stops starting
+  passes when it runs out (it keeps the best state so far); a base partitioner that has
+  started is not interrupted, so the preset can overrun by about one base's time.
 
 "Better" is the lower ``max send + total / k`` (the bottleneck plus the average send). Every
 result is checked against the load cap (``model.load_cap``) and rebalanced if a base
@@ -215,6 +217,8 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
                 if ref == MULTILEVEL:
                     if deep:
                         options.setdefault("max_levels", QUALITY_LEVELS)
+                        if budget is not None:  # the budget bounds its refinement too
+                            options.setdefault("deadline", t0 + budget)
                     p = refine_multilevel(cn, loads, p, k, cap, seed=seed, **options)[0]
                 else:
                     p = refine_max_send(cn, loads, p, k, cap, seed=seed, **options)[0]

@@ -187,7 +187,9 @@ def refine_multilevel(cn: ColumnNet, loads: np.ndarray, parts: np.ndarray, k: in
     the hierarchy of ``coarsen``, coarsest first. ``max_weight`` bounds a cluster's load
     (default a quarter of the average part load: a cluster still fits next to others).
     Returns the parts and a report with each level's vertices, nets, score before and after
-    (``max send + total / k``) and seconds."""
+    (``max send + total / k``) and seconds. Past a ``deadline`` (a ``refine_max_send``
+    option) the remaining levels only project the parts down (reported as skipped), so the
+    result is the input refined as far as the time allowed."""
     t0 = time.perf_counter()
     if max_weight is None:
         max_weight = max(1, int(loads.sum()) // (4 * k))
@@ -195,8 +197,15 @@ def refine_multilevel(cn: ColumnNet, loads: np.ndarray, parts: np.ndarray, k: in
     t_coarsen = time.perf_counter() - t0
     report = dict(coarsen_seconds=round(t_coarsen, 3), levels=[])
     p = levels[-1].parts
+    deadline = refine_options.get("deadline")
     for depth in range(len(levels) - 1, -1, -1):
         lv = levels[depth]
+        if deadline is not None and time.perf_counter() >= deadline:
+            report["levels"].append(dict(level=depth, vertices=lv.cn.n, nets=lv.cn.m,
+                                         skipped="deadline"))
+            if depth > 0:
+                p = p[lv.cluster]
+            continue
         t = time.perf_counter()
         p, r = refine_max_send(lv.cn, lv.loads, p, k, cap, seed=seed + depth, **refine_options)
         report["levels"].append(dict(

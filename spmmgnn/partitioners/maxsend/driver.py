@@ -37,6 +37,10 @@ class MaxSendOptions:
     total_lp_rounds: int | None = None
     select: str = "score"
     seed: int = 0
+    deadline: float | None = None  # time.perf_counter() after which no pass starts
+
+    def expired(self) -> bool:
+        return self.deadline is not None and time.perf_counter() >= self.deadline
 
     def __post_init__(self):
         if self.select not in ("score", "max_send"):
@@ -128,6 +132,8 @@ def _phase(st: Refinement, opt: MaxSendOptions, rng: np.random.Generator, histor
     limits = passes.FMLimits(max_push=opt.fm_push, max_fruitless=opt.fm_fruitless)
     for kind, count in (("lp", rounds), ("fm", passes_)):
         for _ in range(count):
+            if opt.expired():
+                return
             t0 = time.perf_counter()
             st.retarget(opt.delta, opt.gamma)
             phi0 = st.phi(mu)
@@ -166,6 +172,8 @@ def refine_max_send(cn: ColumnNet, loads: np.ndarray, parts: np.ndarray, k: int,
     before phase 2, and a report dict. "Best" is the lowest ``max send + total / k`` (the
     bottleneck plus the average send, the score ``partition`` ranks methods by) with
     ``select="score"``, or the lowest max send, then total, with ``select="max_send"``.
+    With a ``deadline`` no round or pass starts after it (a running one finishes), so a
+    time budget bounds the refinement; the result is still the best state seen.
     """
     opt = dataclasses.replace(options or MaxSendOptions(), **overrides)
     mus = opt.mus
