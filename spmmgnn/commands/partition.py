@@ -39,8 +39,9 @@ def add_parser(sub) -> None:
                    f"total / k of its candidates), '{QUALITY_METHOD}' (slower: more candidates "
                    f"and levels, --time-budget) or one of {', '.join(METHODS)}")
     p.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
-                   help=f"'{QUALITY_METHOD}': start no further candidate after this many "
-                   "seconds (default: 20x METIS-vol's time)")
+                   help=f"'{QUALITY_METHOD}': start no further candidate, and no further "
+                   "refinement pass, after this many seconds (default: 20x METIS-vol's "
+                   "time, at least 10 s; a base partitioner that has started finishes)")
     p.add_argument("-o", "--output", required=True, help="output HDF5 file (.h5)")
     p.add_argument("--epsilon", type=float, default=0.03,
                    help="allowed load imbalance: max non-zeros per part <= (1+eps) x average")
