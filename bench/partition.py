@@ -41,6 +41,7 @@ from spmmgnn.partitioners.api import (  # noqa: E402
     LARGE_GRAPH,
     METIS_CANDIDATE,
     MTKAHYPAR_CANDIDATE,
+    QUALITY_TOTAL,
 )
 from spmmgnn.partitioners.bounds import hub_bound  # noqa: E402
 from spmmgnn.partitioners.model import ColumnNet, load_cap, row_loads  # noqa: E402
@@ -212,13 +213,17 @@ def markdown(rows: list[dict], meta: dict) -> str:
              f"`default` (fast): the best of {METIS_CANDIDATE} and (below {LARGE_GRAPH:,} "
              f"vertices) {MTKAHYPAR_CANDIDATE} by max send + total / k; `quality`: the best of "
              "both on every graph with the multilevel refinement at up to 12 levels, within "
-             "20x METIS-vol's time (at least 10 s); "
+             "20x METIS-vol's time (at least 10 s), among the candidates whose total is within "
+             f"{QUALITY_TOTAL}x the lower of METIS-vol's and Mt-KaHyPar's (its "
+             "refinements stop there); "
              f"epsilon {meta['epsilon']}, seed {meta['seed']}, threads {meta['threads']}, "
              f"{meta['machine']['cores']} cores.",
              "Volumes are rows of X per SpMM (docs/metrics.md); imbalance = max/avg - 1. "
              "Graphs without a size in their name are real graphs of bench/real_graphs.py "
              "(Debian packages). \"hub LB\" is the lower bound on the max send of "
-             "spmmgnn/partitioners/bounds.py.", "", "## Summary", ""] + summary(rows) + [""]
+             "spmmgnn/partitioners/bounds.py."] + (
+                 ["", f"How the rows were made: {meta['rerun']}"] if meta.get("rerun") else []
+             ) + ["", "## Summary", ""] + summary(rows) + [""]
     keys = []
     for r in rows:
         if (r["graph"], r["k"]) not in keys:
@@ -290,7 +295,8 @@ def main(argv=None) -> int:
                 default_method=f"best of {METIS_CANDIDATE} and (below {LARGE_GRAPH} "
                                f"vertices) {MTKAHYPAR_CANDIDATE}",
                 quality_method=f"best of {METIS_CANDIDATE} and {MTKAHYPAR_CANDIDATE}, "
-                               "12 levels, budget 20x METIS-vol (>= 10 s)")
+                               "12 levels, budget 20x METIS-vol (>= 10 s), total within "
+                               f"{QUALITY_TOTAL}x the lower base's")
     rows: list[dict] = []
     if args.append and out.with_suffix(".json").exists():
         earlier = json.loads(out.with_suffix(".json").read_text())

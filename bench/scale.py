@@ -111,8 +111,29 @@ MEASURE_ENV = dict(SPMMGNN_THREADS="1", MALLOC_MMAP_THRESHOLD_="65536",
                    SPMMGNN_KERNEL="unrolled", SPMMGNN_KERNEL_T="transpose")
 
 
+def _measured_row(tmp: Path, path: Path, layout, algorithm: str, P: int, c: int, shape,
+                  symmetric: bool, **extra) -> dict:
+    """Predict the memory of training ``algorithm`` on the graph file ``path`` and measure it
+    with ``tests/workers/memory_train.py`` (the high-water mark of every rank)."""
+    from spmmgnn.benchmark.memory import COMPONENTS, predict_memory
+
+    m = predict_memory(algorithm, layout, P, c, shape, symmetric=symmetric)
+    out = tmp / "model.json"
+    run([mpiexec(), "-n", str(P), sys.executable,
+         str(ROOT / "tests" / "workers" / "memory_train.py"), str(out), str(path),
+         algorithm, str(c), str(shape.hidden)], env=MEASURE_ENV)
+    r = json.loads(out.read_text())
+    ratio = np.array(r["train"]) / m["total"]
+    worst = int(np.argmax(m["total"]))
+    return dict(P=P, c=c, algorithm=algorithm, features=shape.features, **extra,
+                predicted=m["total"].tolist(), measured=r["train"], load_peak=r["load"],
+                held_after_load=r["held"],
+                components={key: int(m[key][worst]) for key in COMPONENTS},
+                ratio_range=[float(ratio.min()), float(ratio.max())])
+
+
 def model_vs_measured(tmp: Path, n: int, features: int, hidden: int = 64) -> list[dict]:
-    from spmmgnn.benchmark.memory import COMPONENTS, ModelShape, predict_memory
+    from spmmgnn.benchmark.memory import ModelShape
     from spmmgnn.benchmark.volumes import Layout
     from spmmgnn.data.h5graph import read_block_row, read_offsets
     from spmmgnn.data.normalize import normalize
@@ -127,20 +148,8 @@ def model_vs_measured(tmp: Path, n: int, features: int, hidden: int = 64) -> lis
         block = read_block_row(files[k])
         A = normalize(block.adj, "gcn")
         shape = ModelShape(features=features, hidden=hidden, classes=block.num_classes)
-        m = predict_memory(algorithm, Layout(A, read_offsets(files[k])), P, c, shape,
-                           symmetric=(A != A.T).nnz == 0)
-        out = tmp / "model.json"
-        run([mpiexec(), "-n", str(P), sys.executable,
-             str(ROOT / "tests" / "workers" / "memory_train.py"), str(out), str(files[k]),
-             algorithm, str(c), str(hidden)], env=MEASURE_ENV)
-        r = json.loads(out.read_text())
-        worst = int(np.argmax(m["total"]))
-        rows.append(dict(P=P, c=c, algorithm=algorithm, n=n, features=features,
-                         predicted=m["total"].tolist(), measured=r["train"],
-                         load_peak=r["load"], held_after_load=r["held"],
-                         components={k: int(m[k][worst]) for k in COMPONENTS},
-                         ratio_range=[float(min(np.array(r["train"]) / m["total"])),
-                                      float(max(np.array(r["train"]) / m["total"]))]))
+        rows.append(_measured_row(tmp, files[k], Layout(A, read_offsets(files[k])), algorithm,
+                                  P, c, shape, symmetric=(A != A.T).nnz == 0, n=n))
         print(f"model P={P} c={c} {algorithm}: ratio {rows[-1]['ratio_range']}", flush=True)
     return rows + directed_model(tmp, features, hidden)
 
@@ -149,7 +158,7 @@ def directed_model(tmp: Path, features: int, hidden: int, scale: int = 17,
                    P: int = 4) -> list[dict]:
     """The model on a directed R-MAT graph (A != A^T: transposes and the backward's own
     exchange), contiguous block rows, the four 1D algorithms."""
-    from spmmgnn.benchmark.memory import COMPONENTS, ModelShape, predict_memory
+    from spmmgnn.benchmark.memory import ModelShape
     from spmmgnn.benchmark.volumes import Layout
     from spmmgnn.data.generators import rmat
     from spmmgnn.data.h5graph import write_graph
@@ -166,22 +175,9 @@ def directed_model(tmp: Path, features: int, hidden: int, scale: int = 17,
     Ah = normalize(A, "gcn")
     rows = []
     for algorithm in ("sparse1d", "oblivious1d", "prepost1d", "featureparallel"):
-        m = predict_memory(algorithm, Layout(Ah, offsets), P, 1,
-                           ModelShape(features=features, hidden=hidden, classes=6),
-                           symmetric=False)
-        out = tmp / "model.json"
-        run([mpiexec(), "-n", str(P), sys.executable,
-             str(ROOT / "tests" / "workers" / "memory_train.py"), str(out), str(path),
-             algorithm, "1", str(hidden)], env=MEASURE_ENV)
-        r = json.loads(out.read_text())
-        ratio = np.array(r["train"]) / m["total"]
-        worst = int(np.argmax(m["total"]))
-        rows.append(dict(P=P, c=1, algorithm=algorithm, n=n, features=features,
-                         graph=f"rmat:scale={scale} directed",
-                         predicted=m["total"].tolist(), measured=r["train"],
-                         load_peak=r["load"], held_after_load=r["held"],
-                         components={k: int(m[k][worst]) for k in COMPONENTS},
-                         ratio_range=[float(ratio.min()), float(ratio.max())]))
+        rows.append(_measured_row(tmp, path, Layout(Ah, offsets), algorithm, P, 1,
+                                  ModelShape(features=features, hidden=hidden, classes=6),
+                                  symmetric=False, n=n, graph=f"rmat:scale={scale} directed"))
         print(f"model directed {algorithm}: ratio {rows[-1]['ratio_range']}", flush=True)
     return rows
 

@@ -125,3 +125,23 @@ def test_options_object_equals_keywords():
         MaxSendOptions(select="best")
     with pytest.raises(TypeError):
         refine_max_send(cn, loads, start, k, cap, no_such_option=1)
+
+
+def test_total_limit_bounds_the_returned_total():
+    """``total_limit`` (rows): no returned state has a larger total volume. On this graph
+    phase 2 trades total volume for max send; with the limit at the total-volume phase's
+    own total the refinement keeps the total there and still lowers the max send."""
+    from spmmgnn.partitioners.metis import metis_parts
+
+    A = sp.csr_array(rmat(10, 8, seed=3))
+    loads, cn, k = row_loads(A), ColumnNet.from_matrix(A), 8
+    cap = load_cap(loads, k, 0.03)
+    start = metis_parts(A, k, loads, 0.03, 0, objective="vol")
+    _, send0, _, _ = _objective(A, start, k)
+    limit = _objective(A, refine_max_send(cn, loads, start, k, cap, mu=0.0)[0], k)[2]
+    free, _ = refine_max_send(cn, loads, start, k, cap)
+    assert _objective(A, free, k)[2] > limit  # the limit binds
+    parts, report = refine_max_send(cn, loads, start, k, cap, total_limit=limit)
+    _, send, total, load = _objective(A, parts, k)
+    assert total <= limit and send < send0 and load <= cap
+    assert report["end"]["total"] == total

@@ -62,7 +62,7 @@ def test_incremental_state_matches_metrics():
     rng = np.random.default_rng(1)
     parts = rng.integers(0, k, 120)
     cn = ColumnNet.from_matrix(A)
-    st = Refinement(cn, row_loads(A), parts, k, np.array([10.0, 0.01]))
+    st = Refinement(cn, row_loads(A), parts, k, np.array([10.0, 0.01, np.inf]))
     for v, b in zip(rng.integers(0, 120, 300), rng.integers(0, k, 300), strict=True):
         move(v, b, st.graph, st.state, st.T)
     m = metrics(A, st.part, k)

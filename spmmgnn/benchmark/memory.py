@@ -138,10 +138,10 @@ def _operator(algorithm: str, layout: Layout, P: int, c: int, itemsize: int,
         return Held(matrix, 8 * (ghost + send), bufs)
     if algorithm in ("oblivious1d", "oblivious15d"):
         sizes = layout.sizes.astype(np.int64)
-        per_nnz = ib + 8 + (itemsize if itemsize != 8 else 0)
-        matrix = ((rows[:, None] + 1) * 8 * stages).sum(axis=1) + nnz * per_nnz
+        # one CSR per block column of the rank's stages (and its transpose, sizes[q] rows)
+        matrix = (_csr(rows[:, None], N[i], ib, itemsize) * stages).sum(axis=1)
         if not symmetric:
-            matrix = matrix + ((sizes[None, :] + 1) * 8 * stages).sum(axis=1) + nnz * per_nnz
+            matrix = matrix + (_csr(sizes[None, :], N[i], ib, itemsize) * stages).sum(axis=1)
         # the stage block's rows that are written: a block received (not the rank's own),
         # or any block's partial sums in matmul_t (untouched pages are not resident)
         touched = stages if not symmetric else stages & (np.arange(P // c)[None, :] != i[:, None])

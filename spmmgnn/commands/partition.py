@@ -37,7 +37,9 @@ def add_parser(sub) -> None:
     p.add_argument("--method", default=DEFAULT_METHOD,
                    help=f"'{DEFAULT_METHOD}' (the default, fast: keeps the lowest max send + "
                    f"total / k of its candidates), '{QUALITY_METHOD}' (slower: more candidates "
-                   f"and levels, --time-budget) or one of {', '.join(METHODS)}")
+                   "and levels, --time-budget; the lowest max send with the total volume "
+                   "within 2 %% of the lower of METIS-vol's and Mt-KaHyPar's) or one of "
+                   f"{', '.join(METHODS)}")
     p.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
                    help=f"'{QUALITY_METHOD}': start no further candidate, and no further "
                    "refinement pass, after this many seconds (default: 20x METIS-vol's "

@@ -19,14 +19,19 @@ Two presets keep the best of several candidates:
 * ``default`` (fast): the candidates of ``default_candidates``, METIS-vol with the
   multilevel refinement (``multilevel.DEFAULT_LEVELS`` levels), and Mt-KaHyPar refined the
   same way on graphs below ``LARGE_GRAPH`` vertices;
-* ``quality``: ``default``'s candidates (always, so it is never worse than ``default``),
-  then, while ``time_budget`` seconds last (default ``QUALITY_BUDGET`` times METIS-vol's
-  time, at least ``QUALITY_MIN_BUDGET``), Mt-KaHyPar refined where ``default`` left it out
-  and METIS-vol and Mt-KaHyPar with the deep multilevel refinement (``QUALITY_LEVELS``
-  levels, the full refinement at every level), each base partition computed once. The
-  budget is checked before each candidate starts, and a deep refinement stops starting
-  passes when it runs out (it keeps the best state so far); a base partitioner that has
-  started is not interrupted, so the preset can overrun by about one base's time.
+* ``quality``: the lowest max send at a near-minimum total volume. It computes both bases
+  (METIS-vol and Mt-KaHyPar, on every graph), refines each as ``default`` does, then, while
+  ``time_budget`` seconds last (default ``QUALITY_BUDGET`` times METIS-vol's time, at least
+  ``QUALITY_MIN_BUDGET``), again with the deep multilevel refinement (``QUALITY_LEVELS``
+  levels, the full refinement at every level), the base of lower total volume first each
+  time. Every refinement keeps the total within ``QUALITY_TOTAL`` (1.02) times the lower of
+  the two bases' totals (``total_limit``: no move crosses it), and the result is the best
+  candidate within that limit (the lower base's candidate always is). So ``quality`` can
+  have a higher ``max send + total / k`` than ``default``, whose total is not bounded.
+  The budget is checked before each candidate
+  starts, and a deep refinement stops starting passes when it runs out (it keeps the best
+  state so far); a base partitioner that has started is not interrupted, so the preset can
+  overrun by about one base's time.
 
 "Better" is the lower ``max send + total / k`` (the bottleneck plus the average send). Every
 result is checked against the load cap (``model.load_cap``) and rebalanced if a base
@@ -80,6 +85,10 @@ QUALITY_LEVELS = 12
 # QUALITY_MIN_BUDGET seconds (on a small graph METIS takes milliseconds, and 20x that would
 # never let a second candidate start)
 QUALITY_BUDGET, QUALITY_MIN_BUDGET = 20.0, 10.0
+# ``quality`` keeps the total volume within this factor of the lower of METIS-vol's and
+# Mt-KaHyPar's (issue 23's target): its refinements stop trading total volume for max send
+# there, and a candidate above it is chosen only if none is within it
+QUALITY_TOTAL = 1.02
 # Mt-KaHyPar is a candidate of ``default`` below LARGE_GRAPH vertices and up to this many pins
 # of the column-net hypergraph (non-zeros of pattern(A) + I); see ``default_candidates``
 MTKAHYPAR_MAX_PINS = 2_000_000
@@ -195,13 +204,12 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     else:
         cn = ColumnNet.from_matrix(A)
         # (base, refinement, deep): deep = the multilevel refinement of ``quality``
-        if preset:
+        if preset == QUALITY_METHOD:  # ordered by base total once the bases have run
+            runs = [(b, MULTILEVEL, deep) for deep in (False, True)
+                    for b in ("metis-vol", "mtkahypar")]
+        elif preset:
             runs = [(*parse_method(m), False)
                     for m in default_candidates(n, int(cn.npins.size))]
-            if preset == QUALITY_METHOD:
-                if len(runs) == 1:
-                    runs.append((*parse_method(MTKAHYPAR_CANDIDATE), False))
-                runs += [(b, MULTILEVEL, True) for b in ("metis-vol", "mtkahypar")]
         else:
             runs = [(b, refine, False) for b in (("metis-cut", "metis-vol") if base == "metis"
                                                  else (base,))]
@@ -214,6 +222,8 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
                 if n >= LARGE_GRAPH and not deep:  # a few label-propagation rounds only
                     for key, value in LARGE_GRAPH_REFINEMENT.items():
                         options.setdefault(key, value)
+                if total_limit is not None:
+                    options.setdefault("total_limit", total_limit)
                 if ref == MULTILEVEL:
                     if deep:
                         options.setdefault("max_levels", QUALITY_LEVELS)
@@ -232,22 +242,35 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
         # time is reported
         pool = (ThreadPoolExecutor(1) if threads > 1 and len(runs) > 1 and not preset
                 else None)
+        bases: dict[str, tuple[np.ndarray, float]] = {}
+
+        def base_of(b: str) -> tuple[np.ndarray, float]:
+            """The base partition ``b`` and its seconds, computed once."""
+            if b not in bases:
+                t = time.perf_counter()
+                p = _base_parts(b, A, k, loads, cap, epsilon, seed, threads, cn)
+                if p.shape != (n,) or p.min() < 0 or p.max() >= k:
+                    raise SpmmgnnError(f"{b} returned an invalid part vector")
+                bases[b] = (p, time.perf_counter() - t)
+            return bases[b]
+
         try:
-            futures, budget, bases = [], time_budget, {}
+            futures, budget, total_limit = [], time_budget, None
             guaranteed = len(default_candidates(n, int(cn.npins.size))) if preset else len(runs)
+            if preset == QUALITY_METHOD:
+                if budget is None:  # METIS-vol's time sets the default
+                    budget = max(QUALITY_BUDGET * base_of("metis-vol")[1], QUALITY_MIN_BUDGET)
+                totals = {b: metrics(A, base_of(b)[0], k).total_volume
+                          for b in ("metis-vol", "mtkahypar")}
+                total_limit = QUALITY_TOTAL * min(totals.values())
+                # the base of lower total first: the budget may not reach the other
+                runs.sort(key=lambda r: (r[2], totals[r[0]]))
+                guaranteed = 2
             for i, (b, ref, deep) in enumerate(runs):
                 if (i >= guaranteed and budget is not None
                         and time.perf_counter() - t0 >= budget):
                     break  # the budget is spent: no further candidate starts
-                if b not in bases:
-                    t = time.perf_counter()
-                    p = _base_parts(b, A, k, loads, cap, epsilon, seed, threads, cn)
-                    if p.shape != (n,) or p.min() < 0 or p.max() >= k:
-                        raise SpmmgnnError(f"{b} returned an invalid part vector")
-                    bases[b] = (p, time.perf_counter() - t)
-                p, t = bases[b]
-                if budget is None and preset == QUALITY_METHOD:
-                    budget = max(QUALITY_BUDGET * t, QUALITY_MIN_BUDGET)  # t: METIS-vol's
+                p, t = base_of(b)
                 futures.append(pool.submit(finish, p, ref, deep, t)
                                if pool and i < len(runs) - 1 else finish(p, ref, deep, t))
             done = [f.result() if isinstance(f, Future) else f for f in futures]
@@ -258,7 +281,9 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
             m = metrics(A, p, k)
             candidates.append(dict(method=f"{b}+{ref}" if ref else b, parts=p, metrics=m,
                                    seconds=secs, deep=deep))
-        best = min(candidates, key=lambda c: score(c["metrics"]))
+        within = [c for c in candidates
+                  if total_limit is None or c["metrics"].total_volume <= total_limit]
+        best = min(within or candidates, key=lambda c: score(c["metrics"]))
         chosen, parts = best["metrics"], best["parts"]
         if preset:
             label = best["method"]

@@ -25,7 +25,8 @@ pin count) slots; send, load, total and penalty updated per move; ``passes``; ``
    increasing schedule (``MU_SCHEDULE``), until the total leaves ``volume_slack``;
 4. the best state by ``max send + total / k`` (the score ``partition`` ranks methods by),
    with the total within ``volume_slack`` of phase 1's, is returned; the refinement never
-   raises the max send of a balanced input nor breaks its balance.
+   raises the max send of a balanced input nor breaks its balance. A ``total_limit`` bounds
+   the total volume inside the passes: no move crosses it (``quality`` sets it).
 
 The default slack, 10 %, comes from ``bench/send_balance.py`` on the real graphs
 (``bench/results/send_balance_real.md``): on most of them the schedule ends before the total

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..model import ColumnNet
 from . import passes
-from .state import make_graph, make_state, make_work, penalty
+from .state import make_graph, make_state, make_targets, make_work, penalty
 
 # send-penalty weights of phase 2, in turn; the first ones are small because on Mt-KaHyPar's
 # partitions a single label-propagation round at mu = 0.05 already spends 2.5 % of total
@@ -28,6 +28,7 @@ class MaxSendOptions:
     gamma: float = 0.02
     volume_cap: int | None = None
     volume_slack: float = 0.1
+    total_limit: float | None = None  # no returned state has a larger total volume
     lp_rounds: int = 8
     fm_passes: int = 1
     mu_fm_passes: int = 1
@@ -56,6 +57,8 @@ class Refinement:
     """A partition under refinement: its arrays (``state``) and the passes over them."""
 
     def __init__(self, hg: ColumnNet, w: np.ndarray, part: np.ndarray, k: int, T: np.ndarray):
+        if T.shape != (3,):  # the kernels read T[2] unchecked
+            raise ValueError(f"T must be (threshold, scale, total limit), got shape {T.shape}")
         self.k, self.T = k, T
         self.graph = make_graph(hg, w, k)
         self.state = make_state(self.graph, part, k, T)
@@ -169,7 +172,9 @@ def refine_max_send(cn: ColumnNet, loads: np.ndarray, parts: np.ndarray, k: int,
     once the total leaves the allowed slack. ``mu = 0`` makes the stage a plain
     total-volume refinement. Returns the best state seen among balanced states whose max send
     is not above the input's and whose total is within ``volume_slack`` of the lowest total
-    before phase 2, and a report dict. "Best" is the lowest ``max send + total / k`` (the
+    before phase 2 and not above ``total_limit`` (rows; ``quality`` passes 1.02x the lowest
+    base partition's total), and a report dict; the input itself is kept if no refined state
+    qualifies. "Best" is the lowest ``max send + total / k`` (the
     bottleneck plus the average send, the score ``partition`` ranks methods by) with
     ``select="score"``, or the lowest max send, then total, with ``select="max_send"``.
     With a ``deadline`` no round or pass starts after it (a running one finishes), so a
@@ -177,7 +182,7 @@ def refine_max_send(cn: ColumnNet, loads: np.ndarray, parts: np.ndarray, k: int,
     """
     opt = dataclasses.replace(options or MaxSendOptions(), **overrides)
     mus = opt.mus
-    st = Refinement(cn, loads.astype(np.int64), parts, k, np.zeros(2))
+    st = Refinement(cn, loads.astype(np.int64), parts, k, make_targets(opt.total_limit))
     rng = np.random.default_rng(opt.seed)
     start = dict(total=st.total, max_send=st.max_send, max_load=int(st.L.max()))
     history: list[dict] = []
@@ -191,6 +196,8 @@ def refine_max_send(cn: ColumnNet, loads: np.ndarray, parts: np.ndarray, k: int,
            opt.lp_rounds if opt.total_lp_rounds is None else opt.total_lp_rounds,
            opt.fm_passes)
     best.limit = np.inf if not mus else min(best.key[1], st.total) * (1.0 + opt.volume_slack)
+    if opt.total_limit is not None:
+        best.limit = min(best.limit, float(opt.total_limit))
     best.offer()
     for m in mus:
         _phase(st, opt, rng, history, best, m, cap, opt.lp_rounds, opt.mu_fm_passes)
@@ -208,6 +215,6 @@ def rebalance(cn: ColumnNet, loads: np.ndarray, parts: np.ndarray, k: int,
     L = np.bincount(parts, weights=loads, minlength=k)
     if L.size == 0 or L.max() <= cap:
         return parts, True
-    st = Refinement(cn, loads.astype(np.int64), parts, k, np.zeros(2))
+    st = Refinement(cn, loads.astype(np.int64), parts, k, make_targets())
     ok = st.rebalance(cap, 0.0)
     return st.part, ok

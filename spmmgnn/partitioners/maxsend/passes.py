@@ -1,7 +1,9 @@
 """Refinement passes (numba): rebalance, label propagation, localized FM.
 
-Each pass minimizes Phi = total volume + mu * penalty under the load cap ``cap``; the
-arrays come grouped as in ``state`` (``g`` graph, ``s`` state, ``work`` scratch).
+Each pass minimizes Phi = total volume + mu * penalty under the load cap ``cap`` and the
+total volume limit ``T[2]`` (a move may not take the total above it, or above the total
+where the pass started if that is higher); the arrays come grouped as in ``state`` (``g``
+graph, ``s`` state, ``work`` scratch).
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ def lp_round(order, g, s, T, work, cap, mu):
     """One label-propagation round: each vertex moves to its best feasible part if Phi drops
     (checked exactly after the move, undone otherwise). Returns the number of moves."""
     tot = s.tot
+    limit = max(T[2], tot[0])
     moved = 0
     for v in order:
         b, gain = best_move(v, g, s, T, cap, mu, work, False)
@@ -79,7 +82,7 @@ def lp_round(order, g, s, T, work, cap, mu):
             before = tot[0] + mu * tot[1]
             a = s.part[v]
             move(v, b, g, s, T)
-            if tot[0] + mu * tot[1] > before - 1e-9:
+            if tot[0] + mu * tot[1] > before - 1e-9 or tot[0] > limit + 1e-9:
                 move(v, a, g, s, T)
             else:
                 moved += 1
@@ -123,9 +126,11 @@ def fm_pass(seeds, g, s, T, work, cap, mu, lim, stats):
     queue of the seed's growing neighbourhood, negative gains included, each vertex at most
     once per pass; then roll back to the lowest Phi seen. The neighbourhood grows through nets
     of at most ``max_net`` pins and skips vertices in more than ``max_net`` nets (hubs: they
-    sit in nearly every small net and cost a full scan each). ``stats`` += (pops, moves,
-    evaluations, undone, searches). Returns the decrease of Phi."""
+    sit in nearly every small net and cost a full scan each). A prefix whose total is above
+    the limit is never kept. ``stats`` += (pops, moves, evaluations, undone, searches).
+    Returns the decrease of Phi."""
     tot, locked = s.tot, work.locked
+    limit = max(T[2], tot[0])
     log_v = np.empty(lim.max_moves, dtype=np.int64)
     log_a = np.empty(lim.max_moves, dtype=np.int64)
     locked_list = np.empty(s.part.size, dtype=np.int64)
@@ -172,7 +177,7 @@ def fm_pass(seeds, g, s, T, work, cap, mu, lim, stats):
             log_a[nmoves] = a
             nmoves += 1
             phi = tot[0] + mu * tot[1]
-            if phi < best_phi - 1e-9:
+            if phi < best_phi - 1e-9 and tot[0] <= limit + 1e-9:
                 best_phi = phi
                 best_prefix = nmoves
                 fruitless = 0

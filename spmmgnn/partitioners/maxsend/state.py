@@ -9,7 +9,8 @@ the send penalty. Arrays travel in named tuples (numba unpacks them at no cost):
   volume, penalty) (updated by every move);
 * ``Work``: per-part scratch of ``best_move`` and per-vertex marks of the FM pass.
 
-``T`` = (threshold, quadratic scale) of the send penalty (see ``hinge``).
+``T`` = (threshold, quadratic scale) of the send penalty (see ``hinge``), and the limit on
+the total volume that no accepted move crosses (``passes``; infinite by default).
 """
 
 from __future__ import annotations
@@ -78,6 +79,11 @@ def make_state(g: Graph, part: np.ndarray, k: int, T: np.ndarray) -> State:
               np.zeros(2, dtype=np.float64))
     build(g, s, T)
     return s
+
+
+def make_targets(total_limit: float | None = None) -> np.ndarray:
+    """``T`` before the first ``retarget``: no send penalty, the total volume limit."""
+    return np.array([0.0, 0.0, np.inf if total_limit is None else float(total_limit)])
 
 
 def make_work(k: int, n: int) -> Work:
