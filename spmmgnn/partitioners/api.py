@@ -20,18 +20,18 @@ Two presets keep the best of several candidates:
   multilevel refinement (``multilevel.DEFAULT_LEVELS`` levels), and Mt-KaHyPar refined the
   same way on graphs below ``LARGE_GRAPH`` vertices;
 * ``quality``: the lowest max send at a near-minimum total volume. It computes both bases
-  (METIS-vol and Mt-KaHyPar, on every graph), refines each as ``default`` does, then, while
-  ``time_budget`` seconds last (default ``QUALITY_BUDGET`` times METIS-vol's time, at least
-  ``QUALITY_MIN_BUDGET``), again with the deep multilevel refinement (``QUALITY_LEVELS``
-  levels, the full refinement at every level), the base of lower total volume first each
-  time. Every refinement keeps the total within ``QUALITY_TOTAL`` (1.02) times the lower of
-  the two bases' totals (``total_limit``: no move crosses it), and the result is the best
-  candidate within that limit (the lower base's candidate always is). So ``quality`` can
-  have a higher ``max send + total / k`` than ``default``, whose total is not bounded.
-  The budget is checked before each candidate
-  starts, and a deep refinement stops starting passes when it runs out (it keeps the best
-  state so far); a base partitioner that has started is not interrupted, so the preset can
-  overrun by about one base's time.
+  (METIS-vol and Mt-KaHyPar, on every graph), refines each with ``default``'s multilevel
+  refinement, then, while ``time_budget`` seconds last (default ``QUALITY_BUDGET`` times
+  METIS-vol's time, at least ``QUALITY_MIN_BUDGET``), again with the deep multilevel
+  refinement (``QUALITY_LEVELS`` levels, the full refinement at every level), the base of
+  lower total volume first each time. Every refinement keeps the total within
+  ``QUALITY_TOTAL`` (1.02) times the lower of the two bases' totals (``total_limit``: no
+  move crosses it), and the result is the best candidate within that limit (the lower
+  base's candidate always is). So ``quality`` can have a higher ``max send + total / k``
+  than ``default``, whose total is not bounded. The budget is checked before each
+  candidate starts, and a deep refinement stops starting passes when it runs out (it keeps
+  the best state so far); a base partitioner that has started is not interrupted, so the
+  preset can overrun by about one base's time.
 
 "Better" is the lower ``max send + total / k`` (the bottleneck plus the average send). Every
 result is checked against the load cap (``model.load_cap``) and rebalanced if a base
