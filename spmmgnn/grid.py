@@ -1,74 +1,185 @@
-"""The P/c x c process grid: P/c block rows, each replicated on c ranks.
+"""Process grids with named dimensions: the 1.5D ``P/c x c`` grid, and CAGNET's 2D and 3D.
 
-Rank r sits at (block row i, replica j) with ``i = r // c`` and ``j = r % c``. Like the
-named dimensions of a DTensor ``DeviceMesh``, the grid has two dimensions, ``"block_row"``
-(size P/c) and ``"replica"`` (size c), and one communicator along each:
+Like a DTensor ``DeviceMesh``, a grid has named dimensions and one communicator along each
+(``comm_along(dim)``: the ranks that differ only in that coordinate). Ranks are numbered
+row-major over the coordinates.
 
-* ``across_block_rows``: one rank per block row, all with my replica index -- where halo
-  exchanges and block broadcasts happen (the whole world in 1D);
-* ``across_replicas``: the c replicas of my block row -- where 1.5D partial results are
-  all-reduced (a single rank in 1D).
+* **1D / 1.5D** (``ProcessGrid(comm, replication=c)``, ``kind`` "1d" or "1.5d"): dimensions
+  ``("block_row", "replica")`` of sizes (P/c, c). Rank r sits at block row ``r // c``, replica
+  ``r % c``; ``across_block_rows`` (one rank per block row, all with my replica index) is where
+  halo exchanges and block broadcasts happen, ``across_replicas`` (the c replicas of my block
+  row) where 1.5D partial results are all-reduced.
+* **2D** (``shape=(pr, pc)``, kind "2d"): dimensions ``("row", "col")``; rank (i, j) = i pc + j.
+* **3D** (``shape=(pr, pc, pl)``, kind "3d"): dimensions ``("row", "col", "layer")``; rank
+  (i, j, l) = (i pc + j) pl + l.
+
+On a 2D or 3D grid every rank owns its own rows of the dense matrices (one part of a P-way
+vertex partition, no replicas), so the row layout seen from outside is the 1D one:
+``n_block_rows`` = P, ``block_row`` = rank, ``replication`` = 1, ``across_block_rows`` spans all
+ranks. The 2D/3D algorithms use the dimension communicators inside (docs/algorithms/).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
 
 from mpi4py import MPI
 
 from .errors import agree
 
-DIMS = ("block_row", "replica")
+KINDS = ("1d", "1.5d", "2d", "3d")
+DIMS_15D = ("block_row", "replica")
+DIMS_BY_NDIM = {2: ("row", "col"), 3: ("row", "col", "layer")}
 
 
-@dataclass
+def parse_grid(text: str) -> tuple[int, ...]:
+    """``"2x3"`` -> (2, 3), ``"2x2x2"`` -> (2, 2, 2) (the CLI's ``--grid``)."""
+    parts = str(text).lower().replace("×", "x").split("x")
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        shape = ()
+    if len(shape) not in (2, 3) or min(shape) < 1:
+        raise ValueError(f"a grid is 2 or 3 positive integers joined by 'x' (2x3, 2x2x2), "
+                         f"got {text!r}")
+    return shape
+
+
+def format_shape(shape) -> str:
+    return "x".join(str(int(s)) for s in shape)
+
+
+def factorizations(P: int, ndim: int) -> list[tuple[int, ...]]:
+    """Every shape of ``ndim`` positive factors whose product is P (for error hints)."""
+    if ndim == 1:
+        return [(P,)]
+    return [(d, *rest) for d in range(1, P + 1) if P % d == 0
+            for rest in factorizations(P // d, ndim - 1)]
+
+
+def near_square(P: int, ndim: int) -> tuple[int, ...]:
+    """The shape of ``ndim`` factors of P closest to a cube (largest factor first)."""
+    return min(factorizations(P, ndim), key=lambda s: (max(s) - min(s), [-x for x in s]))
+
+
 class ProcessGrid:
-    comm: MPI.Comm = field(default_factory=lambda: MPI.COMM_WORLD)
-    replication: int = 1
+    """The MPI ranks of ``comm`` arranged as a named grid; construction is collective and every
+    rank must ask for the same grid (else one error on every rank)."""
 
-    def __post_init__(self) -> None:
+    def __init__(self, comm: MPI.Comm | None = None, replication: int = 1,
+                 shape: tuple[int, ...] | None = None):
+        self.comm = MPI.COMM_WORLD if comm is None else comm
         size = self.comm.Get_size()
-        c = self.replication
+        c = replication
         error = None
-        if not isinstance(c, int) or c < 1:
+        if not isinstance(c, int) or isinstance(c, bool) or c < 1:
             error = f"replication must be a positive integer, got {c!r}"
+        elif shape is not None:
+            error = _shape_error(shape, c, size)
         elif size % c != 0:
             error = (f"replication c={c} does not divide the number of ranks P={size}: "
                      f"the grid is P/c x c, so choose c among the divisors of {size}")
-        if size > 1:  # a different c on some rank would split the world inconsistently
-            mine = c if error is None else -1
-            low, high = (self.comm.allreduce(mine, op=op) for op in (MPI.MIN, MPI.MAX))
-            if error is None and low != high:
-                error = (f"the ranks ask for different replication factors (c from {low} to "
-                         f"{high}); every rank must build the grid with the same c")
+        mine = (c, None if shape is None else tuple(int(s) for s in shape))
+        if size > 1:  # a different grid on some rank would split the world inconsistently
+            first = self.comm.bcast(mine if error is None else None, root=0)
+            same = self.comm.allreduce(int(mine == first), op=MPI.MIN)
+            if error is None and not same:
+                error = (f"the ranks ask for different grids (rank 0: {_describe(*first)}, "
+                         f"rank {self.comm.Get_rank()}: {_describe(*mine)}); every rank must "
+                         "build the same grid" if first is not None else
+                         "the ranks ask for different grids; every rank must build the same one")
         agree(self.comm, error)
         self.rank = self.comm.Get_rank()
         self.size = size
-        self.block_row, self.replica = divmod(self.rank, c)
-        self.across_replicas = self.comm.Split(color=self.block_row, key=self.replica)
-        self.across_block_rows = self.comm.Split(color=self.replica, key=self.block_row)
+        if shape is None:
+            self.kind = "1d" if c == 1 else "1.5d"
+            self.dims = DIMS_15D
+            self._shape = (size // c, c)
+            self.replication = c
+        else:
+            self._shape = tuple(int(s) for s in shape)
+            self.kind = f"{len(self._shape)}d"
+            self.dims = DIMS_BY_NDIM[len(self._shape)]
+            self.replication = 1
+        self.coords = _coords(self.rank, self._shape)
+        self._along = {dim: self._split_along(k) for k, dim in enumerate(self.dims)}
+        if shape is None:
+            self.block_row, self.replica = self.coords
+            self.across_block_rows = self._along["block_row"]
+            self.across_replicas = self._along["replica"]
+        else:  # every rank owns one part of the rows: the 1D row layout over all ranks
+            self.block_row, self.replica = self.rank, 0
+            self.across_block_rows = self.comm.Split(color=0, key=self.rank)
+            self.across_replicas = self.comm.Split(color=self.rank, key=0)
+
+    def _split_along(self, k: int) -> MPI.Comm:
+        """The ranks whose coordinates equal mine except the k-th, ordered by the k-th."""
+        color = 0
+        for d, (x, s) in enumerate(zip(self.coords, self._shape, strict=True)):
+            if d != k:
+                color = color * s + x
+        return self.comm.Split(color=color, key=self.coords[k])
 
     def comm_along(self, dim: str) -> MPI.Comm:
-        """The communicator along grid dimension ``dim`` ("block_row" or "replica")."""
-        if dim == "block_row":
-            return self.across_block_rows
-        if dim == "replica":
-            return self.across_replicas
-        raise ValueError(f"grid dimensions are {DIMS}, got {dim!r}")
+        """The communicator along grid dimension ``dim``: the ranks that differ from me only in
+        that coordinate, ordered by it (DeviceMesh's ``get_group(dim)``)."""
+        if dim not in self._along:
+            raise ValueError(f"grid dimensions are {self.dims}, got {dim!r}")
+        return self._along[dim]
 
     @property
-    def shape(self) -> tuple[int, int]:
-        """(P/c, c), in the order of ``DIMS``."""
-        return self.n_block_rows, self.replication
+    def shape(self) -> tuple[int, ...]:
+        """The size of each dimension, in the order of ``dims``."""
+        return self._shape
 
     @property
     def n_block_rows(self) -> int:
-        """P/c: how many block rows the matrix is split into."""
+        """How many row blocks the dense matrices are split into: P/c (P on a 2D/3D grid)."""
         return self.size // self.replication
 
-    def rank_of(self, block_row: int, replica: int) -> int:
-        return block_row * self.replication + replica
+    def rank_of(self, *coords: int) -> int:
+        """The rank at these coordinates (row-major)."""
+        r = 0
+        for x, s in zip(coords, self._shape, strict=True):
+            r = r * s + int(x)
+        return r
+
+    def label(self) -> str:
+        """``c=2`` for a 1.5D grid, ``grid=2x3`` for 2D/3D (run headers and reports)."""
+        return f"c={self.replication}" if self.kind in ("1d", "1.5d") else \
+            f"grid={format_shape(self._shape)}"
 
     def __repr__(self) -> str:
-        return (f"ProcessGrid(P={self.size}, c={self.replication}, rank={self.rank} at "
-                f"(block row {self.block_row}, replica {self.replica}))")
+        where = ", ".join(f"{d} {x}" for d, x in zip(self.dims, self.coords, strict=True))
+        return f"ProcessGrid(P={self.size}, {self.label()}, rank={self.rank} at ({where}))"
+
+
+def _coords(rank: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    for s in reversed(shape):
+        rank, x = divmod(rank, s)
+        out.append(x)
+    return tuple(reversed(out))
+
+
+def _describe(c: int, shape) -> str:
+    return f"c={c}" if shape is None else f"shape={format_shape(shape)}"
+
+
+def _shape_error(shape, c: int, size: int) -> str | None:
+    try:
+        dims = tuple(int(s) for s in shape)
+        ok = all(int(s) == s for s in shape)
+    except (TypeError, ValueError):
+        dims, ok = (), False
+    if not ok or len(dims) not in (2, 3) or min(dims) < 1:
+        return (f"a grid shape is 2 or 3 positive integers, (pr, pc) or (pr, pc, pl), got "
+                f"{shape!r}; 1D and 1.5D grids are replication=c")
+    if c != 1:
+        return (f"replication={c} is the 1.5D grid; a {len(dims)}D grid takes shape= only "
+                "(its ranks hold no replicas)")
+    if math.prod(dims) != size:
+        some = ", ".join(format_shape(s) for s in factorizations(size, len(dims))[:6])
+        return (f"the grid {format_shape(dims)} has {math.prod(dims)} ranks but P={size}: "
+                f"choose {len(dims)} factors whose product is {size} (e.g. {some})")
+    return None

@@ -68,7 +68,8 @@ def test_cli_error_is_one_line_and_nonzero():
 
 
 @pytest.mark.parametrize("name", ["oblivious1d", "sparse1d", "prepost1d", "featureparallel",
-                                  "oblivious15d", "sparse15d"])
+                                  "oblivious15d", "sparse15d", "oblivious2d", "sparse2d",
+                                  "oblivious3d", "sparse3d"])
 def test_capabilities_are_what_the_algorithm_does(name):
     """The class attributes the trainer, the volume model and the sweep read instead of the
     name: a codec is taken exactly where ``takes_codecs`` says (checked in-process, P = 1),
@@ -81,12 +82,23 @@ def test_capabilities_are_what_the_algorithm_does(name):
     from spmmgnn.errors import SpmmgnnError
 
     cls = spmmgnn.ALGORITHMS[name]
-    expected = {"oblivious1d": (True, False, False), "sparse1d": (True, True, True),
-                "prepost1d": (True, True, False), "featureparallel": (True, False, False),
-                "oblivious15d": (False, False, False), "sparse15d": (False, True, False)}
-    assert (cls.one_dimensional, cls.takes_codecs, cls.delayed_remote) == expected[name]
+    one, one5 = ("1d",), ("1d", "1.5d")
+    expected = {"oblivious1d": (one, False, False), "sparse1d": (one, True, True),
+                "prepost1d": (one, True, False), "featureparallel": (one, False, False),
+                "oblivious15d": (one5, False, False), "sparse15d": (one5, True, False),
+                "oblivious2d": (("2d",), False, False), "sparse2d": (("2d",), True, False),
+                "oblivious3d": (("3d",), False, False), "sparse3d": (("3d",), True, False)}
+    assert (cls.grid_kinds, cls.takes_codecs, cls.delayed_remote) == expected[name]
     A = sp.random(40, 40, density=0.1, format="csr", random_state=0)
-    grid = spmmgnn.ProcessGrid(MPI.COMM_SELF)
+    shape = {"1d": None, "2d": (1, 1), "3d": (1, 1, 1)}[cls.grid_kinds[-1].replace("1.5d", "1d")]
+    grid = spmmgnn.ProcessGrid(MPI.COMM_SELF, shape=shape)
+    for kind, other in (("1d", spmmgnn.ProcessGrid(MPI.COMM_SELF)),
+                        ("2d", spmmgnn.ProcessGrid(MPI.COMM_SELF, shape=(1, 1))),
+                        ("3d", spmmgnn.ProcessGrid(MPI.COMM_SELF, shape=(1, 1, 1)))):
+        if kind not in cls.grid_kinds:   # the wrong grid is one clear error, before any work
+            with pytest.raises(SpmmgnnError, match=f"{name} runs on a .* grid, not on this "
+                                                   f"{kind} grid"):
+                spmmgnn.DistSpMM.from_scipy(A, other, algorithm=name)
     if cls.takes_codecs:
         op = spmmgnn.DistSpMM.from_scipy(A, grid, algorithm=name, codec="int8")
         x = op.scatter_rows(np.ones((40, 4)))

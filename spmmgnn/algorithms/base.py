@@ -23,7 +23,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from ..convert import FLOAT_DTYPES, is_torch, like_input, mpi_float_type, to_numpy
-from ..errors import SpmmgnnError, agree, check_on_root
+from ..errors import SpmmgnnError, agree, check_on_root, collective_error
 from ..grid import ProcessGrid
 from ..hashing import mix64, uniform_by_id
 from ..layout import Partition, resolve_partition
@@ -75,7 +75,7 @@ class DistSpMM:
 
     name: ClassVar[str] = "base"
     # capabilities, read by the trainer, the volume model and the sweep (never the name):
-    one_dimensional: ClassVar[bool] = True   # runs on c = 1 grids only
+    grid_kinds: ClassVar[tuple[str, ...]] = ("1d",)  # the ProcessGrid kinds it runs on
     takes_codecs: ClassVar[bool] = False     # codec= / codec_backward= compress its exchange
     delayed_remote: ClassVar[bool] = False   # DistGNN cd-R / 0c can wrap it (delayed.py)
     stale_remote: ClassVar[bool] = False     # its remote rows may be stale (delayed views)
@@ -83,6 +83,7 @@ class DistSpMM:
     def __init__(self, grid: ProcessGrid, partition: Partition, block_row: sp.csr_array,
                  col_partition: Partition | None = None, validate: bool = True,
                  **unknown):
+        self.check_grid(grid)
         if unknown:
             raise SpmmgnnError(f"{self.name}: unknown options {sorted(unknown)}"
                                + (" (codecs compress the row exchange of the sparse "
@@ -137,6 +138,7 @@ class DistSpMM:
         grid = grid or ProcessGrid()
         comm = grid.comm
         algo_cls = cls._algorithm_class(algorithm, comm, dict(options, reorder=reorder))
+        algo_cls.check_grid(grid)
         got = check_on_root(comm, root, lambda: _check_matrix(A, grid.n_block_rows, partition,
                                                               col_partition, reorder))
         Ap, rows, cols = got if got is not None else (None, None, None)
@@ -158,6 +160,7 @@ class DistSpMM:
         This is the path for data read block by block from disk: no rank holds all of A.
         """
         algo_cls = cls._algorithm_class(algorithm, grid.comm, options)
+        algo_cls.check_grid(grid)
         cols = partition if col_partition is None else col_partition
         error = None
         b = grid.block_row
@@ -199,6 +202,16 @@ class DistSpMM:
               f"normalize must be None, 'gcn' or 'mean', got {normalize!r}")
         A = check_on_root(grid.comm, root, build)
         return cls.from_scipy(A, grid, algorithm=algorithm, root=root, **options)
+
+    @classmethod
+    def check_grid(cls, grid: ProcessGrid) -> None:
+        """Collective without communication (every rank built the same grid): one error on
+        every rank when this algorithm does not run on ``grid``'s kind."""
+        if grid.kind in cls.grid_kinds:
+            return
+        raise collective_error(f"{cls.name} runs on a {' or '.join(cls.grid_kinds)} grid, not "
+                               f"on this {grid.kind} grid ({grid.label()}): "
+                               + grid_hint(cls, grid))
 
     @classmethod
     def preflight(cls, grid: ProcessGrid, shape: tuple[int, int], nnz: int,
@@ -417,6 +430,19 @@ class DistSpMM:
 
     def local_nnz(self) -> int:
         raise NotImplementedError
+
+
+def grid_hint(cls: type[DistSpMM], grid: ProcessGrid) -> str:
+    """How to run ``cls``: the grid it needs, or the algorithms this grid runs."""
+    kinds = cls.grid_kinds
+    if "2d" in kinds or "3d" in kinds:
+        n = 2 if "2d" in kinds else 3
+        return (f"build the grid with shape=({', '.join(['pr', 'pc', 'pl'][:n])}) "
+                f"(--grid {'x'.join(['2'] * n)} on the command line)")
+    others = sorted(name for name, c in ALGORITHMS.items() if grid.kind in c.grid_kinds)
+    if grid.kind == "1.5d":
+        return f"use replication=1 (--replication 1), or one of {others} for c > 1"
+    return f"use replication=c or no grid shape, or one of {others} on this grid"
 
 
 def kernel_counts(choices: list[dict]) -> dict[str, int]:

@@ -23,7 +23,6 @@ from mpi4py import MPI
 
 from ..buffers import BufferPool
 from ..convert import mpi_float_type
-from ..errors import agree
 from ..halo import displacements
 from ..layout import Partition
 from ..local_matrix import LocalCSR
@@ -49,8 +48,6 @@ class FeatureParallel(DistSpMM):
     def __init__(self, grid, partition, block_row, col_partition=None,
                  memory_budget: int | None = None, **options):
         super().__init__(grid, partition, block_row, col_partition, **options)
-        agree(grid.comm, None if grid.replication == 1 else
-              f"{self.name} splits feature columns over all P ranks: use replication=1")
         self.comm = grid.comm
         self.A = LocalCSR(_allgather_rows(self.comm, block_row, self.n))
         self.rows_in = np.diff(self.col_offsets)   # rows of X per rank

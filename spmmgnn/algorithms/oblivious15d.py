@@ -17,7 +17,7 @@ from .replication import Replication
 
 class Oblivious15D(DistSpMM):
     name = "oblivious15d"
-    one_dimensional = False
+    grid_kinds = ("1d", "1.5d")
 
     def __init__(self, grid, partition, block_row, col_partition=None, **options):
         super().__init__(grid, partition, block_row, col_partition, **options)

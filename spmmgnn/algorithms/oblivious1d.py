@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import agree
 from .base import DistSpMM
 from .block_broadcast import BlockBroadcast
 
@@ -18,8 +17,6 @@ class Oblivious1D(DistSpMM):
 
     def __init__(self, grid, partition, block_row, col_partition=None, **options):
         super().__init__(grid, partition, block_row, col_partition, **options)
-        agree(grid.comm, None if grid.replication == 1 else
-              f"{self.name} is a 1D algorithm: use replication=1 (or oblivious15d for c > 1)")
         self.stages = range(grid.n_block_rows)
         self.product = BlockBroadcast(block_row, grid.across_block_rows, self.col_offsets,
                                       self.stages)

@@ -26,7 +26,6 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ..errors import agree
 from ..halo import HaloPlan, displacements
 from ..local_matrix import LocalCSR, split_columns
 from .base import DistSpMM
@@ -57,8 +56,6 @@ class PrePost1D(DistSpMM):
                  codec_seed: int = 0, **options):
         super().__init__(grid, partition, block_row, col_partition, **options)
         comm = grid.across_block_rows
-        agree(grid.comm, None if grid.replication == 1 else
-              f"{self.name} is a 1D algorithm: use replication=1")
         self.codec, self.codec_backward = resolve_codecs(grid.comm, codec, codec_backward)
         self.diag, ghost, ghost_ids = split_columns(block_row, self.col_lo, self.col_hi)
         self._nnz = self.diag.nnz + ghost.nnz

@@ -23,7 +23,7 @@ from .replication import Replication
 
 class Sparse15D(DistSpMM):
     name = "sparse15d"
-    one_dimensional = False
+    grid_kinds = ("1d", "1.5d")
     takes_codecs = True
 
     def __init__(self, grid, partition, block_row, col_partition=None,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import agree
 from .base import DistSpMM
 from .ghost import GhostProduct, resolve_codecs
 
@@ -26,8 +25,6 @@ class Sparse1D(DistSpMM):
                  codec: str | None = None, codec_backward: str | None = "same",
                  codec_seed: int = 0, **options):
         super().__init__(grid, partition, block_row, col_partition, **options)
-        agree(grid.comm, None if grid.replication == 1 else
-              f"{self.name} is a 1D algorithm: use replication=1 (or sparse15d for c > 1)")
         self.codec, self.codec_backward = resolve_codecs(grid.comm, codec, codec_backward)
         self.product = GhostProduct(block_row, grid.across_block_rows, self.col_offsets,
                                     self.col_lo, self.col_hi, self.stats, self.codec,

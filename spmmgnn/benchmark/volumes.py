@@ -274,7 +274,7 @@ VOLUMES: dict[str, VolumeFn] = {
     "featureparallel": featureparallel_volumes,
 }
 # from the algorithms' own capability attributes; register_volume adds others
-ONE_D = {name for name, cls in ALGORITHMS.items() if cls.one_dimensional}
+ONE_D = {name for name, cls in ALGORITHMS.items() if "1.5d" not in cls.grid_kinds}
 CODEC_ALGORITHMS = {name for name, cls in ALGORITHMS.items() if cls.takes_codecs}
 
 

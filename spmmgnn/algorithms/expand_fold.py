@@ -1,0 +1,111 @@
+"""The sparsity-aware product of one 2D tile: *expand*, multiply, *fold* (Boman, Devine and
+Rajamanickam, SC'13, with 1D vectors), on the halo plan's verbs.
+
+A rank holds a tile A[R, C] in local numbering. The columns C are owned by the ranks of
+``col_comm`` (``col_offsets``), the rows R by the ranks of ``row_comm`` (``row_offsets``);
+this rank owns one range of each. Split four ways (own/ghost rows x own/ghost columns):
+
+    Z_own   = A[own, own] X_own + A[own, ghost] X_ghost      (+ partials peers fold in)
+    Z_ghost = A[ghost, own] X_own + A[ghost, ghost] X_ghost  (folded to their owners)
+
+*expand* is the column plan's bcast (only X rows in NnzCols of the tile travel), *fold* the
+row plan's reduce (only partial rows in NnzRows travel). ``A^T Y`` runs both plans backwards:
+bcast on the row plan, reduce on the column plan. Each exchange is posted before the block
+product that does not need it, so rows travel while the rank multiplies.
+
+Codecs: ``matmul`` (the training forward) encodes with ``codec`` in both phases, ``matmul_t``
+with ``codec_backward``; the row plan is built with the two swapped, since its reduce belongs
+to the forward.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from ..halo import HaloPlan
+from ..local_matrix import LocalCSR
+from ..stats import CommStats
+
+
+def split_tile(tile: sp.csr_array, rows: tuple[int, int], cols: tuple[int, int]):
+    """``(blocks, ghost_row_ids, ghost_col_ids)``: the tile split by own row range ``rows`` and
+    own column range ``cols``; ghost ids are the sorted non-empty others, and ``blocks`` maps
+    ("own"|"ghost", "own"|"ghost") to a ``LocalCSR`` in (own or dense ghost) numbering."""
+    m = sp.csr_array(tile)
+    r = np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
+    c = m.indices.astype(np.int64)
+    own_r = (r >= rows[0]) & (r < rows[1])
+    own_c = (c >= cols[0]) & (c < cols[1])
+    ghost_rows = np.unique(r[~own_r])
+    ghost_cols = np.unique(c[~own_c])
+    lr = np.where(own_r, r - rows[0], np.searchsorted(ghost_rows, r))
+    lc = np.where(own_c, c - cols[0], np.searchsorted(ghost_cols, c))
+    n_rows = {"own": rows[1] - rows[0], "ghost": ghost_rows.size}
+    n_cols = {"own": cols[1] - cols[0], "ghost": ghost_cols.size}
+    blocks = {}
+    for rk, rmask in (("own", own_r), ("ghost", ~own_r)):
+        for ck, cmask in (("own", own_c), ("ghost", ~own_c)):
+            keep = rmask & cmask
+            blocks[rk, ck] = LocalCSR(sp.csr_array((m.data[keep], (lr[keep], lc[keep])),
+                                                   shape=(n_rows[rk], n_cols[ck])))
+    return blocks, ghost_rows, ghost_cols
+
+
+class ExpandFold:
+    """A tile with its expand (column) and fold (row) halo plans; collective to build."""
+
+    def __init__(self, tile: sp.csr_array, col_comm: MPI.Comm, col_offsets: np.ndarray,
+                 row_comm: MPI.Comm, row_offsets: np.ndarray, stats: CommStats,
+                 codec=None, codec_backward=None, seed: int = 0, stream: int = 0):
+        cr, rr = col_comm.Get_rank(), row_comm.Get_rank()
+        self.own_cols = (int(col_offsets[cr]), int(col_offsets[cr + 1]))
+        self.own_rows = (int(row_offsets[rr]), int(row_offsets[rr + 1]))
+        self.blocks, ghost_rows, ghost_cols = split_tile(tile, self.own_rows, self.own_cols)
+        self.expand = HaloPlan(col_comm, col_offsets, ghost_cols, stats, codec,
+                               codec_backward, seed=seed, stream=2 * stream)
+        self.fold = HaloPlan(row_comm, row_offsets, ghost_rows, stats, codec_backward, codec,
+                             seed=seed, stream=2 * stream + 1)
+        self.stats = stats
+
+    @property
+    def nnz(self) -> int:
+        return sum(b.nnz for b in self.blocks.values())
+
+    def matrices(self) -> list:
+        return list(self.blocks.values())
+
+    def matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
+        """out = A x for my own rows (``x``: my own columns' rows of X)."""
+        b, stats, f = self.blocks, self.stats, x.shape[1]
+        ghost_x = self.expand.buffer("ghost", self.expand.n_ghost, f, x.dtype)
+        partial = self.fold.buffer("partial", self.fold.n_ghost, f, x.dtype)
+        expand = self.expand.start_bcast(x, ghost_x, key)
+        with stats.timing("seconds_multiply"):
+            b["ghost", "own"].matmul(x, partial, accumulate=False)
+            b["own", "own"].matmul(x, out, accumulate=False)
+        expand.finish()
+        with stats.timing("seconds_multiply"):
+            b["ghost", "ghost"].matmul(ghost_x, partial, accumulate=True)
+        fold = self.fold.start_reduce(partial, out, key)
+        with stats.timing("seconds_multiply"):
+            b["own", "ghost"].matmul(ghost_x, out, accumulate=True)
+        fold.finish()
+
+    def matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
+        """out = A^T y for my own columns (``y``: my own rows' rows of Y)."""
+        b, stats, f = self.blocks, self.stats, y.shape[1]
+        ghost_y = self.fold.buffer("ghost", self.fold.n_ghost, f, y.dtype)
+        partial = self.expand.buffer("partial", self.expand.n_ghost, f, y.dtype)
+        spread = self.fold.start_bcast(y, ghost_y, key)
+        with stats.timing("seconds_multiply"):
+            b["own", "ghost"].t_matmul(y, partial, accumulate=False)
+            b["own", "own"].t_matmul(y, out, accumulate=False)
+        spread.finish()
+        with stats.timing("seconds_multiply"):
+            b["ghost", "ghost"].t_matmul(ghost_y, partial, accumulate=True)
+        gather = self.expand.start_reduce(partial, out, key)
+        with stats.timing("seconds_multiply"):
+            b["ghost", "own"].t_matmul(ghost_y, out, accumulate=True)
+        gather.finish()

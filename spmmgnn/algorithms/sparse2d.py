@@ -1,0 +1,52 @@
+"""Sparsity-aware 2D SpMM on a pr x pc grid (expand / multiply / fold; 2D with 1D vectors).
+
+Rank (i, j) owns part i pc + j of a P-way vertex partition: its rows of X and of A X. It holds
+the tile A[I_i, J_j] (I_i: the parts of process row i, J_j: of process column j), moved there
+once from the block rows. One SpMM:
+
+1. *expand*: fetch the rows of X in NnzCols(A[I_i, J_j]) from their owners, which all sit in
+   process column j (the grid's ``row`` dimension): at most pr - 1 peers;
+2. multiply the tile;
+3. *fold*: send the partial sums of the rows in NnzRows(A[I_i, J_j]) that are not mine to
+   their owners in process row i (the ``col`` dimension): at most pc - 1 peers.
+
+Both phases are halo plans (bcast and reduce), so codecs, byte counters and overlap work as in
+the 1D algorithms; ``A^T Y`` runs them backwards. Unlike ``oblivious2d`` (CAGNET's SUMMA), A
+never moves after construction and only the rows the tile names travel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import DistSpMM
+from .expand_fold import ExpandFold
+from .ghost import resolve_codecs
+from .tiles import SparseTiles
+
+
+class Sparse2D(DistSpMM):
+    name = "sparse2d"
+    grid_kinds = ("2d",)
+    takes_codecs = True
+
+    def __init__(self, grid, partition, block_row, col_partition=None,
+                 codec: str | None = None, codec_backward: str | None = "same",
+                 codec_seed: int = 0, **options):
+        super().__init__(grid, partition, block_row, col_partition, **options)
+        self.codec, self.codec_backward = resolve_codecs(grid.comm, codec, codec_backward)
+        self.tiles = SparseTiles(grid, self.row_offsets, self.col_offsets)
+        tile = self.tiles.gather(grid.comm, block_row, self.lo)
+        self.product = ExpandFold(tile, grid.comm_along("row"), self.tiles.cols.offsets,
+                                  grid.comm_along("col"), self.tiles.fold_offsets, self.stats,
+                                  self.codec, self.codec_backward, seed=codec_seed,
+                                  stream=grid.rank)
+
+    def local_nnz(self) -> int:
+        return self.product.nnz
+
+    def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
+        self.product.matmul(x, out, key)
+
+    def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
+        self.product.matmul_t(y, out, key)

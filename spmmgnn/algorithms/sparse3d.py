@@ -1,0 +1,89 @@
+"""Sparsity-aware 3D SpMM on a pr x pc x pl grid: ``sparse2d`` in each layer on the layer's
+share of the inner dimension, then the partial results summed across the layers (the shape of
+CAGNET's Split-3D-SpMM, with only the needed rows moved).
+
+Rank (i, j, l) owns part (i pc + j) pl + l of a P-way vertex partition. Layer l multiplies the
+columns J_jl (the parts of process column j in layer l): rank (i, j, l) holds A[I_i, J_jl],
+with I_i all the parts of process row i. One SpMM:
+
+1. *expand* in the layer: the rows of X in NnzCols of the tile, from process column j of layer
+   l (``row`` dimension, <= pr - 1 peers);
+2. multiply;
+3. *fold* in the layer: partial rows go to the rank of process row i in layer l whose fiber
+   (i, j', .) owns them (``col`` dimension, <= pc - 1 peers), which sums what its layer
+   computed for the fiber;
+4. *fiber reduce*: the fiber's partial rows go to their owners across the layers (``layer``
+   dimension, <= pl - 1 peers): one partial row per layer and row, whatever the number of
+   ranks in the layer that touched it.
+
+Peers per rank <= pr + pc + pl - 3. With pl = 1 it is ``sparse2d``. ``A^T Y`` runs the
+three exchanges backwards.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import kernels
+from ..halo import HaloPlan
+from .base import DistSpMM
+from .expand_fold import ExpandFold
+from .ghost import resolve_codecs
+from .tiles import SparseTiles
+
+
+class Sparse3D(DistSpMM):
+    name = "sparse3d"
+    grid_kinds = ("3d",)
+    takes_codecs = True
+
+    def __init__(self, grid, partition, block_row, col_partition=None,
+                 codec: str | None = None, codec_backward: str | None = "same",
+                 codec_seed: int = 0, **options):
+        super().__init__(grid, partition, block_row, col_partition, **options)
+        self.codec, self.codec_backward = resolve_codecs(grid.comm, codec, codec_backward)
+        self.tiles = tiles = SparseTiles(grid, self.row_offsets, self.col_offsets)
+        tile = tiles.gather(grid.comm, block_row, self.lo)
+        self.product = ExpandFold(tile, grid.comm_along("row"), tiles.cols.offsets,
+                                  grid.comm_along("col"), tiles.fold_offsets, self.stats,
+                                  self.codec, self.codec_backward, seed=codec_seed,
+                                  stream=grid.rank)
+        self.own = tiles.fiber.span(tiles.me)   # my part inside my fiber's rows
+        self.fiber_rows = tiles.fiber.size
+        touched = np.union1d(_nonempty_rows(self.product), self.product.fold.send_idx)
+        outside = (touched < self.own[0]) | (touched >= self.own[1])
+        self.fiber = HaloPlan(grid.comm_along("layer"), tiles.fiber.offsets, touched[outside],
+                              self.stats, self.codec_backward, self.codec, seed=codec_seed,
+                              stream=2 * grid.size + grid.rank)
+
+    def local_nnz(self) -> int:
+        return self.product.nnz
+
+    def local_matrices(self) -> list:
+        return self.product.matrices()
+
+    def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
+        f, plan = x.shape[1], self.fiber
+        rows = plan.buffer("fiber", self.fiber_rows, f, x.dtype)
+        self.product.matmul(x, rows, key)
+        partial = plan.buffer("partial", plan.n_ghost, f, x.dtype)
+        with self.stats.timing("seconds_exchange"):
+            kernels.gather_rows(rows, plan.ghost_ids, partial)
+            out[...] = rows[self.own[0]:self.own[1]]
+        plan.start_reduce(partial, out, key).finish()
+
+    def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
+        f, plan = y.shape[1], self.fiber
+        rows = plan.buffer("fiber", self.fiber_rows, f, y.dtype)
+        ghost = plan.buffer("ghost", plan.n_ghost, f, y.dtype)
+        plan.start_bcast(y, ghost, key).finish()
+        with self.stats.timing("seconds_exchange"):
+            rows[self.own[0]:self.own[1]] = y
+            rows[plan.ghost_ids] = ghost
+        self.product.matmul_t(rows, out, key)
+
+
+def _nonempty_rows(product: ExpandFold) -> np.ndarray:
+    """The rows of the fiber (own rows of the fold plan) with a non-zero in the tile."""
+    counts = sum(np.diff(product.blocks["own", k].indptr) for k in ("own", "ghost"))
+    return np.flatnonzero(counts)

@@ -1,0 +1,224 @@
+"""CAGNET's sparsity-oblivious SUMMA (SC'20 "2D" and Split-3D-SpMM), shared by
+``oblivious2d`` (one layer) and ``oblivious3d``.
+
+CAGNET keeps the dense matrices 2D: rank (i, j) holds H[rows of process row i, feature block
+j]. Here the dense rows keep the library's 1D layout (rank (i, j, l) owns part (i pc + j) pl + l
+with all its features), so each call converts on the way in and out:
+
+* *to blocks*: inside my process row of my layer (the ``col`` dimension, an ``Alltoallv``) I
+  send feature block F_j' of my rows to rank (i, j', l) and get H[U_il, F_j], U_il the parts
+  (i, ., l);
+* *stages* k = 0 .. pr - 1 (as CAGNET's loop): the tile A[V_i, U_kl] is broadcast along my
+  process row from rank (i, k mod pc, l) -- as COO, 3 words per non-zero, as CAGNET sends it --
+  and H[U_kl, F_j] along my process column from (k, j, l); Z[V_i, F_j] += A H. V_i are all the
+  rows of process row i;
+* *3D*: the pl layers split the inner dimension; their partial Z are summed by a
+  reduce-scatter across the fiber (i, j, .), each layer keeping its rows U_il (CAGNET
+  all-reduces the whole Z and keeps a share; the reduce-scatter moves 1/pl of that);
+* *to rows*: the reverse ``Alltoallv``.
+
+``A^T Y`` (CAGNET multiplies the stored transpose): the same tile broadcasts, the transposed
+tile product, and a reduce of each stage's block onto its owner along the process column
+(3D: the layers first all-gather Y[V_i, F_j]).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from .. import kernels
+from ..buffers import BufferPool
+from ..convert import mpi_float_type
+from ..grid import ProcessGrid
+from ..halo import displacements
+from ..stages import stage_ranges
+from ..stats import CommStats
+from ..threads import get_threads
+from .block_broadcast import count_stage
+from .tiles import PartSet, SummaTiles
+
+INDEX_BYTES = 8   # a non-zero travels as (row int32, column int32, value)
+
+
+class Summa:
+    """The SUMMA plan of one rank: its tiles, the stage non-zero counts, the buffers."""
+
+    def __init__(self, grid: ProcessGrid, tiles: SummaTiles, held: dict[int, sp.csr_array],
+                 stats: CommStats):
+        self.t, self.stats = tiles, stats
+        self.pr, self.pc, self.pl = tiles.shape
+        self.across_row = grid.comm_along("col")    # (i, ., l): tiles, to blocks / to rows
+        self.across_col = grid.comm_along("row")    # (., j, l): dense blocks of H
+        self.fiber = grid.comm_along("layer") if self.pl > 1 else None
+        nnz = np.zeros(self.pr, dtype=np.int64)
+        for k, m in held.items():
+            nnz[k] = m.nnz
+        self.across_row.Allreduce(MPI.IN_PLACE, nnz, op=MPI.SUM)
+        self.nnz = nnz                               # of every stage's tile
+        self.held = {k: (m.indptr.astype(np.int64), m.indices.astype(np.int32),
+                         m.data.astype(np.float64)) for k, m in held.items()}
+        self.packed: dict[tuple[int, str], np.ndarray] = {}
+        self.buffers = BufferPool()
+        self.max_inner = max(u.size for u in tiles.inner)
+
+    def _stage(self, k: int, width: int, dtype) -> np.ndarray:
+        """The scratch block of stage k: one buffer as tall as the tallest stage."""
+        return self.buffers.get("stage", (self.max_inner, width), dtype)[:self.t.inner[k].size]
+
+    # ---------------------------------------------------------------- tiles of A
+    def _pack(self, k: int, dtype) -> np.ndarray:
+        """My tile of stage k as bytes: rows, columns (int32), values (dtype); built once."""
+        key = (k, np.dtype(dtype).str)
+        if key not in self.packed:
+            indptr, indices, data = self.held[k]
+            rows = np.repeat(np.arange(indptr.size - 1, dtype=np.int32), np.diff(indptr))
+            self.packed[key] = np.concatenate([rows.view(np.uint8), indices.view(np.uint8),
+                                               data.astype(dtype).view(np.uint8)])
+        return self.packed[key]
+
+    def _tile(self, k: int, dtype):
+        """Stage k's tile (indptr, indices, values) on every rank of my process row: the
+        holder's own, broadcast to the others (and counted) on every call."""
+        dtype = np.dtype(dtype)
+        root = k % self.pc
+        nbytes = int(self.nnz[k]) * (INDEX_BYTES + dtype.itemsize)
+        mine = self.across_row.Get_rank() == root
+        if nbytes == 0:
+            return None
+        buf = self._pack(k, dtype) if mine else self.buffers.get("tile", (nbytes,), np.uint8)
+        with self.stats.timing("seconds_exchange"):
+            self.across_row.Bcast([buf, MPI.BYTE], root=root)
+        count_stage(self.stats, self.pc, mine, nbytes, into_root=False)
+        if mine:
+            indptr, indices, data = self.held[k]
+            return indptr, indices, data.astype(dtype, copy=False)
+        n = int(self.nnz[k])
+        rows = buf[:4 * n].view(np.int32)
+        indptr = np.zeros(self.t.rows.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=self.t.rows.size), out=indptr[1:])
+        return indptr, buf[4 * n:8 * n].view(np.int32), buf[8 * n:].view(dtype)
+
+    # ---------------------------------------------------------------- layouts
+    def _convert(self, send: np.ndarray, send_counts, recv: np.ndarray, recv_counts) -> None:
+        """One ``Alltoallv`` inside my process row of my layer (element counts), counted
+        without my own share."""
+        me = self.across_row.Get_rank()
+        mpitype = mpi_float_type(send.dtype)
+        sc, rc = np.asarray(send_counts, np.int64), np.asarray(recv_counts, np.int64)
+        with self.stats.timing("seconds_exchange"):
+            self.across_row.Alltoallv([send, (sc, displacements(sc)), mpitype],
+                                      [recv, (rc, displacements(rc)), mpitype])
+        isz = send.itemsize
+        self.stats.count_exchange((sc.sum() - sc[me]) * isz, (rc.sum() - rc[me]) * isz)
+
+    def to_blocks(self, x: np.ndarray, rows: PartSet, bounds: np.ndarray) -> np.ndarray:
+        """My rows (all features) -> H[U_il, F_j] (rows of process row i in my layer)."""
+        j = self.t.j
+        fj = int(bounds[j + 1] - bounds[j])
+        send = np.concatenate([x[:, bounds[q]:bounds[q + 1]].ravel() for q in range(self.pc)])
+        sizes = np.diff(rows.offsets)
+        block = self.buffers.get("block", (rows.size, fj), x.dtype)
+        self._convert(send, x.shape[0] * np.diff(bounds), block, sizes * fj)
+        return block
+
+    def to_rows(self, block: np.ndarray, rows: PartSet, bounds: np.ndarray,
+                out: np.ndarray) -> None:
+        """H[U_il, F_j] -> my rows, all features (the reverse of ``to_blocks``)."""
+        n, widths = out.shape[0], np.diff(bounds)
+        recv = self.buffers.get("rows", (n * out.shape[1],), out.dtype)
+        self._convert(np.ascontiguousarray(block).ravel(), np.diff(rows.offsets) * block.shape[1],
+                      recv, n * widths)
+        start = 0
+        for q in range(self.pc):
+            w = int(widths[q])
+            out[:, bounds[q]:bounds[q + 1]] = recv[start:start + n * w].reshape(n, w)
+            start += n * w
+
+    # ---------------------------------------------------------------- products
+    def matmul(self, x: np.ndarray, out: np.ndarray) -> None:
+        """out = my rows of A X (``x``: my rows of X)."""
+        t, stats, f = self.t, self.stats, x.shape[1]
+        bounds = stage_ranges(f, self.pc)
+        fj = int(bounds[t.j + 1] - bounds[t.j])
+        h = self.to_blocks(x, t.in_rows, bounds)
+        z = self.buffers.get("z", (t.rows.size, fj), x.dtype)
+        z[...] = 0
+        mpitype = mpi_float_type(x.dtype)
+        for k in range(self.pr):
+            tile = self._tile(k, x.dtype)
+            hk = h if k == t.i else self._stage(k, fj, x.dtype)
+            with stats.timing("seconds_exchange"):
+                self.across_col.Bcast([hk, mpitype], root=k)
+            count_stage(stats, self.pr, k == t.i, hk.nbytes, into_root=False)
+            if tile is not None and fj:
+                with stats.timing("seconds_multiply"):
+                    indptr, indices, data = tile
+                    kernels.csr_matmul_unrolled(indptr, indices, data, hk, z,
+                                                kernels.row_chunks(indptr, 4 * get_threads()),
+                                                True)
+        self.to_rows(self._layers_sum(z), t.out_rows, bounds, out)
+
+    def matmul_t(self, y: np.ndarray, out: np.ndarray) -> None:
+        """out = my rows of A^T Y (``y``: my rows of Y)."""
+        t, stats, f = self.t, self.stats, y.shape[1]
+        bounds = stage_ranges(f, self.pc)
+        fj = int(bounds[t.j + 1] - bounds[t.j])
+        yv = self._layers_gather(self.to_blocks(y, t.out_rows, bounds))
+        mpitype = mpi_float_type(y.dtype)
+        mine = None
+        for k in range(self.pr):
+            tile = self._tile(k, y.dtype)
+            part = self._stage(k, fj, y.dtype)
+            part[...] = 0
+            if tile is not None and fj:
+                with stats.timing("seconds_multiply"):
+                    indptr, indices, data = tile
+                    n_par = kernels.column_split(fj)
+                    kernels.csr_t_matmul(indptr, indices, data, yv, part, True, n_par,
+                                         kernels.row_split(n_par))
+            with stats.timing("seconds_exchange"):
+                if k == t.i:
+                    mine = self.buffers.get("result", part.shape, y.dtype)
+                    self.across_col.Reduce([part, mpitype], [mine, mpitype], op=MPI.SUM, root=k)
+                else:
+                    self.across_col.Reduce([part, mpitype], None, op=MPI.SUM, root=k)
+            count_stage(stats, self.pr, k == t.i, part.nbytes, into_root=True)
+        self.to_rows(mine, t.in_rows, bounds, out)
+
+    # ---------------------------------------------------------------- layers (3D)
+    def _layer_counts(self, width: int) -> np.ndarray:
+        return np.diff(self.t.layer_offsets) * width
+
+    def _layers_sum(self, z: np.ndarray) -> np.ndarray:
+        """Sum the layers' Z[V_i, F_j]; I keep my layer's rows U_il (a reduce-scatter)."""
+        if self.fiber is None:
+            return z
+        counts, l = self._layer_counts(z.shape[1]), self.t.l
+        lo, hi = self.t.layer_offsets[l], self.t.layer_offsets[l + 1]
+        mine = self.buffers.get("layer", (int(hi - lo), z.shape[1]), z.dtype)
+        mpitype = mpi_float_type(z.dtype)
+        with self.stats.timing("seconds_exchange"):
+            self.fiber.Reduce_scatter([z, mpitype], [mine, mpitype], counts, op=MPI.SUM)
+        own = int(counts[l]) * z.itemsize
+        self.stats.count_exchange(z.nbytes - own, own * (self.pl - 1))
+        return mine
+
+    def _layers_gather(self, block: np.ndarray) -> np.ndarray:
+        """Y[U_il, F_j] of every layer -> Y[V_i, F_j] (an all-gather across the fiber)."""
+        if self.fiber is None:
+            return block
+        counts = self._layer_counts(block.shape[1])
+        full = self.buffers.get("yv", (self.t.rows.size, block.shape[1]), block.dtype)
+        mpitype = mpi_float_type(block.dtype)
+        with self.stats.timing("seconds_exchange"):
+            self.fiber.Allgatherv([block, mpitype], [full, (counts, displacements(counts)),
+                                                     mpitype])
+        self.stats.count_exchange(block.nbytes * (self.pl - 1), full.nbytes - block.nbytes)
+        return full
+
+    @property
+    def nnz_multiplied(self) -> int:
+        """Non-zeros this rank multiplies per call (every stage's tile)."""
+        return int(self.nnz.sum())
