@@ -23,8 +23,9 @@ def _matrix(case: dict) -> sp.csr_array:
 
 @pytest.mark.parametrize("P", [2, 3, 4])
 def test_volume_model_equals_comm_stats(tmp_path, P):
-    """Every registered algorithm, every c, codecs and dtypes: the bytes predicted from the
-    matrix and partition alone equal what comm_stats() counted, rank by rank."""
+    """Every registered algorithm, every c and 2D/3D grid shape, codecs and dtypes: the bytes
+    predicted from the matrix and partition alone equal what comm_stats() counted, rank by
+    rank."""
     got = run_mpi_json(P, "bench_volumes.py", tmp_path)
     assert {"oblivious1d", "sparse1d", "prepost1d", "oblivious15d",
             "sparse15d"} <= set(got["algorithms"])
@@ -34,15 +35,16 @@ def test_volume_model_equals_comm_stats(tmp_path, P):
         k = P // run["c"]
         layout = Layout.build(_matrix(case), case["parts"], k)
         v = predict(run["algorithm"], layout, P, run["c"], run["f"], run["itemsize"],
-                    run["codec"])
+                    run["codec"], shape=run["shape"])
         for key, pred in (("bytes_sent", v.sent), ("bytes_received", v.received),
                           ("bytes_sent_t", v.sent_t), ("bytes_received_t", v.received_t),
                           ("allreduce_bytes", v.allreduce), ("allreduce_bytes_t", v.allreduce)):
             measured = [r[key] for r in run["ranks"]]
             assert pred.tolist() == measured, (run["case"], run["algorithm"], run["c"],
-                                               run["codec"], key)
+                                               run["shape"], run["codec"], key)
         seen.add((run["algorithm"], run["c"]))
     assert ("sparse15d", P) in seen and ("prepost1d", 1) in seen
+    assert {"sparse2d", "oblivious2d", "sparse3d", "oblivious3d"} <= {a for a, _ in seen}
 
 
 def test_cover_volume_is_pairwise_matching_size():

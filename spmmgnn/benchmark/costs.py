@@ -24,9 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .volumes import Layout, Volumes, predict, stage_mask
-
-OBLIVIOUS = {"oblivious1d", "oblivious15d"}
+from .volumes import Layout, Volumes, predict
 
 
 @dataclass
@@ -44,14 +42,7 @@ def spmm_time(algorithm: str, layout: Layout, vol: Volumes, P: int, c: int, f: i
               itemsize: int, m: Machine) -> dict:
     """Predicted seconds of one SpMM: the slowest rank's total and its parts."""
     local = vol.nnz * f / m.rate
-    k = P // c
-    if algorithm in OBLIVIOUS:
-        M = stage_mask(k, c)
-        blocks = layout.sizes * f * itemsize
-        per_replica = (M * (m.alpha * _log2(k) + m.beta * blocks[None, :])).sum(axis=1)
-        exchange = per_replica[np.arange(P) % c] if k > 1 else np.zeros(P)
-    else:
-        exchange = m.alpha * vol.messages + m.beta * np.maximum(vol.sent, vol.received)
+    exchange = sum(m.alpha * ph.latency + m.beta * ph.bytes for ph in vol.priced_phases())
     allreduce = (2 * m.alpha * _log2(c) + 2 * m.beta * vol.allreduce * (c - 1) / c
                  if c > 1 else np.zeros(P))
     total = local + exchange + allreduce

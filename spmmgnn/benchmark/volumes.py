@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
@@ -119,6 +120,17 @@ class Layout:
 
 
 @dataclass
+class Phase:
+    """One step of a call as the alpha-beta model prices it, per rank: ``latency`` message
+    start-ups on the rank's critical path and ``bytes`` it moves (the larger of sent and
+    received, or a collective's per-rank share)."""
+
+    name: str
+    latency: np.ndarray
+    bytes: np.ndarray
+
+
+@dataclass
 class Volumes:
     """Per-rank bytes of one call (forward ``matmul``, transpose ``matmul_t``)."""
 
@@ -129,9 +141,20 @@ class Volumes:
     allreduce: np.ndarray       # per call, same for both directions
     nnz: np.ndarray             # non-zeros each rank multiplies (local work)
     messages: np.ndarray        # peers a rank exchanges with per call (latency terms)
+    # the steps of a forward call, one after the other; empty: one exchange of
+    # ``messages`` peers and max(sent, received) bytes (the all-to-allv algorithms)
+    phases: list[Phase] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {k: np.asarray(v).tolist() for k, v in self.__dict__.items()}
+        d = {k: np.asarray(v).tolist() for k, v in self.__dict__.items() if k != "phases"}
+        d["phases"] = [dict(name=p.name, latency=np.asarray(p.latency).tolist(),
+                            bytes=np.asarray(p.bytes).tolist()) for p in self.phases]
+        return d
+
+    def priced_phases(self) -> list[Phase]:
+        """What the time model prices: ``phases``, or the one exchange."""
+        return self.phases or [Phase("exchange", self.messages,
+                                     np.maximum(self.sent, self.received))]
 
 
 def row_bytes(f: int, itemsize: int, codec: str | None) -> int:
@@ -235,10 +258,15 @@ def oblivious_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
     others = (M[j] * block[None, :]).sum(axis=1) - np.where(mine, block[i], 0)
     N = layout.block_nnz()
     stages = M[j].sum(axis=1)
+    # one broadcast tree over the k ranks of the replica per stage; every rank moves each
+    # stage's block once (CAGNET's alpha P log P + beta n f for 1D)
+    tree = log2_ceil(k)
+    broadcasts = Phase("broadcasts", stages * tree, (M[j] * block[None, :]).sum(axis=1)
+                       if k > 1 else np.zeros(P, dtype=np.int64))
     return Volumes(sent=root_fan, received=others, sent_t=others, received_t=root_fan,
                    allreduce=_allreduce(layout, i, c, f, itemsize),
                    nnz=(N[i] * M[j]).sum(axis=1),
-                   messages=np.where(k > 1, stages, 0))
+                   messages=np.where(k > 1, stages, 0), phases=[broadcasts])
 
 
 def featureparallel_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
@@ -261,6 +289,161 @@ def featureparallel_volumes(layout: Layout, P: int, c: int, f: int, itemsize: in
                    messages=np.full(P, 2 * (P - 1)))
 
 
+def grid_shape(P: int, shape, ndim: int) -> tuple[int, int, int]:
+    """(pr, pc, pl) of a 2D (``ndim`` 2, pl = 1) or 3D grid of P ranks; ``shape`` None takes
+    the factors of P closest to a square / cube (CAGNET's sqrt(P) x sqrt(P), P^1/3 cube)."""
+    from ..grid import format_shape, near_square
+
+    shape = near_square(P, ndim) if shape is None else tuple(int(s) for s in shape)
+    if len(shape) != ndim or int(np.prod(shape)) != P:
+        raise SpmmgnnError(f"a {ndim}D grid of P={P} ranks, got {format_shape(shape)}")
+    return (*shape, 1) if ndim == 2 else tuple(shape)
+
+
+def _coords(shape3, p: np.ndarray):
+    pr, pc, pl = shape3
+    rest, l = np.divmod(p, pl)
+    i, j = np.divmod(rest, pc)
+    return i, j, l
+
+
+def _part(shape3, i, j, l):
+    return (i * shape3[1] + j) * shape3[2] + l
+
+
+def _distinct(a: np.ndarray, b: np.ndarray, nb: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct pairs (a, b) with 0 <= b < nb."""
+    keys = np.unique(a.astype(np.int64) * nb + b)
+    return keys // nb, keys % nb
+
+
+def _exchange(senders: np.ndarray, receivers: np.ndarray, P: int, name: str):
+    """Rows each rank sends and receives, and the phase's latency (peers), for one row per
+    (sender, receiver) entry."""
+    sent = np.bincount(senders, minlength=P).astype(np.int64)
+    received = np.bincount(receivers, minlength=P).astype(np.int64)
+    s, r = _distinct(senders, receivers, P)
+    peers = np.maximum(np.bincount(s, minlength=P), np.bincount(r, minlength=P))
+    return sent, received, peers.astype(np.int64), name
+
+
+def _expand_fold_rows(layout: Layout, shape3) -> list[tuple]:
+    """The row exchanges of sparse2d/sparse3d (one ``_exchange`` each): the tile of every
+    non-zero (u, v) is rank (i(u), j(v), l(v)) in owner coordinates; *expand* sends X row v to
+    the tile unless it owns v; *fold* sends the tile's partial row u to (i(u), j(u), l(v)) when
+    that is another rank's fiber; the *fiber* step sends row u's partial of layer l(v) to u's
+    owner when l(v) != l(u)."""
+    P = layout.k
+    A = layout.A
+    n = A.shape[0]
+    u = np.repeat(np.arange(n, dtype=np.int64), np.diff(A.indptr))
+    v = A.indices.astype(np.int64)
+    pu, pv = layout.block_of(u), layout.block_of(v)
+    (iu, ju, lu), (_, jv, lv) = _coords(shape3, pu), _coords(shape3, pv)
+    tile = _part(shape3, iu, jv, lv)
+    out = []
+    away = pv != tile
+    t, col = _distinct(tile[away], v[away], n)
+    out.append(_exchange(layout.block_of(col), t, P, "expand"))
+    away = ju != jv
+    t, row = _distinct(tile[away], u[away], n)
+    ri, rj, _ = _coords(shape3, layout.block_of(row))
+    out.append(_exchange(t, _part(shape3, ri, rj, _coords(shape3, t)[2]), P, "fold"))
+    if shape3[2] > 1:
+        away = lv != lu
+        row, layer = _distinct(u[away], lv[away], shape3[2])
+        owner = layout.block_of(row)
+        oi, oj, _ = _coords(shape3, owner)
+        out.append(_exchange(_part(shape3, oi, oj, layer), owner, P, "fiber"))
+    return out, np.bincount(tile, minlength=P).astype(np.int64)
+
+
+def sparse_grid_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
+                        codec: str | None = None, codec_backward: str | None = "same",
+                        shape=None, ndim: int = 2) -> Volumes:
+    """sparse2d / sparse3d: expand, fold (and the fiber step): each a halo exchange whose
+    forward rows travel with ``codec`` and whose transpose sends them back as partial sums
+    (``codec_backward``)."""
+    _one_part_per_rank(layout, P, c)
+    shape3 = grid_shape(P, shape, ndim)
+    steps, nnz = _expand_fold_rows(layout, shape3)
+    rb = row_bytes(f, itemsize, codec)
+    rbt = rb if codec_backward == "same" else row_bytes(f, itemsize, codec_backward)
+    sent = sum(s for s, _, _, _ in steps)
+    received = sum(r for _, r, _, _ in steps)
+    phases = [Phase(name, peers, np.maximum(s, r) * rb) for s, r, peers, name in steps]
+    return Volumes(sent=sent * rb, received=received * rb, sent_t=received * rbt,
+                   received_t=sent * rbt, allreduce=np.zeros(P, dtype=np.int64), nnz=nnz,
+                   messages=sum(p.latency for p in phases), phases=phases)
+
+
+def summa_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
+                  codec: str | None = None, codec_backward: str | None = "same",
+                  shape=None, ndim: int = 2) -> Volumes:
+    """oblivious2d / oblivious3d (``algorithms/summa.py``): the rows converted to and from
+    2D blocks inside the process row, pr stages each broadcasting the stage's tile of A (3
+    words per non-zero) along the process row and a block of H along the process column,
+    and in 3D the layers' reduce-scatter (the transpose: an all-gather first and a reduce
+    per stage)."""
+    if codec not in (None, "none"):
+        raise SpmmgnnError("the oblivious algorithms broadcast whole blocks: no codec")
+    _one_part_per_rank(layout, P, c)
+    shape3 = grid_shape(P, shape, ndim)
+    pr, pc, pl = shape3
+    i, j, l = _coords(shape3, np.arange(P))
+    n_r = layout.sizes.astype(np.int64)
+    fj = np.diff(stage_ranges(f, pc))[j]
+    U = n_r.reshape(pr, pc, pl).sum(axis=1)                 # U[i, l]: rows of parts (i, ., l)
+    Usz, Vsz = U[i, l], U.sum(axis=1)[i]
+    N = layout.block_nnz()                                  # N[p, q]
+    pi, _, pll = _coords(shape3, np.arange(P))
+    # nnz of the tile A[V_i, U_kl] = rows of process row i, columns of parts (k, ., l)
+    tiles = np.zeros((pr, pr, pl), dtype=np.int64)
+    np.add.at(tiles, (pi[:, None], pi[None, :], pll[None, :]), N)
+    tile_bytes = tiles * (8 + itemsize)                     # [i, k, l]
+    k = np.arange(pr)
+    held = (k[None, :] % pc) == j[:, None]                  # [rank, k]: I hold tile k
+    mine_a = tile_bytes[i, :, l]                            # [rank, k]
+    a_sent = (held * mine_a).sum(axis=1) * (pc - 1)
+    a_recv = (~held * mine_a).sum(axis=1)
+    h_blocks = U[:, l].T * fj[:, None] * itemsize            # [rank, k]: |U_kl| |F_j|
+    h_own = Usz * fj * itemsize
+    h_sent, h_recv = (pr - 1) * h_own, h_blocks.sum(axis=1) - h_own
+    conv_a = n_r * (f - fj) * itemsize                       # my rows' other features
+    conv_b = (Usz - n_r) * fj * itemsize                     # the block's other rows
+    layer_a = (Vsz - Usz) * fj * itemsize                    # reduce-scatter: others' rows
+    layer_b = Usz * fj * itemsize * (pl - 1)                 # my rows from each other layer
+    sent = conv_a + a_sent + h_sent + layer_a + conv_b
+    received = conv_b + a_recv + h_recv + layer_b + conv_a
+    sent_t = conv_a + layer_b + a_sent + h_recv + conv_b
+    received_t = conv_b + layer_a + a_recv + h_sent + conv_a
+    tree_r, tree_c = log2_ceil(pr), log2_ceil(pc)
+    const = np.ones(P, dtype=np.int64)
+    phases = [Phase("to blocks", const * (pc - 1), np.maximum(conv_a, conv_b)),
+              Phase("tiles of A", const * pr * tree_c, mine_a.sum(axis=1) * (pc > 1)),
+              Phase("blocks of H", const * pr * tree_r, h_blocks.sum(axis=1) * (pr > 1))]
+    if pl > 1:
+        phases.append(Phase("layers", const * log2_ceil(pl), layer_a))
+    phases.append(Phase("to rows", const * (pc - 1), np.maximum(conv_a, conv_b)))
+    return Volumes(sent=sent, received=received, sent_t=sent_t, received_t=received_t,
+                   allreduce=np.zeros(P, dtype=np.int64),
+                   nnz=tiles[i, :, l].sum(axis=1),
+                   messages=sum(p.latency for p in phases), phases=phases)
+
+
+def _one_part_per_rank(layout: Layout, P: int, c: int) -> None:
+    if c != 1:
+        raise SpmmgnnError("the 2D and 3D algorithms take a grid shape, not a replication c")
+    if layout.k != P:
+        raise SpmmgnnError(f"the partition has {layout.k} blocks; P = {P} expected (one part "
+                           "per rank on a 2D/3D grid)")
+
+
+def log2_ceil(n: int) -> int:
+    """Rounds of a binomial tree over n ranks."""
+    return int(np.ceil(np.log2(n))) if n > 1 else 0
+
+
 def _allreduce(layout: Layout, i: np.ndarray, c: int, f: int, itemsize: int) -> np.ndarray:
     if c == 1:
         return np.zeros(i.size, dtype=np.int64)
@@ -272,9 +455,13 @@ VOLUMES: dict[str, VolumeFn] = {
     "oblivious1d": oblivious_volumes, "oblivious15d": oblivious_volumes,
     "sparse1d": sparse_volumes, "sparse15d": sparse_volumes, "prepost1d": prepost_volumes,
     "featureparallel": featureparallel_volumes,
+    "oblivious2d": partial(summa_volumes, ndim=2), "sparse2d": partial(sparse_grid_volumes, ndim=2),
+    "oblivious3d": partial(summa_volumes, ndim=3), "sparse3d": partial(sparse_grid_volumes, ndim=3),
 }
 # from the algorithms' own capability attributes; register_volume adds others
 ONE_D = {name for name, cls in ALGORITHMS.items() if "1.5d" not in cls.grid_kinds}
+GRID_ALGORITHMS = {name: ndim for name, cls in ALGORITHMS.items()
+                   for ndim, kind in ((2, "2d"), (3, "3d")) if kind in cls.grid_kinds}
 CODEC_ALGORITHMS = {name for name, cls in ALGORITHMS.items() if cls.takes_codecs}
 
 
@@ -292,12 +479,19 @@ def register_volume(name: str, fn: VolumeFn, one_dimensional: bool = False,
 
 
 def predict(algorithm: str, layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
-            codec: str | None = None, codec_backward: str | None = "same") -> Volumes:
-    """Per-rank volumes of ``algorithm`` on a ``P/c x c`` grid."""
+            codec: str | None = None, codec_backward: str | None = "same",
+            shape: tuple[int, ...] | None = None) -> Volumes:
+    """Per-rank volumes of ``algorithm`` on a ``P/c x c`` grid, or on the 2D/3D grid
+    ``shape`` (None: the factors of P closest to a square or cube)."""
     if algorithm not in VOLUMES:
         raise SpmmgnnError(f"no volume model for {algorithm!r}; known: {sorted(VOLUMES)}")
     if algorithm in ONE_D and c != 1:
         raise SpmmgnnError(f"{algorithm} is one-dimensional: c must be 1")
     if codec not in (None, "none") and algorithm not in CODEC_ALGORITHMS:
         raise SpmmgnnError(f"{algorithm} takes no codec")
+    if algorithm in GRID_ALGORITHMS:
+        return VOLUMES[algorithm](layout, P, c, f, itemsize, codec, codec_backward,
+                                  shape=shape)
+    if shape is not None:
+        raise SpmmgnnError(f"{algorithm} runs on a P/c x c grid: no grid shape")
     return VOLUMES[algorithm](layout, P, c, f, itemsize, codec, codec_backward)

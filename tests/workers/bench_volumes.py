@@ -15,11 +15,14 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 import spmmgnn
-from spmmgnn.benchmark.volumes import CODEC_ALGORITHMS, ONE_D, VOLUMES
+from spmmgnn.benchmark.volumes import CODEC_ALGORITHMS, GRID_ALGORITHMS, ONE_D, VOLUMES
 
 comm = MPI.COMM_WORLD
 P = comm.size
 KNOWN = sorted(a for a in spmmgnn.ALGORITHMS if a in VOLUMES)
+# 2D and 3D grids per P: square and not, one layer and several (the fiber step)
+SHAPES = {2: [(2, 1), (1, 2), (1, 1, 2)], 3: [(3, 1), (1, 3), (1, 3, 1), (1, 1, 3)],
+          4: [(2, 2), (1, 4), (2, 1, 2), (1, 2, 2)]}
 
 
 def cases(k: int) -> dict:
@@ -37,19 +40,26 @@ def cases(k: int) -> dict:
             "hubs": (sp.csr_array(H), rng.integers(0, k, n))}
 
 
+def grids():
+    """(grid, c, shape, the algorithms it runs)."""
+    for c in [c for c in range(1, P + 1) if P % c == 0]:
+        yield (spmmgnn.ProcessGrid(comm, replication=c), c, None,
+               [a for a in KNOWN if a not in GRID_ALGORITHMS and (c == 1 or a not in ONE_D)])
+    for shape in SHAPES.get(P, []):
+        yield (spmmgnn.ProcessGrid(comm, shape=shape), 1, shape,
+               [a for a in KNOWN if GRID_ALGORITHMS.get(a) == len(shape)])
+
+
 def main(out: str) -> None:
     runs, saved = [], {}
-    for c in [c for c in range(1, P + 1) if P % c == 0]:
-        grid = spmmgnn.ProcessGrid(comm, replication=c)
+    for grid, c, shape, algorithms in grids():
         k = P // c
         for name, (A, parts) in cases(k).items():
             coo = A.tocoo()
             saved[f"{name}-k{k}"] = dict(n=A.shape[0], rows=coo.row.tolist(),
                                          cols=coo.col.tolist(),
                                          parts=None if parts is None else parts.tolist())
-            for algo in KNOWN:
-                if algo in ONE_D and c != 1:
-                    continue
+            for algo in algorithms:
                 codecs = [None, "int2", "bfloat16"] if algo in CODEC_ALGORITHMS else [None]
                 variants = ([(cd, np.float32, 10) for cd in codecs] if name == "random_uneven"
                             else [(None, np.float64, 3)])
@@ -71,6 +81,7 @@ def main(out: str) -> None:
                     allr = comm.gather(mine, root=0)
                     if comm.rank == 0:
                         runs.append(dict(case=f"{name}-k{k}", algorithm=algo, c=c, f=f,
+                                         shape=shape,
                                          itemsize=np.dtype(dtype).itemsize, codec=codec,
                                          ranks=allr))
     if comm.rank == 0:

@@ -1,0 +1,95 @@
+"""MPI worker: the 2D and 3D algorithms against scipy on awkward matrices.
+
+Usage: mpiexec -n P python grid_cases.py OUT.json SHAPE [SHAPE ...]   (SHAPE like 2x3 or 2x2x2)
+For each grid shape, the sparse and the oblivious algorithm of its dimension run A X and
+A^T Y (non-symmetric A, uneven and empty parts, empty rows, n not divisible by P, float32
+and float64, a rectangular A) and rank 0 records the errors against scipy, each rank's bytes
+and its peers (the ranks it exchanged rows with in one call).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+
+import spmmgnn
+from spmmgnn.grid import parse_grid
+
+comm = MPI.COMM_WORLD
+P = comm.size
+
+
+def cases():
+    """(name, A, row partition, column partition) built identically on every rank."""
+    rng = np.random.default_rng(7 + P)
+    n = 11 * P + 3                                     # never divisible by P
+    A = sp.random(n, n, density=4.0 / n * 3, random_state=P, format="lil")  # non-symmetric
+    A[2, :] = 0                                        # an empty row
+    A = sp.csr_array(A)
+    parts = rng.integers(0, P, n)
+    parts[parts == 1] = 0                              # an empty part
+    sizes = rng.integers(0, 25, P)
+    sizes[-1] = max(0, sizes[-1])
+    sizes[P // 2] = 0                                  # an empty block
+    m = int(sizes.sum())
+    B = sp.csr_array(sp.random(m, m, density=0.08, random_state=P + 1, format="csr"))
+    R = sp.csr_array(sp.random(5 * P + 2, 8 * P + 1, density=0.1, random_state=P + 2,
+                               format="csr"))          # rectangular
+    return [("part_vector", A, parts, None), ("uneven_sizes", B, sizes.tolist(), None),
+            ("rectangular", R, None, None)]
+
+
+def peers(op) -> int:
+    """The distinct ranks this rank's plans exchange rows with (the sparse algorithms)."""
+    plans = [op.product.expand, op.product.fold] + ([op.fiber] if hasattr(op, "fiber") else [])
+    world = comm.Get_group()
+    out = set()
+    for plan in plans:
+        nonzero = np.flatnonzero((plan.send_counts > 0) | (plan.recv_counts > 0))
+        ranks = MPI.Group.Translate_ranks(plan.comm.Get_group(), nonzero.tolist(), world)
+        out |= set(ranks)
+    return len(out - {comm.rank})
+
+
+def main(path: str, shapes: list[str]) -> None:
+    rows = []
+    for text in shapes:
+        shape = parse_grid(text)
+        grid = spmmgnn.ProcessGrid(comm, shape=shape)
+        family = ["sparse2d", "oblivious2d"] if len(shape) == 2 else ["sparse3d", "oblivious3d"]
+        for name, A, part, col_part in cases():
+            for algo in family:
+                op = spmmgnn.DistSpMM.from_scipy(A if comm.rank == 0 else None, grid,
+                                                 algorithm=algo, partition=part,
+                                                 col_partition=col_part)
+                for dtype, f in (("float64", 5), ("float32", 16)):
+                    rng = np.random.default_rng(f)
+                    X = rng.standard_normal((A.shape[1], f)).astype(dtype)
+                    Y = rng.standard_normal((A.shape[0], f)).astype(dtype)
+                    x, y = op.scatter_rows(X), op.scatter_rows(Y, side="output")
+                    op.reset_stats()
+                    z = op.gather_rows(op.matmul(x))
+                    fwd = op.comm_stats()["bytes_sent"]
+                    op.reset_stats()
+                    t = op.gather_rows(op.matmul_t(y), side="input")
+                    bwd = op.comm_stats()["bytes_sent"]
+                    p = peers(op) if algo.startswith("sparse") else -1
+                    ranks = comm.gather(dict(sent=fwd, sent_t=bwd, peers=p), root=0)
+                    if comm.rank == 0:
+                        scale = max(1.0, float(np.abs(A).sum(axis=1).max()))
+                        rows.append(dict(
+                            shape=list(shape), case=name, algorithm=algo, dtype=dtype,
+                            err=float(np.abs(z - A @ X).max()) / scale,
+                            err_t=float(np.abs(t - A.T @ Y).max()) / scale,
+                            ranks=ranks))
+    if comm.rank == 0:
+        with open(path, "w") as fh:
+            json.dump(rows, fh)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:])
