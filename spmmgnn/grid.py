@@ -58,8 +58,9 @@ def factorizations(P: int, ndim: int) -> list[tuple[int, ...]]:
 
 
 def near_square(P: int, ndim: int) -> tuple[int, ...]:
-    """The shape of ``ndim`` factors of P closest to a cube (largest factor first)."""
-    return min(factorizations(P, ndim), key=lambda s: (max(s) - min(s), [-x for x in s]))
+    """The shape of ``ndim`` factors of P closest to a square or cube; among equals the one
+    with the most layers (3D), then the most process rows."""
+    return min(factorizations(P, ndim), key=lambda s: (max(s) - min(s), -s[-1], -s[0]))
 
 
 class ProcessGrid:

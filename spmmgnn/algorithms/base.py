@@ -24,7 +24,7 @@ from mpi4py import MPI
 
 from ..convert import FLOAT_DTYPES, is_torch, like_input, mpi_float_type, to_numpy
 from ..errors import SpmmgnnError, agree, check_on_root, collective_error
-from ..grid import ProcessGrid
+from ..grid import ProcessGrid, format_shape, near_square, parse_grid
 from ..hashing import mix64, uniform_by_id
 from ..layout import Partition, resolve_partition
 from ..reorder import block_rcm, with_order
@@ -202,6 +202,28 @@ class DistSpMM:
               f"normalize must be None, 'gcn' or 'mean', got {normalize!r}")
         A = check_on_root(grid.comm, root, build)
         return cls.from_scipy(A, grid, algorithm=algorithm, root=root, **options)
+
+    @classmethod
+    def grid_for(cls, comm: MPI.Comm, replication: int = 1,
+                 shape: str | tuple[int, ...] | None = None) -> ProcessGrid:
+        """Collective: the grid this algorithm runs on, from the command line's flags:
+        ``shape`` (``"2x3"`` or a tuple) for the 2D/3D algorithms (None: the factors of P
+        closest to a square or cube), ``replication`` for the others. A flag the algorithm
+        does not take is one error on every rank."""
+        if isinstance(shape, str):
+            try:
+                shape = parse_grid(shape)
+            except ValueError as exc:
+                agree(comm, str(exc))
+        wants = 3 if "3d" in cls.grid_kinds else 2 if "2d" in cls.grid_kinds else 0
+        if not wants:
+            agree(comm, None if shape is None else
+                  f"{cls.name} runs on a P/c x c grid: drop --grid {format_shape(shape)} "
+                  "(--replication sets c)")
+            return ProcessGrid(comm, replication)
+        agree(comm, None if replication == 1 else
+              f"{cls.name} runs on a {wants}D grid: drop --replication (--grid sets its shape)")
+        return ProcessGrid(comm, shape=shape or near_square(comm.Get_size(), wants))
 
     @classmethod
     def check_grid(cls, grid: ProcessGrid) -> None:

@@ -4,7 +4,7 @@ One PNG per view of the ICPP'24 evaluation, each written even when the results h
 for it (then it says so), so a report always has the same files:
 
 ==================== =========================================================================
-``time_vs_P.png``    time per SpMM / per epoch vs P, one line per algorithm and c (Fig. 3)
+``time_vs_P.png``    time per SpMM / per epoch vs P, one line per algorithm and c or grid (Fig. 3)
 ``breakdown.png``    stacked local / exchange / all-reduce / codec / dense / other (Fig. 4)
 ``partitioners.png`` total and maximum bytes sent per partitioner (Fig. 6)
 ``replication.png``  time and bytes vs the replication factor c of the 1.5D algorithms (Fig. 7)
@@ -48,8 +48,13 @@ def sent(r: dict) -> np.ndarray:
     return np.asarray(r.get("per_rank", {}).get("bytes_sent", [0]), dtype=float)
 
 
+def grid_key(r: dict) -> str:
+    """``c=2`` for the 1D/1.5D runs, the shape (``2x2``) for the 2D/3D ones."""
+    return r.get("grid") or f"c={r['c']}"
+
+
 def label(r: dict) -> str:
-    return f"{r['algorithm']} c={r['c']}"
+    return f"{r['algorithm']} {grid_key(r)}"
 
 
 def _unit(mode: str) -> str:
@@ -106,7 +111,7 @@ def plot_breakdown(plt, runs, path: Path) -> None:
     fig, axes = plt.subplots(1, len(modes), figsize=(6.5 * len(modes), 4.5), squeeze=False)
     for ax, mode in zip(axes[0], modes, strict=True):
         sel = sorted((r for r in base if r["mode"] == mode),
-                     key=lambda r: (r["P"], r["f"], r["algorithm"], r["c"]))
+                     key=lambda r: (r["P"], r["f"], r["algorithm"], grid_key(r)))
         if not sel:
             _empty(ax, f"{mode} runs")
             continue
@@ -137,7 +142,7 @@ def _group_bars(ax, groups: list[str], series: dict[str, list[float]], ylabel: s
 def plot_partitioners(plt, runs, path: Path) -> None:
     sel = [r for r in runs if r["codec"] == "none" and r["mode"] == "spmm"] or \
         [r for r in runs if r["codec"] == "none"]
-    keys = sorted({(r["algorithm"], r["c"], r["P"], r["f"]) for r in sel
+    keys = sorted({(r["algorithm"], grid_key(r), r["P"], r["f"]) for r in sel
                    if r["P"] // r["c"] > 1})  # a single block row exchanges nothing
     fig, axes = plt.subplots(1, 2, figsize=(max(11.0, 0.7 * len(keys) + 4), 5))
     parts = sorted({r["partitioner"] for r in sel})
@@ -145,7 +150,7 @@ def plot_partitioners(plt, runs, path: Path) -> None:
         for ax in axes:
             _empty(ax, "runs without codec")
     else:
-        groups = [f"{a} c={c} P={P} f={f}" for a, c, P, f in keys]
+        groups = [f"{a} {g} P={P} f={f}" for a, g, P, f in keys]
         for ax, (what, fn) in zip(axes, (("total", np.sum), ("max per rank", np.max)),
                                   strict=True):
             series = {}
@@ -153,7 +158,7 @@ def plot_partitioners(plt, runs, path: Path) -> None:
                 vals = []
                 for key in keys:
                     m = [fn(sent(r)) / MB for r in sel if r["partitioner"] == p and
-                         (r["algorithm"], r["c"], r["P"], r["f"]) == key]
+                         (r["algorithm"], grid_key(r), r["P"], r["f"]) == key]
                     vals.append(m[0] if m else 0.0)
                 series[p] = vals
             _group_bars(ax, groups, series, f"{what} bytes sent (MB per call)")
@@ -194,7 +199,8 @@ def plot_replication(plt, runs, path: Path) -> None:
 def plot_bytes_per_rank(plt, runs, path: Path) -> None:
     base = [r for r in _baseline(runs) if r["mode"] == "spmm"] or _baseline(runs)
     P = max((r["P"] for r in base), default=0)
-    sel = sorted((r for r in base if r["P"] == P), key=lambda r: (r["f"], r["algorithm"], r["c"]))
+    sel = sorted((r for r in base if r["P"] == P),
+                 key=lambda r: (r["f"], r["algorithm"], grid_key(r)))
     fig, ax = plt.subplots(figsize=(8, 4.2))
     if not sel:
         _empty(ax, "runs")
@@ -217,9 +223,9 @@ def plot_bytes_per_rank(plt, runs, path: Path) -> None:
 
 
 def plot_codecs(plt, runs, path: Path) -> None:
-    codec_keys = {(r["mode"], r["algorithm"], r["c"], r["P"], r["f"], r["partitioner"])
+    codec_keys = {(r["mode"], r["algorithm"], grid_key(r), r["P"], r["f"], r["partitioner"])
                   for r in runs if r["codec"] != "none"}
-    sel = [r for r in runs if (r["mode"], r["algorithm"], r["c"], r["P"], r["f"],
+    sel = [r for r in runs if (r["mode"], r["algorithm"], grid_key(r), r["P"], r["f"],
                                r["partitioner"]) in codec_keys]
     fig, axes = plt.subplots(1, 2, figsize=(max(11.0, 0.7 * len(codec_keys) + 4), 5))
     if not sel:
@@ -227,11 +233,11 @@ def plot_codecs(plt, runs, path: Path) -> None:
             _empty(ax, "codec runs")
     else:
         keys = sorted(codec_keys)
-        groups = [f"{m} {a} c={c} P={P} f={f} {p}" for m, a, c, P, f, p in keys]
+        groups = [f"{m} {a} {g} P={P} f={f} {p}" for m, a, g, P, f, p in keys]
         codecs = sorted({r["codec"] for r in sel}, key=lambda c: (c != "none", c))
 
         def pick(k, codec, fn):
-            m = [fn(r) for r in sel if (r["mode"], r["algorithm"], r["c"], r["P"], r["f"],
+            m = [fn(r) for r in sel if (r["mode"], r["algorithm"], grid_key(r), r["P"], r["f"],
                                         r["partitioner"]) == k and r["codec"] == codec]
             return m[0] if m else 0.0
 
@@ -255,11 +261,11 @@ def _accuracy(r: dict) -> float:
 
 
 def _table(runs: list[dict]) -> list[str]:
-    lines = ["| mode | algorithm | P | c | partitioner | codec | f | ms | local | exchange "
+    lines = ["| mode | algorithm | P | grid | partitioner | codec | f | ms | local | exchange "
              "| all-reduce | codec | dense | other | max MB sent | avg MB sent | max/avg "
              "| accuracy (final / best-val) |", "|" + " --- |" * 18]
-    for r in sorted(runs, key=lambda r: (r["mode"], r["P"], r["f"], r["algorithm"], r["c"],
-                                         r["partitioner"], r["codec"])):
+    for r in sorted(runs, key=lambda r: (r["mode"], r["P"], r["f"], r["algorithm"],
+                                         grid_key(r), r["partitioner"], r["codec"])):
         s = sent(r) / MB
         b = r["breakdown"]
         acc = r.get("accuracy")
@@ -269,7 +275,8 @@ def _table(runs: list[dict]) -> list[str]:
                if acc is not None else f"err {err:.1e}" if err is not None else "-")
         ratio = f"{s.max() / s.mean():.2f}" if s.mean() > 0 else "-"
         lines.append(
-            f"| {r['mode']} | {r['algorithm']} | {r['P']} | {r['c']} | {r['partitioner']} | "
+            f"| {r['mode']} | {r['algorithm']} | {r['P']} | {grid_key(r)} | "
+            f"{r['partitioner']} | "
             f"{r['codec']} | {r['f']} | {r['seconds'] * 1e3:.2f} | "
             + " | ".join(f"{b.get(p, 0) * 1e3:.2f}" for p in PHASES)
             + f" | {s.max():.3f} | {s.mean():.3f} | {ratio} | {acc} |")
@@ -300,8 +307,9 @@ def summary(records: list[dict], by_graph: dict[str, list[dict]],
     failed = [r for r in records if "error" in r]
     if failed:
         lines += [f"{len(failed)} run(s) failed:", ""]
-        lines += [f"- {r.get('graph')} {r.get('mode')} {r.get('algorithm')} c={r.get('c')} "
-                  f"{r.get('partitioner')} {r.get('codec')}: {r['error']}" for r in failed]
+        lines += [f"- {r.get('graph')} {r.get('mode')} {r.get('algorithm')} "
+                  f"{r.get('grid') or 'c=' + str(r.get('c'))} {r.get('partitioner')} "
+                  f"{r.get('codec')}: {r['error']}" for r in failed]
     return "\n".join(lines) + "\n"
 
 

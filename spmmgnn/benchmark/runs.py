@@ -44,11 +44,10 @@ class PartitionCache:
 def spmm_run(comm: MPI.Comm, run: dict, A, parts: PartitionCache) -> dict | None:
     """Time ``run["repeat"]`` calls of ``matmul`` after a warm-up; the breakdown is the
     slowest rank's per phase, bytes are per rank and per call."""
-    from ..algorithms import DistSpMM
-    from ..grid import ProcessGrid
+    from ..algorithms import ALGORITHMS, DistSpMM
     from .graphs import features_for
 
-    grid = ProcessGrid(comm, run["c"])
+    grid = ALGORITHMS[run["algorithm"]].grid_for(comm, run["c"], run.get("grid"))
     part, part_seconds = parts.get(comm, run["graph"], A, grid.n_block_rows,
                                    run["partitioner"], run["seed"])
     opts = {} if run["codec"] == "none" else dict(codec=run["codec"])
@@ -102,6 +101,7 @@ def train_spec(run: dict):
         raise SpmmgnnError(f"train mode needs features and labels: graph {run['graph']!r} "
                            "has none (use csbm:... or a graph file with features)")
     return RunSpec(**data, algorithm=run["algorithm"], replication=int(run["c"]),
+                   grid=run.get("grid"),
                    partitioner=run["partitioner"], codec=run["codec"], hidden=int(run["f"]),
                    layers=int(run["layers"]), epochs=int(run["epochs"]),
                    eval_every=int(run["epochs"]), dtype=run["dtype"], seed=int(run["seed"]),

@@ -1,9 +1,12 @@
 """What a sweep runs and what it has already run.
 
-A sweep is the product graphs x modes x algorithms x c x partitioners x codecs x widths,
+A sweep is the product graphs x modes x algorithms x grids x partitioners x codecs x widths,
 less the combinations that cannot run (c not dividing P, a 1D algorithm with c > 1, a codec
-on an algorithm without one). Each run has a ``run_id``: a hash of its exact configuration
-and P, so a restarted sweep skips the runs that already succeeded (see ``records``).
+on an algorithm without one). The grids of an algorithm are its ``replication`` values c (1D
+and 1.5D) or the shapes of ``grids`` of its dimension whose product is P (2D and 3D; none
+given: the factors of P closest to a square or cube). Each run has a ``run_id``: a hash of its
+exact configuration and P, so a restarted sweep skips the runs that already succeeded (see
+``records``).
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ import hashlib
 import itertools
 import json
 from dataclasses import asdict, dataclass, field, fields
+from math import prod
 
 from ..errors import SpmmgnnError
+from ..grid import format_shape, near_square, parse_grid
 
 MODES = ("spmm", "train")
 LIST_KEYS = ("graphs", "modes", "algorithms", "replication", "partitioners", "codecs",
-             "features")
+             "features", "grids")
 
 
 @dataclass
@@ -29,6 +34,7 @@ class SweepConfig:
     partitioners: list[str] = field(default_factory=lambda: ["none"])
     codecs: list[str] = field(default_factory=lambda: ["none"])
     features: list[int] = field(default_factory=lambda: [64])
+    grids: list[str] = field(default_factory=list)   # "2x2", "2x2x2": the 2D/3D algorithms
     repeat: int = 10
     epochs: int = 20
     layers: int = 2
@@ -68,7 +74,7 @@ class SweepConfig:
                 if isinstance(value, (str, int)) and not isinstance(value, bool):
                     value = [value]
                     setattr(self, f.name, value)
-                if not isinstance(value, list) or not value:
+                if not isinstance(value, list) or (not value and f.name != "grids"):
                     raise SpmmgnnError(f"sweep: {f.name} must be a non-empty list, got "
                                        f"{value!r}")
                 kind = int if f.name in ("replication", "features") else str
@@ -91,6 +97,10 @@ class SweepConfig:
             raise SpmmgnnError(f"sweep: modes must be among {MODES}, got {self.modes}")
         for c in self.codecs:
             get_codec(c)
+        try:
+            self.grids = [format_shape(parse_grid(g)) for g in self.grids]
+        except ValueError as exc:
+            raise SpmmgnnError(f"sweep: grids: {exc}") from None
         if min(self.replication) < 1 or min(self.features) < 1:
             raise SpmmgnnError("sweep: replication and features must be positive")
         if self.repeat < 1 or self.epochs < 1 or self.layers < 1:
@@ -100,28 +110,46 @@ class SweepConfig:
         return self
 
 
+def grids_of(cfg: SweepConfig, algo: str, P: int) -> list[tuple[int, str | None]]:
+    """(c, grid shape) of every grid ``algo`` runs on at P ranks in this sweep."""
+    from .volumes import GRID_ALGORITHMS, ONE_D
+
+    ndim = GRID_ALGORITHMS.get(algo)
+    if ndim is None:
+        return [(int(c), None) for c in cfg.replication
+                if P % int(c) == 0 and (int(c) == 1 or algo not in ONE_D)]
+    shapes = [parse_grid(g) for g in cfg.grids] or [near_square(P, ndim)]
+    return [(1, format_shape(s)) for s in shapes if len(s) == ndim and prod(s) == P]
+
+
 def runs(cfg: SweepConfig, P: int) -> list[dict]:
     """Every runnable configuration of the sweep at P ranks, in a stable order."""
-    from .volumes import CODEC_ALGORITHMS, ONE_D
+    from .volumes import CODEC_ALGORITHMS
 
     out = []
-    for graph, mode, algo, c, part, codec, f in itertools.product(
-            cfg.graphs, cfg.modes, cfg.algorithms, cfg.replication, cfg.partitioners,
-            cfg.codecs, cfg.features):
-        c = int(c)
-        if P % c or (c > 1 and algo in ONE_D):
-            continue
+    for graph, mode, algo, part, codec, f in itertools.product(
+            cfg.graphs, cfg.modes, cfg.algorithms, cfg.partitioners, cfg.codecs, cfg.features):
         if codec != "none" and algo not in CODEC_ALGORITHMS:
             continue
-        run = dict(graph=graph, mode=mode, algorithm=algo, P=P, c=c, partitioner=part,
-                   codec=codec, f=int(f), dtype=cfg.dtype, seed=cfg.seed)
-        if mode == "spmm":
-            run["repeat"] = cfg.repeat
-        else:
-            run.update(epochs=cfg.epochs, layers=cfg.layers, cache=cfg.cache)
-        run["run_id"] = run_id(run)
-        out.append(run)
+        for c, shape in grids_of(cfg, algo, P):
+            out.append(_run(cfg, graph, mode, algo, P, c, shape, part, codec, f))
     return out
+
+
+def _run(cfg: SweepConfig, graph: str, mode: str, algo: str, P: int, c: int,
+         shape: str | None, part: str, codec: str, f: int) -> dict:
+    """One run's configuration, with its ``run_id`` (the 1D/1.5D runs carry no grid key,
+    so their ids are those of earlier sweeps)."""
+    run = dict(graph=graph, mode=mode, algorithm=algo, P=P, c=c, partitioner=part,
+               codec=codec, f=int(f), dtype=cfg.dtype, seed=cfg.seed)
+    if shape is not None:
+        run["grid"] = shape
+    if mode == "spmm":
+        run["repeat"] = cfg.repeat
+    else:
+        run.update(epochs=cfg.epochs, layers=cfg.layers, cache=cfg.cache)
+    run["run_id"] = run_id(run)
+    return run
 
 
 def run_id(run: dict) -> str:

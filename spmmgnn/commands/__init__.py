@@ -2,6 +2,20 @@
 
 import argparse
 
+from ..grid import parse_grid
+
+
+def grid_arg(text: str) -> str:
+    """``--grid PRxPC[xPL]``: checked here (an argparse error), kept as text ("2x3")."""
+    try:
+        return "x".join(map(str, parse_grid(text)))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+GRID_HELP = ("the 2D (PRxPC) or 3D (PRxPCxPL) grid of the 2D/3D algorithms; default: the "
+             "factors of P closest to a square (cube)")
+
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Adds ``(default: X)`` to an option's help unless the help already names its default

@@ -19,6 +19,7 @@ from mpi4py import MPI
 
 from ..atomic import check_writable
 from ..errors import SpmmgnnError, check_on_root
+from . import grid_arg
 
 PRESETS = {
     # about 20 s on 2 cores at P = 2 (numba cache warm): every algorithm, c = 1, 2, METIS, int2
@@ -49,6 +50,9 @@ def add_parser(sub) -> None:
                    help="bare SpMMs and/or GCN training epochs")
     s.add_argument("--algorithm", dest="algorithms", nargs="+")
     s.add_argument("--replication", nargs="+", type=int, help="values of c")
+    s.add_argument("--grid", dest="grids", nargs="+", type=grid_arg, metavar="PRxPC[xPL]",
+                   help="2D/3D grid shapes of the 2D/3D algorithms (those whose product is P "
+                        "run; default: the factors of P closest to a square or cube)")
     s.add_argument("--partitioner", dest="partitioners", nargs="+",
                    help="'none' (contiguous blocks) or spmmgnn.partitioners methods")
     s.add_argument("--codec", dest="codecs", nargs="+", help="'none' or codec names")

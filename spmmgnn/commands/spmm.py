@@ -11,9 +11,8 @@ from mpi4py import MPI
 from ..algorithms import ALGORITHMS, DistSpMM
 from ..atomic import write_text_atomic
 from ..errors import agree, collective_error
-from ..grid import ProcessGrid
 from ..threads import default_threads, set_threads
-from . import HelpFormatter
+from . import GRID_HELP, HelpFormatter, grid_arg
 
 
 def add_parser(sub) -> None:
@@ -28,7 +27,9 @@ def add_parser(sub) -> None:
     p.add_argument("-f", "--features", type=int, default=64, help="columns of X")
     p.add_argument("--algorithm", nargs="+", default=["oblivious1d", "sparse1d"],
                    choices=sorted(ALGORITHMS), help="algorithms to run, one after the other")
-    p.add_argument("--replication", type=int, default=1, help="c of the P/c x c grid")
+    p.add_argument("--replication", type=int, default=1,
+                   help="c of the P/c x c grid (1D and 1.5D algorithms)")
+    p.add_argument("--grid", type=grid_arg, metavar="PRxPC[xPL]", help=GRID_HELP)
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32",
                    help="precision of A and X")
     p.add_argument("--repeat", type=int, default=10, help="timed SpMMs (after one warm-up)")
@@ -51,16 +52,18 @@ def run(args) -> int:
              else random_graph(args.n, args.degree, seed=args.seed))
         X = np.random.default_rng(args.seed).standard_normal((A.shape[0], args.features))
         X = X.astype(args.dtype)
-    grid = ProcessGrid(comm, args.replication)
+    grids = {algo: ALGORITHMS[algo].grid_for(comm, args.replication, args.grid)
+             for algo in args.algorithm}
     if comm.rank == 0:
         graph = (f"R-MAT scale {args.scale}" if args.graph == "rmat" else
                  f"random graph (n={args.n}, degree {args.degree:g})")
         print(f"spmmgnn spmm: {graph}: n={A.shape[0]} nnz={A.nnz} f={args.features} "
-              f"{args.dtype} | P={grid.size} c={grid.replication} contiguous block rows | "
+              f"{args.dtype} | P={comm.size} contiguous block rows | "
               f"threads/rank={threads} | {args.repeat} timed SpMMs after one warm-up",
               flush=True)
     results = []
     for algo in args.algorithm:
+        grid = grids[algo]
         op = DistSpMM.from_scipy(A, grid, algorithm=algo)
         x = op.scatter_rows(X)
         y = op.matmul(x)  # warm-up (and numba compilation)
@@ -76,14 +79,17 @@ def run(args) -> int:
         if comm.rank == 0:
             ref = A.astype(args.dtype) @ X
             err = float(np.abs(full - ref).max() / max(1e-30, np.abs(ref).max()))
-            row = dict(algorithm=algo, P=comm.size, c=args.replication, n=A.shape[0],
+            row = dict(algorithm=algo, P=comm.size, c=grid.replication,
+                       grid=None if grid.kind in ("1d", "1.5d") else list(grid.shape),
+                       n=A.shape[0],
                        nnz=int(A.nnz), f=args.features, seconds_per_spmm=seconds,
                        max_rel_error=err,
                        max_bytes_sent_per_spmm=max(s["bytes_sent"] for s in stats) / args.repeat,
                        total_bytes_per_spmm=sum(s["bytes_sent"] for s in stats) / args.repeat,
                        kernels=[s["kernels"] for s in stats])
             results.append(row)
-            print(f"{algo:>12}: {seconds * 1e3:8.2f} ms/SpMM  max bytes sent/rank "
+            print(f"{algo:>12} {grid.label():>10}: {seconds * 1e3:8.2f} ms/SpMM  max bytes "
+                  "sent/rank "
                   f"{row['max_bytes_sent_per_spmm'] / 1e6:8.3f} MB  rel. error {err:.1e}",
                   flush=True)
         err = comm.bcast(err if comm.rank == 0 else None, root=0)

@@ -60,6 +60,7 @@ class RunSpec:
     # distribution
     algorithm: str = "sparse1d"
     replication: int = 1
+    grid: str | None = None
     partitioner: str = "none"
     threads: int = 0
     codec: str = "none"
@@ -136,6 +137,16 @@ def load_data(spec: RunSpec, grid: ProcessGrid, normalization: str):
                             **op_options(spec))
 
 
+def grid_of(spec: RunSpec, comm: MPI.Comm) -> ProcessGrid:
+    """The run's grid: ``--grid`` for the 2D/3D algorithms, ``--replication`` otherwise
+    (collective; an unknown algorithm or a flag it does not take is one error)."""
+    from ..algorithms import ALGORITHMS
+
+    agree(comm, None if spec.algorithm in ALGORITHMS else
+          f"unknown algorithm {spec.algorithm!r}; choose one of {sorted(ALGORITHMS)}")
+    return ALGORITHMS[spec.algorithm].grid_for(comm, spec.replication, spec.grid)
+
+
 def run_training(spec: RunSpec, comm: MPI.Comm | None = None,
                  on_epoch_end: Callable | None = None, report: bool = True) -> dict:
     """Train as ``spec`` says (collective over ``comm``, default the world). Returns the
@@ -155,7 +166,7 @@ def run_training(spec: RunSpec, comm: MPI.Comm | None = None,
                                      f"--epochs must be >= 1, got {config.epochs}"))
     outputs = [(spec.json, "--json output"), (spec.checkpoint, "checkpoint")]
     check_on_root(comm, 0, lambda: [check_writable(p, what) for p, what in outputs if p])
-    grid = ProcessGrid(comm, spec.replication)
+    grid = grid_of(spec, comm)
     data = load_data(spec, grid, NORMALIZATION[spec.model])
     rank0 = comm.rank == 0
     speak = rank0 and report and not spec.quiet
@@ -186,7 +197,7 @@ def header(spec: RunSpec, data, grid: ProcessGrid, threads: int) -> str:
              "exact")
     return (f"spmmgnn train: {data.name}: n={data.n} nnz={data.nnz} f={data.num_features} "
             f"classes={data.num_classes} | {spec.model} {spec.layers}x{spec.hidden} "
-            f"{spec.dtype} | {spec.algorithm} P={grid.size} c={grid.replication} "
+            f"{spec.dtype} | {spec.algorithm} P={grid.size} {grid.label()} "
             f"partitioner={spec.partitioner} codec={codec} {exact} | threads/rank={threads}")
 
 

@@ -417,6 +417,7 @@ class Trainer:
             nnz=self.data.nnz, num_features=self.data.num_features,
             num_classes=self.data.num_classes, counts=self.data.counts,
             P=self.grid.size, c=self.grid.replication, algorithm=op.name,
+            grid=None if self.grid.kind in ("1d", "1.5d") else list(self.grid.shape),
             data_info=self.data.info,
             epochs_run=len(ran), wall_seconds=wall,
             first_epoch_seconds=ran[0]["wall_seconds"] if ran else 0.0,
