@@ -97,8 +97,9 @@ def reference_run(graph_spec: dict, case: dict) -> dict:
 @pytest.mark.parametrize("P", [2, 3, 4])
 @pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
 def test_parity_with_single_process(P, algorithm, mpi_json, reference_for):
-    """Same seed and data: each algorithm at P ranks (1.5D with c=2 at P=4) gives the losses
-    of plain single-process PyTorch per epoch (rtol 1e-4, 20 epochs) and the same accuracy."""
+    """Same seed and data: each algorithm at P ranks (1.5D with c=2 at P=4, 2D/3D on the
+    grid closest to a square / cube: 2x2 and 2x1x2 at P=4) gives the losses of plain
+    single-process PyTorch per epoch (rtol 1e-4, 20 epochs) and the same accuracy."""
     res = parity_results(P, mpi_json)
     cases = [c for c in res["cases"] if c["algorithm"] == algorithm]
     assert cases, f"{algorithm} did not run at P={P}"
@@ -111,6 +112,17 @@ def test_parity_with_single_process(P, algorithm, mpi_json, reference_for):
         np.testing.assert_allclose(case["losses"], ref["losses"], rtol=RTOL, err_msg=label)
         for split in ("train_acc", "val_acc", "test_acc"):
             assert case["final"][split] == pytest.approx(ref[split], abs=1e-9), (label, split)
+
+
+def test_parity_on_a_3x3_grid(mpi_json, reference_for):
+    """The 2D algorithms at P = 9 on a 3 x 3 grid: the losses of single-process PyTorch."""
+    res = mpi_json(9, "train_parity.py", "oblivious2d", "sparse2d", timeout=900)
+    assert len(res["cases"]) == 6
+    for case in res["cases"]:
+        label = f"{case['algorithm']} P=9 {case['grid']} {case['model']} {case['partition']}"
+        assert "error" not in case and case["grid"] == [3, 3], (label, case.get("error"))
+        ref = reference_for(res["graph"], case)
+        np.testing.assert_allclose(case["losses"], ref["losses"], rtol=RTOL, err_msg=label)
 
 
 def test_parity_sees_uneven_and_empty_blocks(mpi_json, reference_for):

@@ -1,6 +1,7 @@
 """MPI worker: train GCN / GraphSAGE with every SpMM algorithm on a small CSBM graph.
 
-Usage: mpiexec -n P python train_parity.py OUT.json
+Usage: mpiexec -n P python train_parity.py OUT.json [ALGORITHM ...]
+(every algorithm by default; the 2D/3D ones on the grid of P closest to a square / cube).
 Rank 0 writes {"graph": ..., "cases": [{algorithm, c, model config, losses, accuracies}]}.
 The test trains the same models single-process in plain PyTorch and compares.
 """
@@ -60,7 +61,7 @@ def partition_for(spec, k, n):
 
 
 def plans():
-    for name in sorted(ALGORITHMS):
+    for name in sys.argv[2:] or sorted(ALGORITHMS):
         c = 2 if ("15d" in name and P % 2 == 0 and P >= 4) else 1
         for spec in MODELS:
             yield name, c, spec
@@ -72,7 +73,8 @@ results = []
 for name, c, spec in plans():
     row = dict(algorithm=name, P=P, c=c, epochs=EPOCHS, **spec)
     try:
-        grid = spmmgnn.ProcessGrid(comm, c)
+        grid = ALGORITHMS[name].grid_for(comm, c)
+        row["grid"] = list(grid.shape)
         g = graph_for(spec) if comm.rank == 0 else None
         data = distribute_graph(g, grid, "gcn" if spec["model"] == "gcn" else "mean",
                                 algorithm=name,
