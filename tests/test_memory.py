@@ -17,6 +17,7 @@ from spmmgnn.benchmark.volumes import Layout
 from spmmgnn.data.generators import rmat
 from spmmgnn.data.h5graph import read_block_row, read_offsets, write_graph
 from spmmgnn.data.normalize import normalize
+from spmmgnn.grid import parse_grid
 from spmmgnn.nn import build_model
 from spmmgnn.nn.layers import aggregation_chunk
 
@@ -57,21 +58,25 @@ def directed_file(tmp_path_factory):
     return path
 
 
-def _predicted(path, algorithm: str, P: int, c: int, codec: str | None) -> np.ndarray:
+def _predicted(path, algorithm: str, P: int, c, codec: str | None) -> np.ndarray:
+    """``c``: the replication, or a 2D/3D grid shape such as "2x1x2"."""
     block = read_block_row(path)
     A = normalize(block.adj, "gcn")
     shape = ModelShape(features=FEATURES, hidden=HIDDEN, classes=block.num_classes)
-    return predict_memory(algorithm, Layout(A, read_offsets(path)), P, c, shape,
-                          symmetric=(A != A.T).nnz == 0, codec=codec)["total"]
+    grid = parse_grid(c) if isinstance(c, str) else None
+    return predict_memory(algorithm, Layout(A, read_offsets(path)), P, 1 if grid else c, shape,
+                          symmetric=(A != A.T).nnz == 0, codec=codec, grid=grid)["total"]
 
 
-# one case per algorithm at P = 4, P = 2 for the change with P, and a codec; P = 8 and
-# oblivious15d are measured by bench/scale.py only (bench/results/scale.md), to hold the
-# suite's time
+# one case per algorithm at P = 4, P = 2 for the change with P, and a codec; the 2D/3D
+# families once each (SUMMA on a 2x2 grid, the sparse 3D with its fiber step); P = 8,
+# oblivious15d and the other grids are measured by bench/scale.py only
+# (bench/results/scale.md), to hold the suite's time
 CASES = [(2, "sparse1d", 1, None), (4, "sparse1d", 1, None),
          (4, "oblivious1d", 1, None), (4, "prepost1d", 1, None),
          (4, "featureparallel", 1, None), (4, "sparse15d", 2, None),
-         (4, "sparse1d", 1, "int4")]
+         (4, "sparse1d", 1, "int4"), (4, "oblivious2d", "2x2", None),
+         (4, "sparse3d", "2x1x2", None)]
 
 
 @pytest.mark.slow
@@ -94,7 +99,7 @@ def test_model_matches_measured_training_peak(P, algorithm, c, codec, csbm_files
     Measured at n = 200,000, f = 128 (bench/results/scale.md): 0.96-1.08 for every
     algorithm at P = 2, 4, 8. The int4 codec is lossy, so the backward keeps its own
     exchange and the transposed CSRs: the non-symmetric half of the model."""
-    path = csbm_files[P // c]
+    path = csbm_files[P if isinstance(c, str) else P // c]
     extra = [str(HIDDEN)] + ([codec] if codec else [])
     r = run_mpi_json(P, "memory_train.py", tmp_path, str(path), algorithm, str(c), *extra,
                      env=MEASURE_ENV)

@@ -59,7 +59,9 @@ class Summa:
         self.nnz = nnz                               # of every stage's tile
         self.held = {k: (m.indptr.astype(np.int64), m.indices.astype(np.int32),
                          m.data.astype(np.float64)) for k, m in held.items()}
-        self.packed: dict[tuple[int, str], np.ndarray] = {}
+        self.packed: dict[int, np.ndarray] = {}   # my tiles as sent, in one dtype at a time
+        self.packed_dtype: np.dtype | None = None
+        self.received = np.zeros(0, dtype=np.uint8)  # a tile received: grows, never shrinks
         self.buffers = BufferPool()
         self.max_inner = max(u.size for u in tiles.inner)
 
@@ -69,14 +71,16 @@ class Summa:
 
     # ---------------------------------------------------------------- tiles of A
     def _pack(self, k: int, dtype) -> np.ndarray:
-        """My tile of stage k as bytes: rows, columns (int32), values (dtype); built once."""
-        key = (k, np.dtype(dtype).str)
-        if key not in self.packed:
+        """My tile of stage k as bytes: rows, columns (int32), values (dtype); built once per
+        dtype (a call in another dtype, such as the float64 symmetry probe, rebuilds them)."""
+        if self.packed_dtype != np.dtype(dtype):
+            self.packed, self.packed_dtype = {}, np.dtype(dtype)
+        if k not in self.packed:
             indptr, indices, data = self.held[k]
             rows = np.repeat(np.arange(indptr.size - 1, dtype=np.int32), np.diff(indptr))
-            self.packed[key] = np.concatenate([rows.view(np.uint8), indices.view(np.uint8),
-                                               data.astype(dtype).view(np.uint8)])
-        return self.packed[key]
+            self.packed[k] = np.concatenate([rows.view(np.uint8), indices.view(np.uint8),
+                                             data.astype(dtype).view(np.uint8)])
+        return self.packed[k]
 
     def _tile(self, k: int, dtype):
         """Stage k's tile (indptr, indices, values) on every rank of my process row: the
@@ -87,17 +91,20 @@ class Summa:
         mine = self.across_row.Get_rank() == root
         if nbytes == 0:
             return None
-        buf = self._pack(k, dtype) if mine else self.buffers.get("tile", (nbytes,), np.uint8)
+        if not mine and self.received.size < nbytes:
+            self.received = np.empty(int(self.nnz.max()) * (INDEX_BYTES + dtype.itemsize),
+                                     dtype=np.uint8)
+        buf = self._pack(k, dtype) if mine else self.received[:nbytes]
         with self.stats.timing("seconds_exchange"):
             self.across_row.Bcast([buf, MPI.BYTE], root=root)
         count_stage(self.stats, self.pc, mine, nbytes, into_root=False)
-        if mine:
-            indptr, indices, data = self.held[k]
-            return indptr, indices, data.astype(dtype, copy=False)
         n = int(self.nnz[k])
-        rows = buf[:4 * n].view(np.int32)
-        indptr = np.zeros(self.t.rows.size + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=self.t.rows.size), out=indptr[1:])
+        if mine:
+            indptr = self.held[k][0]
+        else:
+            indptr = np.zeros(self.t.rows.size + 1, dtype=np.int64)
+            np.cumsum(np.bincount(buf[:4 * n].view(np.int32), minlength=self.t.rows.size),
+                      out=indptr[1:])
         return indptr, buf[4 * n:8 * n].view(np.int32), buf[8 * n:].view(dtype)
 
     # ---------------------------------------------------------------- layouts
@@ -117,7 +124,13 @@ class Summa:
         """My rows (all features) -> H[U_il, F_j] (rows of process row i in my layer)."""
         j = self.t.j
         fj = int(bounds[j + 1] - bounds[j])
-        send = np.concatenate([x[:, bounds[q]:bounds[q + 1]].ravel() for q in range(self.pc)])
+        n, widths = x.shape[0], np.diff(bounds)
+        send = self.buffers.get("send", (x.size,), x.dtype)
+        start = 0
+        for q in range(self.pc):   # feature block q of my rows, for rank (i, q, l)
+            w = int(widths[q])
+            send[start:start + n * w].reshape(n, w)[...] = x[:, bounds[q]:bounds[q + 1]]
+            start += n * w
         sizes = np.diff(rows.offsets)
         block = self.buffers.get("block", (rows.size, fj), x.dtype)
         self._convert(send, x.shape[0] * np.diff(bounds), block, sizes * fj)

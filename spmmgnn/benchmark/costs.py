@@ -73,28 +73,25 @@ def cached_layout(layouts: dict[int, Layout], A, k: int, partitioner: str, seed:
 
 def predict_all(A, Ps: list[int], cs: list[int], algorithms: list[str], f: int,
                 itemsize: int, m: Machine, spmms_per_epoch: int, partitioner: str = "none",
-                seed: int = 0, log=None, layouts: dict[int, Layout] | None = None
-                ) -> list[dict]:
-    """Predictions for every runnable (P, c, algorithm): one dict each. ``layouts`` (by k)
-    is filled and reused when given."""
-    from .volumes import ONE_D
+                seed: int = 0, log=None, layouts: dict[int, Layout] | None = None,
+                grids: list | None = None) -> list[dict]:
+    """Predictions for every runnable (P, c or grid shape, algorithm): one dict each
+    (``grid``: the 2D/3D shape, else None). ``layouts`` (by k) is filled and reused when
+    given; ``grids``: the 2D/3D shapes to model (default: closest to a square / cube)."""
+    from ..grid import format_shape
+    from .volumes import grid_points
 
     layouts = {} if layouts is None else layouts
     rows = []
     for P in Ps:
-        for c in cs:
-            if P % c or c > P:
-                continue
-            k = P // c
-            cached_layout(layouts, A, k, partitioner, seed, log)
-            for algo in algorithms:
-                if c > 1 and algo in ONE_D:
-                    continue
-                vol = predict(algo, layouts[k], P, c, f, itemsize)
-                t = spmm_time(algo, layouts[k], vol, P, c, f, itemsize, m)
-                rows.append(dict(P=P, c=c, algorithm=algo, f=f, **t,
-                                 epoch_seconds=spmms_per_epoch * t["seconds"]))
-    return rows
+        for algo in algorithms:
+            for c, shape in grid_points(algo, P, cs, grids):
+                layout = cached_layout(layouts, A, P // c, partitioner, seed, log)
+                vol = predict(algo, layout, P, c, f, itemsize, shape=shape)
+                t = spmm_time(algo, layout, vol, P, c, f, itemsize, m)
+                rows.append(dict(P=P, c=c, grid=shape and format_shape(shape), algorithm=algo,
+                                 f=f, **t, epoch_seconds=spmms_per_epoch * t["seconds"]))
+    return sorted(rows, key=lambda r: (r["P"], r["c"]))
 
 
 def delayed_rows(A, Ps: list[int], r: int, f: int, itemsize: int, m: Machine, layers: int,
@@ -134,7 +131,8 @@ def crossovers(rows: list[dict]) -> list[str]:
     out = []
     for c in sorted({r["c"] for r in rows}):
         sel = {(r["P"], r["algorithm"]): r["seconds"] for r in rows if r["c"] == c}
-        pairs = [("sparse1d", "oblivious1d")] if c == 1 else []
+        pairs = [("sparse1d", "oblivious1d"), ("sparse2d", "oblivious2d"),
+                 ("sparse3d", "oblivious3d")] if c == 1 else []
         pairs.append(("sparse15d", "oblivious15d"))
         for sparse, obl in pairs:
             Ps = sorted(P for P, a in sel if a == sparse and (P, obl) in sel)
@@ -151,7 +149,7 @@ def crossovers(rows: list[dict]) -> list[str]:
                 out.append(f"c={c}: {sparse} beats {obl} only at P in {wins} of {Ps}")
     for P in sorted({r["P"] for r in rows}):
         best = min((r for r in rows if r["P"] == P), key=lambda r: r["seconds"])
-        out.append(f"P={P}: best {best['algorithm']} c={best['c']} "
+        out.append(f"P={P}: best {best['algorithm']} {best.get('grid') or 'c=' + str(best['c'])} "
                    f"({best['epoch_seconds'] * 1e3:.2f} ms/epoch)")
     return out
 

@@ -39,7 +39,7 @@ from ..codecs import CastCodec, get_codec
 from ..errors import SpmmgnnError
 from ..nn.layers import aggregate_first, aggregation_chunk, trained_widths
 from ..stages import stage_ranges
-from .volumes import CODEC_ALGORITHMS, ONE_D, Layout, predict
+from .volumes import CODEC_ALGORITHMS, Layout, predict
 
 COMPONENTS = ("matrix", "halo", "buffers", "codec", "features", "activations", "gradients",
               "parameters", "optimizer")
@@ -97,7 +97,8 @@ def _rows_of(layout: Layout, P: int, c: int) -> tuple[np.ndarray, np.ndarray, np
 class Held:
     """What an operator stores per rank, and the rows of each of its pooled buffers.
 
-    A buffer's ``kind`` says what it holds at width w: ``dense`` w values per row always;
+    A buffer's ``kind`` says what it holds at width w (or at the rank's share of w columns
+    split over pc, for SUMMA's feature blocks): ``dense`` w values per row always;
     ``wire_out`` the packed rows sent (encoded by a codec); ``wire_in`` the encoded rows
     received (none without a codec: rows land in the ghost buffer); ``back_in`` /
     ``back_out`` the reduce of ``matmul_t`` (partial sums received; a codec's encoded
@@ -106,54 +107,143 @@ class Held:
 
     matrix: np.ndarray
     halo: np.ndarray
-    buffers: list[tuple[np.ndarray, str]]
+    buffers: list[tuple]           # (rows, kind) or (rows, kind, (pc, j)): w / pc columns
+    fixed: np.ndarray | int = 0    # pooled bytes that do not depend on the width
 
 
 def _operator(algorithm: str, layout: Layout, P: int, c: int, itemsize: int,
-              symmetric: bool) -> Held:
+              symmetric: bool, shape=None) -> Held:
+    if algorithm not in HELD:
+        raise SpmmgnnError(f"no memory model for {algorithm!r}")
+    return HELD[algorithm](algorithm, layout, P, c, itemsize, symmetric, shape)
+
+
+def _sparse_held(algorithm: str, layout: Layout, P: int, c: int, itemsize: int,
+                 symmetric: bool, shape=None) -> Held:
+    """sparse1d, sparse15d, prepost1d: the diagonal and ghost blocks and one halo plan."""
     n = int(layout.offsets[-1])
     ib = _index_bytes(n)
     i, rows, stages = _rows_of(layout, P, c)
     N = layout.block_nnz()
     nnz = (N[i] * stages).sum(axis=1)
-    if algorithm in ("sparse1d", "sparse15d", "prepost1d"):
-        v = predict(algorithm, layout, P, c, 1, 1)
-        ghost, send = v.received.astype(np.int64), v.sent.astype(np.int64)
-        own = np.where(stages[np.arange(P), i], N[i, i], 0)
-        if algorithm == "prepost1d":
-            # diag, M_recv (rows x received: the cut non-zeros it multiplies plus one per
-            # pre-aggregated row) and M_send (sent x rows: about one per row it sends)
-            blocks = [(rows, own), (rows, nnz - own + ghost), (send, send)]
-            t_rows = [rows, ghost, rows]
-        else:
-            blocks = [(rows, own), (rows, nnz - own)]  # diag, ghost
-            t_rows = [rows, ghost]
-        matrix = sum(_csr(r, z, ib, itemsize) for r, z in blocks)
-        if not symmetric:  # the transposed CSRs matmul_t builds
-            matrix = matrix + sum(_csr(r, z, ib, itemsize)
-                                  for r, (_, z) in zip(t_rows, blocks, strict=True))
-        bufs = [(ghost, "dense"), (send, "wire_out"), (ghost, "wire_in"), (send, "back_in"),
-                (ghost, "back_out")]
-        if algorithm == "prepost1d":  # M_send X; matmul_t's partial sums and what returns
-            bufs += [(send, "dense"), (ghost, "back_dense"), (send, "back_dense")]
-        return Held(matrix, 8 * (ghost + send), bufs)
-    if algorithm in ("oblivious1d", "oblivious15d"):
-        sizes = layout.sizes.astype(np.int64)
-        # one CSR per block column of the rank's stages (and its transpose, sizes[q] rows)
-        matrix = (_csr(rows[:, None], N[i], ib, itemsize) * stages).sum(axis=1)
-        if not symmetric:
-            matrix = matrix + (_csr(sizes[None, :], N[i], ib, itemsize) * stages).sum(axis=1)
-        # the stage block's rows that are written: a block received (not the rank's own),
-        # or any block's partial sums in matmul_t (untouched pages are not resident)
-        touched = stages if not symmetric else stages & (np.arange(P // c)[None, :] != i[:, None])
-        stage = (sizes[None, :] * touched).max(axis=1, initial=0)
-        return Held(matrix, np.zeros(P, dtype=np.int64), [(stage, "dense")])
-    if algorithm == "featureparallel":
-        one = int(_csr(np.array(n), np.array(int(N.sum())), ib, itemsize))
-        # all of A; xc and zc hold all n rows of this rank's f / P columns
-        return Held(np.full(P, one * (1 if symmetric else 2)), np.zeros(P, dtype=np.int64),
-                    [(np.full(P, 2 * n // P), "dense"), (rows, "dense"), (rows, "dense")])
-    raise SpmmgnnError(f"no memory model for {algorithm!r}")
+    v = predict(algorithm, layout, P, c, 1, 1)
+    ghost, send = v.received.astype(np.int64), v.sent.astype(np.int64)
+    own = np.where(stages[np.arange(P), i], N[i, i], 0)
+    if algorithm == "prepost1d":
+        # diag, M_recv (rows x received: the cut non-zeros it multiplies plus one per
+        # pre-aggregated row) and M_send (sent x rows: about one per row it sends)
+        blocks = [(rows, own), (rows, nnz - own + ghost), (send, send)]
+        t_rows = [rows, ghost, rows]
+    else:
+        blocks = [(rows, own), (rows, nnz - own)]  # diag, ghost
+        t_rows = [rows, ghost]
+    matrix = sum(_csr(r, z, ib, itemsize) for r, z in blocks)
+    if not symmetric:  # the transposed CSRs matmul_t builds
+        matrix = matrix + sum(_csr(r, z, ib, itemsize)
+                              for r, (_, z) in zip(t_rows, blocks, strict=True))
+    bufs = [(ghost, "dense"), (send, "wire_out"), (ghost, "wire_in"), (send, "back_in"),
+            (ghost, "back_out")]
+    if algorithm == "prepost1d":  # M_send X; matmul_t's partial sums and what returns
+        bufs += [(send, "dense"), (ghost, "back_dense"), (send, "back_dense")]
+    return Held(matrix, 8 * (ghost + send), bufs)
+
+
+def _oblivious_held(algorithm: str, layout: Layout, P: int, c: int, itemsize: int,
+                    symmetric: bool, shape=None) -> Held:
+    """oblivious1d, oblivious15d: one CSR per block column of the stages, one stage block."""
+    ib = _index_bytes(int(layout.offsets[-1]))
+    i, rows, stages = _rows_of(layout, P, c)
+    N = layout.block_nnz()
+    sizes = layout.sizes.astype(np.int64)
+    # one CSR per block column of the rank's stages (and its transpose, sizes[q] rows)
+    matrix = (_csr(rows[:, None], N[i], ib, itemsize) * stages).sum(axis=1)
+    if not symmetric:
+        matrix = matrix + (_csr(sizes[None, :], N[i], ib, itemsize) * stages).sum(axis=1)
+    # the stage block's rows that are written: a block received (not the rank's own),
+    # or any block's partial sums in matmul_t (untouched pages are not resident)
+    touched = stages if not symmetric else stages & (np.arange(P // c)[None, :] != i[:, None])
+    stage = (sizes[None, :] * touched).max(axis=1, initial=0)
+    return Held(matrix, np.zeros(P, dtype=np.int64), [(stage, "dense")])
+
+
+def _featureparallel_held(algorithm: str, layout: Layout, P: int, c: int, itemsize: int,
+                          symmetric: bool, shape=None) -> Held:
+    """featureparallel: all of A; xc and zc hold all n rows of this rank's f / P columns."""
+    n = int(layout.offsets[-1])
+    ib = _index_bytes(n)
+    _, rows, _ = _rows_of(layout, P, c)
+    one = int(_csr(np.array(n), np.array(int(layout.A.nnz)), ib, itemsize))
+    return Held(np.full(P, one * (1 if symmetric else 2)), np.zeros(P, dtype=np.int64),
+                [(np.full(P, 2 * n // P), "dense"), (rows, "dense"), (rows, "dense")])
+
+
+def _grid_sparse_held(algorithm: str, layout: Layout, P: int, c: int, itemsize: int,
+                      symmetric: bool, shape=None) -> Held:
+    """sparse2d, sparse3d: the tile in four blocks (own / ghost rows x own / ghost columns)
+    and the expand, fold (and fiber) plans, each a halo plan with its buffers. The fold's
+    reduce runs in the forward, its bcast in the backward (the expand's the other way)."""
+    from .volumes import GRID_ALGORITHMS, _expand_fold_rows, grid_shape
+
+    shape3 = grid_shape(P, shape, GRID_ALGORITHMS[algorithm])
+    ib = _index_bytes(int(layout.offsets[-1]))
+    steps, nnz = _expand_fold_rows(layout, shape3)
+    (s_c, g_c, _, _), (g_r, s_r, _, _) = steps[0], steps[1]
+    fiber = layout.sizes.reshape(-1, shape3[2]).sum(axis=1).repeat(shape3[2])  # own rows
+    n_c = layout.sizes.astype(np.int64)
+    pointers = 8 * (2 * (fiber + 1) + 2 * (g_r + 1))
+    matrix = pointers + nnz * (ib + 8 + (itemsize if itemsize != 8 else 0))
+    if not symmetric:
+        matrix = matrix + 8 * (2 * (n_c + 1) + 2 * (g_c + 1)) + \
+            nnz * (ib + 8 + (itemsize if itemsize != 8 else 0))
+    bufs = [(g_c, "dense"), (s_c, "wire_out"), (g_c, "wire_in"),              # expand
+            (g_c, "back_dense"), (s_c, "back_in"), (g_c, "back_out"),
+            (g_r, "dense"), (s_r, "wire_out"), (g_r, "wire_in"),              # fold
+            (g_r, "back_dense"), (s_r, "back_in"), (g_r, "back_out")]
+    halo = 8 * (g_c + s_c + g_r + s_r)
+    if len(steps) > 2:                                                        # fiber
+        g_f, s_f = steps[2][0], steps[2][1]
+        bufs += [(fiber, "dense"), (g_f, "dense"), (s_f, "wire_out"), (g_f, "wire_in"),
+                 (g_f, "back_dense"), (s_f, "back_in"), (g_f, "back_out")]
+        halo = halo + 8 * (g_f + s_f)
+    return Held(matrix, halo, bufs)
+
+
+def _summa_held(algorithm: str, layout: Layout, P: int, c: int, itemsize: int,
+                symmetric: bool, shape=None) -> Held:
+    """oblivious2d, oblivious3d (``summa.py``): the tiles it holds (CSR pointers, int32
+    indices, float64 values, and the packed COO it broadcasts); the largest tile it
+    receives; per width, its feature block's dense block, partial result and stage block
+    (3D: the layer's share, and the backward's gathered rows), and the received rows."""
+    from .volumes import GRID_ALGORITHMS, grid_shape
+
+    pr, pc, pl = grid_shape(P, shape, GRID_ALGORITHMS[algorithm])
+    r = np.arange(P)
+    i, j, l = (r // pl) // pc, (r // pl) % pc, r % pl
+    U = layout.sizes.astype(np.int64).reshape(pr, pc, pl).sum(axis=1)    # U[i, l]
+    V = U.sum(axis=1)[i]
+    tiles = np.zeros((pr, pr, pl), dtype=np.int64)
+    np.add.at(tiles, (i[:, None], i[None, :], l[None, :]), layout.block_nnz())
+    held = (np.arange(pr)[None, :] % pc) == j[:, None]                     # [rank, k]
+    mine = tiles[i, :, l]                                                   # [rank, k]
+    matrix = (held * (8 * (V[:, None] + 1) + mine * (4 + 8 + 8 + itemsize))).sum(axis=1)
+    # the received-tile buffer grows to the largest tile of the stages it does not hold, as
+    # large as the float64 symmetry probe made it (8-byte index pair + 8-byte value)
+    largest = np.where(held.all(axis=1), 0, mine.max(axis=1))
+    received = largest * 16
+    block, inner, cols = U[i, l], U[:, l].max(axis=0), (pc, j)
+    bufs = [(block, "dense", cols), (V, "dense", cols), (inner, "dense", cols),
+            (layout.sizes.astype(np.int64), "dense"), (layout.sizes.astype(np.int64), "dense"),
+            (block, "back_dense", cols)]   # my rows twice: packed to send, received
+    if pl > 1:
+        bufs += [(block, "dense", cols), (V, "back_dense", cols)]
+    return Held(matrix, np.zeros(P, dtype=np.int64), bufs, fixed=received)
+
+
+HELD = {"sparse1d": _sparse_held, "sparse15d": _sparse_held, "prepost1d": _sparse_held,
+        "oblivious1d": _oblivious_held, "oblivious15d": _oblivious_held,
+        "featureparallel": _featureparallel_held, "sparse2d": _grid_sparse_held,
+        "sparse3d": _grid_sparse_held, "oblivious2d": _summa_held,
+        "oblivious3d": _summa_held}
 
 
 def _buffer_bytes(held: Held, w: int, itemsize: int, backward: bool, fwd,
@@ -161,9 +251,13 @@ def _buffer_bytes(held: Held, w: int, itemsize: int, backward: bool, fwd,
     """(rows of w values, a codec's encoded rows) of the operator's pooled buffers at
     width w."""
     dense, coded = 0, 0
-    for rows, kind in held.buffers:
+    for rows, kind, *split in held.buffers:
         codec = bwd if kind.startswith("back") else fwd
-        values = rows * w * itemsize
+        cols = w
+        if split:
+            pc, j = split[0]
+            cols = w // pc + (j < w % pc)
+        values = rows * cols * itemsize
         if kind == "dense" or (kind == "back_dense" and backward):
             dense = dense + values
         elif kind == "wire_out" or (kind == "back_in" and backward):
@@ -185,19 +279,23 @@ def _wire(codec, itemsize: int):
 
 def predict_memory(algorithm: str, layout: Layout, P: int, c: int, shape: ModelShape,
                    symmetric: bool = True, codec: str | None = None,
-                   codec_backward: str | None = "same") -> dict[str, np.ndarray]:
-    """Per-rank bytes of each component (``COMPONENTS``) and their ``total``."""
+                   codec_backward: str | None = "same",
+                   grid: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:
+    """Per-rank bytes of each component (``COMPONENTS``) and their ``total``; ``grid``: the
+    shape of a 2D/3D algorithm's grid (None: the factors of P closest to a square / cube)."""
     if P % c or layout.k != P // c:
         raise SpmmgnnError(f"the partition has {layout.k} blocks; P/c = {P // c} expected")
     s = shape.itemsize
     symmetric = symmetric and codec in (None, "none")  # a codec keeps A^T y's own exchange
-    held = _operator(algorithm, layout, P, c, s, symmetric)
+    held = _operator(algorithm, layout, P, c, s, symmetric, grid)
     fwd = _wire(get_codec(codec), s)
     bwd = fwd if codec_backward == "same" else _wire(get_codec(codec_backward), s)
     widths: dict[int, bool] = {}  # the pool keys buffers by width: one set per width
     for w, backward in shape.spmm_widths(codec=codec not in (None, "none")):
         widths[w] = widths.get(w, False) or (backward and not symmetric)
-    buffers = codec_bytes = 0
+    # the symmetry probe's float64 A x and A^T x of 2 columns keep their own buffers
+    buffers, _ = _buffer_bytes(held, 2, 8, True, None, None)
+    buffers, codec_bytes = buffers + held.fixed, 0
     for w, backward in widths.items():
         dense, coded = _buffer_bytes(held, w, s, backward, fwd, bwd)
         buffers, codec_bytes = buffers + dense, codec_bytes + coded
@@ -225,40 +323,41 @@ def predict_memory(algorithm: str, layout: Layout, P: int, c: int, shape: ModelS
 
 def memory_rows(A, Ps: list[int], cs: list[int], algorithms: list[str], shape: ModelShape,
                 partitioner: str = "none", codec: str | None = None,
-                layouts: dict[int, Layout] | None = None) -> list[dict]:
+                layouts: dict[int, Layout] | None = None,
+                grids: list | None = None) -> list[dict]:
     """The largest rank's bytes per component for every runnable (P, c, algorithm) of the
     normalized ``A`` (square; its symmetry decides whether transposes are kept)."""
+    from ..grid import format_shape
     from .costs import cached_layout
+    from .volumes import grid_points
 
     layouts = {} if layouts is None else layouts
     symmetric = (A != A.T).nnz == 0
     rows = []
     for P in Ps:
-        for c in cs:
-            if P % c or c > P:
-                continue
-            layout = cached_layout(layouts, A, P // c, partitioner, 0)
-            for algo in algorithms:
-                if c > 1 and algo in ONE_D:
-                    continue
+        for algo in algorithms:
+            for c, grid in grid_points(algo, P, cs, grids):
+                layout = cached_layout(layouts, A, P // c, partitioner, 0)
                 m = predict_memory(algo, layout, P, c, shape, symmetric,
-                                   codec if algo in CODEC_ALGORITHMS else None)
+                                   codec if algo in CODEC_ALGORITHMS else None, grid=grid)
                 r = int(np.argmax(m["total"]))
-                rows.append(dict(P=P, c=c, algorithm=algo, rank=r, symmetric=bool(symmetric),
+                rows.append(dict(P=P, c=c, grid=grid and format_shape(grid), algorithm=algo,
+                                 rank=r, symmetric=bool(symmetric),
                                  **{k: int(v[r]) for k, v in m.items()},
                                  min_total=int(m["total"].min())))
-    return rows
+    return sorted(rows, key=lambda r: (r["P"], r["c"]))
 
 
 def format_memory(rows: list[dict]) -> str:
     """The table ``spmmgnn model --memory`` prints (MiB, the largest rank)."""
     width = {k: max(len(k), 7) for k in COMPONENTS}
-    head = (f"{'P':>5} {'c':>3} {'algorithm':>15} " + " ".join(f"{k:>{width[k]}}" for k in
-                                                              COMPONENTS)
+    head = (f"{'P':>5} {'grid':>7} {'algorithm':>15} " + " ".join(f"{k:>{width[k]}}" for k in
+                                                                  COMPONENTS)
             + f" {'total':>9} {'smallest':>9}")
     lines = [head]
     for r in rows:
-        lines.append(f"{r['P']:>5} {r['c']:>3} {r['algorithm']:>15} "
+        lines.append(f"{r['P']:>5} {r.get('grid') or 'c=' + str(r['c']):>7} "
+                     f"{r['algorithm']:>15} "
                      + " ".join(f"{r[k] / 2**20:>{width[k]}.1f}" for k in COMPONENTS)
                      + f" {r['total'] / 2**20:>9.1f} {r['min_total'] / 2**20:>9.1f}")
     return "\n".join(lines)

@@ -15,10 +15,9 @@ import hashlib
 import itertools
 import json
 from dataclasses import asdict, dataclass, field, fields
-from math import prod
 
 from ..errors import SpmmgnnError
-from ..grid import format_shape, near_square, parse_grid
+from ..grid import format_shape, parse_grid
 
 MODES = ("spmm", "train")
 LIST_KEYS = ("graphs", "modes", "algorithms", "replication", "partitioners", "codecs",
@@ -110,29 +109,18 @@ class SweepConfig:
         return self
 
 
-def grids_of(cfg: SweepConfig, algo: str, P: int) -> list[tuple[int, str | None]]:
-    """(c, grid shape) of every grid ``algo`` runs on at P ranks in this sweep."""
-    from .volumes import GRID_ALGORITHMS, ONE_D
-
-    ndim = GRID_ALGORITHMS.get(algo)
-    if ndim is None:
-        return [(int(c), None) for c in cfg.replication
-                if P % int(c) == 0 and (int(c) == 1 or algo not in ONE_D)]
-    shapes = [parse_grid(g) for g in cfg.grids] or [near_square(P, ndim)]
-    return [(1, format_shape(s)) for s in shapes if len(s) == ndim and prod(s) == P]
-
-
 def runs(cfg: SweepConfig, P: int) -> list[dict]:
     """Every runnable configuration of the sweep at P ranks, in a stable order."""
-    from .volumes import CODEC_ALGORITHMS
+    from .volumes import CODEC_ALGORITHMS, grid_points
 
     out = []
     for graph, mode, algo, part, codec, f in itertools.product(
             cfg.graphs, cfg.modes, cfg.algorithms, cfg.partitioners, cfg.codecs, cfg.features):
         if codec != "none" and algo not in CODEC_ALGORITHMS:
             continue
-        for c, shape in grids_of(cfg, algo, P):
-            out.append(_run(cfg, graph, mode, algo, P, c, shape, part, codec, f))
+        for c, shape in grid_points(algo, P, cfg.replication, cfg.grids):
+            out.append(_run(cfg, graph, mode, algo, P, c, shape and format_shape(shape), part,
+                            codec, f))
     return out
 
 

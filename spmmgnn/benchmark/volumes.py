@@ -427,7 +427,9 @@ def summa_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
     phases.append(Phase("to rows", const * (pc - 1), np.maximum(conv_a, conv_b)))
     return Volumes(sent=sent, received=received, sent_t=sent_t, received_t=received_t,
                    allreduce=np.zeros(P, dtype=np.int64),
-                   nnz=tiles[i, :, l].sum(axis=1),
+                   # every stage's tile times the rank's f_j of the f columns (as
+                   # featureparallel's work): nnz x f / P on an even split
+                   nnz=np.rint(tiles[i, :, l].sum(axis=1) * fj / max(f, 1)).astype(np.int64),
                    messages=sum(p.latency for p in phases), phases=phases)
 
 
@@ -463,6 +465,25 @@ ONE_D = {name for name, cls in ALGORITHMS.items() if "1.5d" not in cls.grid_kind
 GRID_ALGORITHMS = {name: ndim for name, cls in ALGORITHMS.items()
                    for ndim, kind in ((2, "2d"), (3, "3d")) if kind in cls.grid_kinds}
 CODEC_ALGORITHMS = {name for name, cls in ALGORITHMS.items() if cls.takes_codecs}
+
+
+def grid_points(algorithm: str, P: int, replication: list[int],
+                shapes: list | None = None) -> list[tuple[int, tuple[int, ...] | None]]:
+    """(c, grid shape) of every grid ``algorithm`` runs on at P ranks: the values of c that
+    divide P (1D and 1.5D; c = 1 only for a 1D algorithm), or the 2D/3D ``shapes`` of its
+    dimension whose product is P (none given: the factors of P closest to a square or
+    cube). Sweeps, the time model and the memory model enumerate their points with it."""
+    from ..grid import near_square, parse_grid
+
+    ndim = GRID_ALGORITHMS.get(algorithm)
+    if ndim is None:
+        return [(int(c), None) for c in replication
+                if int(c) <= P and P % int(c) == 0 and (int(c) == 1 or algorithm not in ONE_D)]
+    given = [parse_grid(s) if isinstance(s, str) else tuple(s) for s in shapes or []]
+    mine = [s for s in given if len(s) == ndim]
+    if not mine:
+        return [(1, near_square(P, ndim))]
+    return [(1, s) for s in mine if int(np.prod(s)) == P]
 
 
 def register_volume(name: str, fn: VolumeFn, one_dimensional: bool = False,

@@ -22,6 +22,7 @@ from mpi4py import MPI
 
 from ..atomic import check_writable
 from ..errors import SpmmgnnError, check_on_root
+from . import grid_arg
 
 
 def add_parser(sub) -> None:
@@ -32,7 +33,10 @@ def add_parser(sub) -> None:
     p.add_argument("graph", help="a graph spec (rmat:scale=..., random:..., csbm:...) or file")
     p.add_argument("--P", dest="P", nargs="+", type=int, default=[4, 16, 64, 256, 1024])
     p.add_argument("--c", dest="c", nargs="+", type=int, default=[1, 2, 4, 8],
-                   help="replication factors to model")
+                   help="replication factors to model (1D and 1.5D algorithms)")
+    p.add_argument("--grid", dest="grids", nargs="+", type=grid_arg, metavar="PRxPC[xPL]",
+                   help="2D/3D grid shapes to model (those whose product is a --P; default: "
+                        "at each P the factors closest to a square or cube)")
     p.add_argument("--algorithm", dest="algorithms", nargs="+",
                    help="default: every algorithm with a volume model")
     p.add_argument("--alpha", type=float, help="latency in seconds per message")
@@ -150,7 +154,8 @@ def _memory(args) -> dict:
           f"GCN {' -> '.join(map(str, shape.widths))}, {args.dtype}, codec "
           f"{args.codec or 'none'}, partitioner {args.partitioner}; MiB on the largest rank "
           "(the interpreter and libraries not counted)", flush=True)
-    rows = memory_rows(A, args.P, args.c, algorithms, shape, args.partitioner, args.codec)
+    rows = memory_rows(A, args.P, args.c, algorithms, shape, args.partitioner, args.codec,
+                       grids=args.grids)
     print(format_memory(rows), flush=True)
     out = dict(graph=args.graph, n=int(A.shape[0]), nnz=int(A.nnz), widths=shape.widths,
                dtype=args.dtype, codec=args.codec, partitioner=args.partitioner,
@@ -189,7 +194,8 @@ def _work(args) -> dict:
           f"f={args.features}, epoch = {2 * args.layers} SpMMs", flush=True)
     layouts: dict = {}
     rows = costs.predict_all(A, args.P, args.c, algorithms, args.features, itemsize, m,
-                       2 * args.layers, args.partitioner, layouts=layouts)
+                             2 * args.layers, args.partitioner, layouts=layouts,
+                             grids=args.grids)
     notes = costs.crossovers(rows)
     if args.staleness:
         stale = costs.delayed_rows(A, args.P, args.staleness, args.features, itemsize, m,
@@ -197,10 +203,11 @@ def _work(args) -> dict:
                              layouts=layouts)
         notes += costs.delayed_notes(rows, stale)
         rows += stale
-    print(f"{'P':>5} {'c':>3} {'algorithm':>13} {'max MB sent':>12} {'avg MB':>9} "
+    print(f"{'P':>5} {'grid':>7} {'algorithm':>13} {'max MB sent':>12} {'avg MB':>9} "
           f"{'local ms':>9} {'exch ms':>9} {'allred ms':>9} {'SpMM ms':>9} {'epoch ms':>9}")
     for r in rows:
-        print(f"{r['P']:>5} {r['c']:>3} {r['algorithm']:>13} {r['max_bytes_sent'] / 1e6:>12.3f}"
+        print(f"{r['P']:>5} {r.get('grid') or 'c=' + str(r['c']):>7} {r['algorithm']:>13} "
+              f"{r['max_bytes_sent'] / 1e6:>12.3f}"
               f" {r['avg_bytes_sent'] / 1e6:>9.3f} {r['local'] * 1e3:>9.3f} "
               f"{r['exchange'] * 1e3:>9.3f} {r['allreduce'] * 1e3:>9.3f} "
               f"{r['seconds'] * 1e3:>9.3f} {r['epoch_seconds'] * 1e3:>9.2f}")
@@ -226,11 +233,13 @@ def _plot(rows: list[dict], args, path: str) -> None:
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for key in sorted({(r["algorithm"], r["c"]) for r in rows}):
-        pts = sorted((r["P"], r["epoch_seconds"] * 1e3) for r in rows
-                     if (r["algorithm"], r["c"]) == key)
-        ax.plot([p for p, _ in pts], [t for _, t in pts], marker="o",
-                label=f"{key[0]} c={key[1]}")
+    lines: dict[str, list] = {}   # per algorithm and c (2D/3D: the shape varies with P)
+    for r in rows:
+        name = r["algorithm"] if r.get("grid") else f"{r['algorithm']} c={r['c']}"
+        lines.setdefault(name, []).append((r["P"], r["epoch_seconds"] * 1e3))
+    for name, pts in sorted(lines.items()):
+        pts.sort()
+        ax.plot([p for p, _ in pts], [t for _, t in pts], marker="o", label=name)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set(xlabel="P (MPI ranks)", ylabel=f"predicted ms per epoch ({2 * args.layers} SpMMs)",

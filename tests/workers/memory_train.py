@@ -2,6 +2,7 @@
 kernel's high-water mark of resident memory above the rank's baseline.
 
 Usage: mpiexec -n P python memory_train.py OUT.json GRAPH.h5 ALGORITHM C [HIDDEN [CODEC]]
+(C: the replication c, or a 2D/3D grid shape such as 2x2)
 
 A first pass (load, build the trainer, two training steps) does the imports, loads the numba
 kernels and touches MPI's shared-memory buffers; everything is then freed. The second pass
@@ -24,13 +25,14 @@ import warnings
 from mpi4py import MPI
 
 from spmmgnn import ProcessGrid
+from spmmgnn.grid import parse_grid
 from spmmgnn.training import TrainConfig, Trainer, load_h5_distributed
 
 comm = MPI.COMM_WORLD
-path, algorithm, c = sys.argv[2], sys.argv[3], int(sys.argv[4])
+path, algorithm, c = sys.argv[2], sys.argv[3], sys.argv[4]
 hidden = int(sys.argv[5]) if len(sys.argv) > 5 else 64
 options = dict(codec=sys.argv[6]) if len(sys.argv) > 6 else {}
-grid = ProcessGrid(comm, c)
+grid = ProcessGrid(comm, shape=parse_grid(c)) if "x" in c else ProcessGrid(comm, int(c))
 
 
 def status(key: str) -> int:
