@@ -181,7 +181,7 @@ def test_report_writes_every_plot(tmp_path):
     md = (tmp_path / "rep" / "summary.md").read_text()
     assert "alpha = 2.00 us" in md and "kahypar is not installed" in md
     # P=4 sparse1d, no codec, metis-vol: sent 1000..4000 bytes: max 0.004 MB, avg 0.0025
-    assert "| spmm | sparse1d | 4 | 1 | metis-vol | none | 8 | 4.00 |" in md
+    assert "| spmm | sparse1d | 4 | c=1 | metis-vol | none | 8 | 4.00 |" in md
     assert "| 0.004 | 0.003 | 1.60 |" in md
     assert "![codecs](random_n_100/codecs.png)" in md  # the links follow the folders
 

@@ -25,6 +25,7 @@ from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 
 from ..algorithms import ALGORITHMS
 from ..algorithms.vertex_cover import min_vertex_cover
@@ -34,6 +35,69 @@ from ..layout import resolve_partition
 from ..stages import stage_ranges
 
 
+@njit(cache=True, nogil=True)
+def _pair_volume(indptr, indices, part, k):
+    """``V[i, q]`` of ``Layout.pair_volume`` in one pass over the CSR: the rows of block i
+    are contiguous, so a column seen last by block i is marked with i (no sort)."""
+    V = np.zeros((k, k), dtype=np.int64)
+    seen = np.full(part.size, -1, dtype=np.int64)
+    for u in range(indptr.size - 1):
+        i = part[u]
+        for t in range(indptr[u], indptr[u + 1]):
+            v = indices[t]
+            if seen[v] != i:
+                seen[v] = i
+                q = part[v]
+                if q != i:
+                    V[i, q] += 1
+    return V
+
+
+@njit(cache=True, nogil=True)
+def _grid_rows(indptr, indices, part, pc, pl, P):
+    """The rows each step of sparse2d/sparse3d moves, in one pass over the CSR (see
+    ``_expand_fold_rows``): ``rows[s, 0/1, r]`` sent / received by rank r in step s
+    (expand, fold, fiber), ``pairs[s]`` the (sender, receiver) pairs that carry any, and
+    the non-zeros of every tile. Distinct pairs are found with markers (no sort): the
+    rows of process row i are contiguous, so a column last claimed by process row i is
+    marked i; a tile or layer last claimed by row u is marked u."""
+    rows = np.zeros((3, 2, P), dtype=np.int64)
+    pairs = np.zeros((3, P, P), dtype=np.uint8)
+    nnz = np.zeros(P, dtype=np.int64)
+    seen_col = np.full(part.size, -1, dtype=np.int64)
+    seen_tile = np.full(P, -1, dtype=np.int64)
+    seen_layer = np.full(pl, -1, dtype=np.int64)
+    for u in range(indptr.size - 1):
+        pu = part[u]
+        iu, ju, lu = pu // (pc * pl), (pu // pl) % pc, pu % pl
+        for t in range(indptr[u], indptr[u + 1]):
+            v = indices[t]
+            pv = part[v]
+            jv, lv = (pv // pl) % pc, pv % pl
+            tile = (iu * pc + jv) * pl + lv
+            nnz[tile] += 1
+            if seen_col[v] != iu:          # expand: X row v to the tile, once per tile
+                seen_col[v] = iu
+                if tile != pv:
+                    rows[0, 0, pv] += 1
+                    rows[0, 1, tile] += 1
+                    pairs[0, pv, tile] = 1
+            if seen_tile[tile] != u:       # fold: the tile's partial row u, once
+                seen_tile[tile] = u
+                if jv != ju:
+                    m = (iu * pc + ju) * pl + lv
+                    rows[1, 0, tile] += 1
+                    rows[1, 1, m] += 1
+                    pairs[1, tile, m] = 1
+            if lv != lu and seen_layer[lv] != u:   # fiber: layer lv's partial row u, once
+                seen_layer[lv] = u
+                g = (iu * pc + ju) * pl + lv
+                rows[2, 0, g] += 1
+                rows[2, 1, pu] += 1
+                pairs[2, g, pu] = 1
+    return rows, pairs, nnz
+
+
 @dataclass
 class Layout:
     """The matrix the SpMM applies, relabelled so block rows are contiguous, and its blocks."""
@@ -41,6 +105,7 @@ class Layout:
     A: sp.csr_array           # n x n, rows/columns in the relabelled order
     offsets: np.ndarray       # k + 1 block-row boundaries
     _pairs: np.ndarray | None = field(default=None, repr=False)
+    _parts: np.ndarray | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, A, partition=None, k: int = 1) -> Layout:
@@ -75,16 +140,14 @@ class Layout:
         """``V[i, q]``: distinct columns of block q with a non-zero in block row i (i != q;
         the diagonal is 0). Row i needs exactly these rows of X from block q."""
         if self._pairs is None:
-            k = self.k
-            rb = self.row_blocks()
-            cols = self.A.indices.astype(np.int64)
-            cb = self.block_of(cols)
-            off = rb != cb
-            keys = np.unique(cols[off] * k + rb[off])
-            i, c = keys % k, keys // k
-            V = np.bincount(i * k + self.block_of(c), minlength=k * k).reshape(k, k)
-            self._pairs = V.astype(np.int64)
+            self._pairs = _pair_volume(self.A.indptr, self.A.indices, self.parts(), self.k)
         return self._pairs
+
+    def parts(self) -> np.ndarray:
+        """The block of every row (and column): O(n), once."""
+        if self._parts is None:
+            self._parts = np.repeat(np.arange(self.k, dtype=np.int64), self.sizes)
+        return self._parts
 
     def cover_volume(self) -> np.ndarray:
         """``C[i, q]``: rows block q sends block row i in ``prepost1d``, the size of a minimum
@@ -307,55 +370,21 @@ def _coords(shape3, p: np.ndarray):
     return i, j, l
 
 
-def _part(shape3, i, j, l):
-    return (i * shape3[1] + j) * shape3[2] + l
-
-
-def _distinct(a: np.ndarray, b: np.ndarray, nb: int) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct pairs (a, b) with 0 <= b < nb."""
-    keys = np.unique(a.astype(np.int64) * nb + b)
-    return keys // nb, keys % nb
-
-
-def _exchange(senders: np.ndarray, receivers: np.ndarray, P: int, name: str):
-    """Rows each rank sends and receives, and the phase's latency (peers), for one row per
-    (sender, receiver) entry."""
-    sent = np.bincount(senders, minlength=P).astype(np.int64)
-    received = np.bincount(receivers, minlength=P).astype(np.int64)
-    s, r = _distinct(senders, receivers, P)
-    peers = np.maximum(np.bincount(s, minlength=P), np.bincount(r, minlength=P))
-    return sent, received, peers.astype(np.int64), name
-
-
-def _expand_fold_rows(layout: Layout, shape3) -> list[tuple]:
-    """The row exchanges of sparse2d/sparse3d (one ``_exchange`` each): the tile of every
-    non-zero (u, v) is rank (i(u), j(v), l(v)) in owner coordinates; *expand* sends X row v to
-    the tile unless it owns v; *fold* sends the tile's partial row u to (i(u), j(u), l(v)) when
-    that is another rank's fiber; the *fiber* step sends row u's partial of layer l(v) to u's
-    owner when l(v) != l(u)."""
+def _expand_fold_rows(layout: Layout, shape3) -> tuple[list[tuple], np.ndarray]:
+    """The row exchanges of sparse2d/sparse3d, one ``(sent, received, peers, name)`` each,
+    and the non-zeros of every tile: the tile of a non-zero (u, v) is rank (i(u), j(v), l(v))
+    in owner coordinates; *expand* sends X row v to the tile unless it owns v; *fold* sends
+    the tile's partial row u to (i(u), j(u), l(v)) when that is another rank's fiber; the
+    *fiber* step sends row u's partial of layer l(v) to u's owner when l(v) != l(u)."""
     P = layout.k
-    A = layout.A
-    n = A.shape[0]
-    u = np.repeat(np.arange(n, dtype=np.int64), np.diff(A.indptr))
-    v = A.indices.astype(np.int64)
-    pu, pv = layout.block_of(u), layout.block_of(v)
-    (iu, ju, lu), (_, jv, lv) = _coords(shape3, pu), _coords(shape3, pv)
-    tile = _part(shape3, iu, jv, lv)
+    _, pc, pl = shape3
+    rows, pairs, nnz = _grid_rows(layout.A.indptr, layout.A.indices, layout.parts(), pc, pl, P)
     out = []
-    away = pv != tile
-    t, col = _distinct(tile[away], v[away], n)
-    out.append(_exchange(layout.block_of(col), t, P, "expand"))
-    away = ju != jv
-    t, row = _distinct(tile[away], u[away], n)
-    ri, rj, _ = _coords(shape3, layout.block_of(row))
-    out.append(_exchange(t, _part(shape3, ri, rj, _coords(shape3, t)[2]), P, "fold"))
-    if shape3[2] > 1:
-        away = lv != lu
-        row, layer = _distinct(u[away], lv[away], shape3[2])
-        owner = layout.block_of(row)
-        oi, oj, _ = _coords(shape3, owner)
-        out.append(_exchange(_part(shape3, oi, oj, layer), owner, P, "fiber"))
-    return out, np.bincount(tile, minlength=P).astype(np.int64)
+    for s, name in enumerate(("expand", "fold", "fiber")[:3 if pl > 1 else 2]):
+        peers = np.maximum(pairs[s].sum(axis=1, dtype=np.int64),
+                           pairs[s].sum(axis=0, dtype=np.int64))
+        out.append((rows[s, 0], rows[s, 1], peers, name))
+    return out, nnz
 
 
 def sparse_grid_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,

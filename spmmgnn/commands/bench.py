@@ -22,10 +22,12 @@ from ..errors import SpmmgnnError, check_on_root
 from . import grid_arg
 
 PRESETS = {
-    # about 20 s on 2 cores at P = 2 (numba cache warm): every algorithm, c = 1, 2, METIS, int2
+    # every algorithm (the 2D/3D ones on the grid closest to a square / cube), c = 1, 2,
+    # METIS, int2
     "quick": dict(graphs=["csbm:n=20000,avg_degree=16"], modes=["spmm", "train"],
                   algorithms=["oblivious1d", "sparse1d", "prepost1d", "featureparallel",
-                              "oblivious15d", "sparse15d"],
+                              "oblivious15d", "sparse15d", "oblivious2d", "sparse2d",
+                              "oblivious3d", "sparse3d"],
                   replication=[1, 2], partitioners=["none", "metis-vol"],
                   codecs=["none", "int2"], features=[64], repeat=5, epochs=20),
 }
