@@ -38,3 +38,10 @@ def test_parser_model_names_are_the_models():
     from spmmgnn.nn.models import MODELS
 
     assert PARSER_MODELS == MODELS
+
+
+def test_parser_network_names_are_the_presets():
+    from spmmgnn.benchmark.costs import NETWORKS
+    from spmmgnn.commands.model import NETWORK_NAMES
+
+    assert sorted(NETWORK_NAMES) == sorted(NETWORKS)

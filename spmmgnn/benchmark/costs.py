@@ -34,6 +34,28 @@ class Machine:
     rate: float         # local kernel: non-zeros x columns per second (one rank)
 
 
+@dataclass(frozen=True)
+class Network:
+    """A named interconnect for the model: per-message latency alpha (s) and seconds per
+    byte beta between nodes. Nominal figures, not measurements: beta from the link's data
+    rate, alpha the one-way MPI latency of a small message typical of the fabric
+    (osu_latency-style ping-pong). ``spmmgnn bench --network`` measures a real machine."""
+
+    alpha: float
+    beta: float
+    source: str
+
+
+NETWORKS = {
+    "ib-hdr": Network(1.5e-6, 1 / 25e9, "InfiniBand HDR, 200 Gb/s = 25 GB/s per direction "
+                                        "per port; ~1.5 us MPI latency"),
+    "ib-edr": Network(1.5e-6, 1 / 12.5e9, "InfiniBand EDR, 100 Gb/s = 12.5 GB/s; ~1.5 us"),
+    "slingshot": Network(2.0e-6, 1 / 25e9, "HPE Slingshot 11, 200 Gb/s NIC = 25 GB/s; ~2 us"),
+    "ethernet-25g": Network(10e-6, 1 / 3.125e9, "25 Gb Ethernet with TCP, 3.125 GB/s; "
+                                                "~10 us through the kernel's stack"),
+}
+
+
 def _log2(n: int) -> int:
     return int(math.ceil(math.log2(n))) if n > 1 else 0
 

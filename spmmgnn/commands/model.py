@@ -43,6 +43,9 @@ def add_parser(sub) -> None:
     p.add_argument("--beta", type=float, help="seconds per byte (1 / bandwidth)")
     p.add_argument("--network", help="take alpha and beta from the last 'spmmgnn bench "
                                      "--network' record of this results file")
+    p.add_argument("--preset", choices=sorted(NETWORK_NAMES),
+                   help="take alpha and beta from a named interconnect (nominal figures: "
+                        "docs/scaling.md)")
     p.add_argument("--rate", type=float,
                    help="local kernel rate in non-zeros x columns per second (default: "
                         "from the --compare runs of this graph and width at one thread per "
@@ -71,6 +74,9 @@ def add_parser(sub) -> None:
     p.add_argument("--codec", help="with --memory: the exchange's codec (sparse algorithms)")
     p.set_defaults(func=run)
 
+
+# spmmgnn.benchmark.costs.NETWORKS, spelled out so that --help does not import the model
+NETWORK_NAMES = ("ethernet-25g", "ib-edr", "ib-hdr", "slingshot")
 
 # The volume model holds k x k int64 matrices of peer volumes (k = P / c): 512 MiB each here.
 MAX_P = 8192
@@ -103,6 +109,11 @@ def _check_args(args) -> None:
 def _alpha_beta(args) -> tuple[float, float, str]:
     if args.alpha is not None and args.beta is not None:
         return args.alpha, args.beta, "given"
+    if args.preset:
+        from ..benchmark.costs import NETWORKS
+
+        net = NETWORKS[args.preset]
+        return net.alpha, net.beta, f"preset {args.preset}: {net.source}"
     if args.network:
         from ..benchmark.records import read_records
 
@@ -111,7 +122,7 @@ def _alpha_beta(args) -> tuple[float, float, str]:
             raise SpmmgnnError(f"{args.network} has no network record (run spmmgnn bench "
                                "--network)")
         return nets[-1]["alpha"], nets[-1]["beta"], f"measured ({args.network})"
-    raise SpmmgnnError("give --alpha and --beta, or --network RESULTS.jsonl")
+    raise SpmmgnnError("give --alpha and --beta, --network RESULTS.jsonl or --preset NAME")
 
 
 def _algorithms(args) -> list[str]:
@@ -135,8 +146,8 @@ def _memory(args) -> dict:
     from ..data.normalize import normalize
 
     _check_args(args)
-    timing = [f"--{name.replace('_', '-')}" for name in ("alpha", "beta", "network", "rate",
-                                                        "compare", "plot")
+    timing = [f"--{name.replace('_', '-')}" for name in ("alpha", "beta", "network", "preset",
+                                                        "rate", "compare", "plot")
               if getattr(args, name)] + (["--staleness"] if args.staleness else [])
     if timing:
         raise SpmmgnnError(f"--memory predicts bytes, not time: {', '.join(timing)} do(es) "
