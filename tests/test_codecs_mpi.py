@@ -77,3 +77,40 @@ def test_codecs_through_the_exchange(P, algo, c, mpi_json):
                 s = st[d]
                 assert s["payload_bytes_sent"] + s["param_bytes_sent"] == s["bytes_sent"]
                 assert s["param_bytes_sent"] * width == s["bytes_sent"] * PARAM_BYTES.get(name, 0)
+
+
+@pytest.mark.parametrize(("P", "algo", "grid"), [(4, "sparse2d", "2x2"), (4, "sparse3d", "2x1x2")])
+def test_codecs_through_expand_and_fold(P, algo, grid, mpi_json):
+    """The 2D/3D sparse algorithms encode twice per call (expand: rows of X; fold and, in 3D,
+    the fiber step: partial sums): float32 is exact, 16-bit floats stay within two roundings
+    per value, the integer codecs stay unbiased and int8 close; bytes split into payload and
+    codec parameters as in 1D."""
+    r = results(P, algo, grid, mpi_json)
+    A, X = np.array(r["A"]), np.array(r["X"], dtype=np.float32)
+    exact, exact_t = A @ X, A.T @ X
+    scale = np.abs(A) @ np.abs(X)
+    scale_t = np.abs(A.T) @ np.abs(X)
+    assert set(ROW_BYTES_F40) == {res["codec"] for res in r["results"]}
+    for res in r["results"]:
+        name = res["codec"]
+        y, t = np.array(res["y"]), np.array(res["t"])
+        if name == "float32":
+            np.testing.assert_allclose(y, exact, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(t, exact_t, rtol=1e-5, atol=1e-5)
+        elif name.startswith("int"):
+            assert abs(least_squares_scale(y, exact) - 1) < 0.1, name
+            assert abs(least_squares_scale(t, exact_t) - 1) < 0.1, name
+            if name == "int8":
+                assert np.linalg.norm(y - exact) < 0.02 * np.linalg.norm(exact)
+                assert np.linalg.norm(t - exact_t) < 0.02 * np.linalg.norm(exact_t)
+        else:  # a rounding of X's rows, then of the partial sums they feed
+            rel = 2.0 ** -8 if name == "bfloat16" else 2.0 ** -11
+            assert np.all(np.abs(y - exact) <= 2.1 * rel * scale + 1e-5), name
+            assert np.all(np.abs(t - exact_t) <= 2.1 * rel * scale_t + 1e-5), name
+        width = ROW_BYTES_F40[name]
+        for st in res["ranks"]:
+            for d in ("fwd", "bwd"):
+                s = st[d]
+                assert s["bytes_sent"] % width == 0, (name, d)
+                assert s["payload_bytes_sent"] + s["param_bytes_sent"] == s["bytes_sent"]
+                assert s["param_bytes_sent"] * width == s["bytes_sent"] * PARAM_BYTES.get(name, 0)

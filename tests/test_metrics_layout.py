@@ -105,3 +105,38 @@ def test_resolve_partition_rules():
         resolve_partition([1, 1, 1], 4, 3)
     with pytest.raises(SpmmgnnError, match="integer"):
         resolve_partition(np.array([0.5, 1, 0, 1]), 4, 2)
+
+
+@pytest.mark.parametrize("shape", [(2, 2), (1, 4), (2, 1, 2), (1, 2, 2), (2, 2, 2)])
+def test_grid_metrics_against_sets(shape):
+    """The 2D/3D metrics from the one-pass kernel equal a literal count with Python sets: the
+    tile of (r, c) is (i(r), j(c), l(c)); expand = its columns owned elsewhere, fold = its rows
+    owned in another fiber, fiber = (row, layer) pairs off the row's own layer."""
+    from spmmgnn.benchmark.volumes import grid_metrics
+
+    P = int(np.prod(shape))
+    pr, pc, pl = (*shape, 1) if len(shape) == 2 else shape
+    rng = np.random.default_rng(P)
+    n = 47
+    A = sp.random(n, n, density=0.12, random_state=3, format="coo")
+    parts = rng.integers(0, P, n)
+    got = grid_metrics(A.tocsr(), parts, shape)
+
+    def coords(p):
+        return p // (pc * pl), (p // pl) % pc, p % pl
+
+    expand, fold, fiber = [set() for _ in range(P)], [set() for _ in range(P)], \
+        [set() for _ in range(P)]
+    for r, c in zip(A.row, A.col, strict=True):
+        (ir, jr, lr), (_, jc, lc) = coords(parts[r]), coords(parts[c])
+        tile = (ir * pc + jc) * pl + lc
+        if parts[c] != tile:
+            expand[tile].add(c)
+        if jc != jr:
+            fold[tile].add(r)
+        if lc != lr:
+            fiber[(ir * pc + jr) * pl + lc].add(r)
+    assert got["expand"].tolist() == [len(s) for s in expand]
+    assert got["fold"].tolist() == [len(s) for s in fold]
+    if pl > 1:
+        assert got["fiber"].tolist() == [len(s) for s in fiber]

@@ -387,6 +387,21 @@ def _expand_fold_rows(layout: Layout, shape3) -> tuple[list[tuple], np.ndarray]:
     return out, nnz
 
 
+def grid_metrics(A, partition, shape: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """The 2D/3D partition metrics (docs/metrics.md) of ``A`` (the user's order) laid out by
+    ``partition`` (anything ``from_scipy`` takes, with P parts) on the grid ``shape``: per
+    rank ``expand`` (rows of X received), ``fold`` (partial rows sent), ``fiber`` (3D:
+    partial rows sent across layers), ``*_peers`` and the tile's ``nnz``."""
+    P = int(np.prod(shape))
+    layout = Layout.build(A, partition, P)
+    steps, nnz = _expand_fold_rows(layout, grid_shape(P, shape, len(shape)))
+    out = {"nnz": nnz}
+    for sent, received, peers, name in steps:
+        out[name] = received if name == "expand" else sent
+        out[f"{name}_peers"] = peers
+    return out
+
+
 def sparse_grid_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
                         codec: str | None = None, codec_backward: str | None = "same",
                         shape=None, ndim: int = 2) -> Volumes:

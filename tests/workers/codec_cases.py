@@ -1,6 +1,6 @@
 """MPI worker: sparse algorithms with every codec; results, bytes and the error bound.
 
-Usage: mpiexec -n P python codec_cases.py OUT.json ALGORITHM C
+Usage: mpiexec -n P python codec_cases.py OUT.json ALGORITHM C   (C: c, or a grid such as 2x2)
 """
 
 from __future__ import annotations
@@ -14,14 +14,16 @@ from mpi4py import MPI
 
 import spmmgnn
 from spmmgnn.codecs import CODECS
+from spmmgnn.grid import parse_grid
 from spmmgnn.partitioners import metrics
 
 comm = MPI.COMM_WORLD
 
 
 def main() -> None:
-    path, algo, c = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    grid = spmmgnn.ProcessGrid(comm, replication=c)
+    path, algo, c = sys.argv[1], sys.argv[2], sys.argv[3]
+    grid = (spmmgnn.ProcessGrid(comm, shape=parse_grid(c)) if "x" in c else
+            spmmgnn.ProcessGrid(comm, replication=int(c)))
     n, f = 61, 40
     A = sp.random(n, n, density=0.1, random_state=4, format="csr")
     X = np.random.default_rng(0).standard_normal((n, f)).astype(np.float32)

@@ -1,0 +1,256 @@
+"""CAGNET's four families side by side (issue 36): 1D, 1.5D, 2D and 3D, each sparsity-oblivious
+(CAGNET) and sparsity-aware, measured on this machine and projected to P = 1,024.
+
+1. ``measured``: on WordNet (Debian's wordnet-base, ``real_graphs.py``) and an R-MAT
+   power-law graph, ``mpiexec -n P spmmgnn bench`` at P = 4, 8, 9, 16 (oversubscribed on this
+   machine's cores) runs every algorithm of the four families on METIS-vol parts: 1.5D at
+   c = 2 (c = 3 at P = 9), 2D and 3D on the grid closest to a square / cube. Reported per
+   run: ms per SpMM (f = 64, float32), the largest rank's bytes sent and the total, and the
+   peers a rank exchanges rows with (the volume model's count from the same partition:
+   distinct peers of each all-to-allv, and for the oblivious algorithms the broadcast,
+   reduce and all-to-all rounds of one call).
+2. ``model``: the alpha-beta model (``spmmgnn model``'s) on an R-MAT graph of 2^24 vertices
+   (contiguous blocks) under the ``ib-hdr`` preset, f = 128, from P = 4 to 1,024: per family
+   the epoch time of a 2-layer GCN's SpMMs (2L calls), the P from which it is the fastest of
+   all, and the memory model's largest rank (``spmmgnn model --memory``) against a 64 GB node
+   holding 4 ranks (16 GB per rank): the smallest P at which it fits.
+
+    python bench/grid.py [--only measured model] [--quick]
+
+Writes ``bench/results/grid.{json,md}`` (the JSON beside the Markdown, not committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from spmmgnn.atomic import write_text_atomic
+
+from common import RESULTS, machine, mpiexec, write_json
+
+BIN = Path(sys.executable).parent
+FAMILIES = [("1D", "oblivious1d", "sparse1d"), ("1.5D", "oblivious15d", "sparse15d"),
+            ("2D", "oblivious2d", "sparse2d"), ("3D", "oblivious3d", "sparse3d")]
+ALGORITHMS = [a for _, o, s in FAMILIES for a in (o, s)]
+NODE_BYTES, RANKS_PER_NODE = 64 * 2**30, 4
+
+
+def graphs(tmp: Path, quick: bool) -> dict[str, Path]:
+    """name -> an .npz graph file the CLI loads (symmetric, unit weights)."""
+    from spmmgnn.data.generators import rmat
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import real_graphs
+
+    out = {}
+    scale = 13 if quick else 16
+    A = rmat(scale, 16, seed=1)
+    out[f"rmat-{scale}"] = A
+    try:
+        out["wordnet"] = real_graphs.load("wordnet")
+    except Exception as exc:  # no apt here: the R-MAT graph alone
+        print(f"wordnet unavailable ({exc}); R-MAT only", flush=True)
+    files = {}
+    for name, A in out.items():
+        A = sp.csr_array(A)
+        path = tmp / f"{name}.npz"
+        sp.save_npz(path, sp.csr_matrix(A))
+        files[name] = path
+    return files
+
+
+def grid_flags(P: int) -> list[str]:
+    return ["--replication", "1", "3" if P % 3 == 0 else "2"]
+
+
+def measured(quick: bool) -> dict:
+    """``spmmgnn bench`` at each P into one results file, then the table rows."""
+    from spmmgnn.benchmark.costs import cached_layout
+    from spmmgnn.benchmark.records import latest, read_records
+    from spmmgnn.benchmark.volumes import predict
+    from spmmgnn.data.loaders import load_graph
+    from spmmgnn.grid import parse_grid
+
+    Ps = [4, 8] if quick else [4, 8, 9, 16]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        files = graphs(tmp, quick)
+        results = tmp / "grid.jsonl"
+        for P in Ps:
+            t0 = time.perf_counter()
+            cmd = [mpiexec(), "-n", str(P), str(BIN / "spmmgnn"), "bench", "--quiet",
+                   "--threads", "1", "-o", str(results), "--mode", "spmm", "-f", "64",
+                   "--repeat", "3" if quick else "5", "--partitioner", "metis-vol",
+                   "--graph", *map(str, files.values()), "--algorithm", *ALGORITHMS,
+                   *grid_flags(P)]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode:
+                raise SystemExit(f"{' '.join(cmd)}\n{proc.stderr[-3000:]}")
+            print(f"P={P}: {time.perf_counter() - t0:.0f} s", flush=True)
+        records = [r for r in latest(read_records(str(results))) if r.get("mode") == "spmm"]
+        names = {str(p): n for n, p in files.items()}
+        layouts: dict = {}
+        for r in records:
+            if "error" in r:
+                rows.append(dict(graph=names[r["graph"]], P=r["P"], algorithm=r["algorithm"],
+                                 error=r["error"]))
+                continue
+            A = load_graph(r["graph"]).adj
+            key = (r["graph"], r["P"] // r["c"])
+            cache = layouts.setdefault(r["graph"], {})
+            layout = cached_layout(cache, A, key[1], "metis-vol", r.get("seed", 0))
+            shape = parse_grid(r["grid"]) if r.get("grid") else None
+            vol = predict(r["algorithm"], layout, r["P"], r["c"], r["f"], 4, shape=shape)
+            sent = np.asarray(r["per_rank"]["bytes_sent"], dtype=float)
+            assert sent.tolist() == vol.sent.tolist(), (r["algorithm"], r["P"])
+            rows.append(dict(graph=names[r["graph"]], n=r["n"], nnz=r["nnz"], P=r["P"],
+                             algorithm=r["algorithm"], c=r["c"], grid=r.get("grid"),
+                             ms=r["seconds"] * 1e3, max_mb=sent.max() / 1e6,
+                             total_mb=sent.sum() / 1e6, peers=int(vol.messages.max())))
+    return dict(rows=rows, Ps=Ps)
+
+
+def model(quick: bool) -> dict:
+    """The alpha-beta and memory models to P = 1,024 on a large R-MAT graph."""
+    from spmmgnn.benchmark import costs
+    from spmmgnn.benchmark.memory import ModelShape, memory_rows
+    from spmmgnn.benchmark.volumes import Layout
+    from spmmgnn.data.generators import rmat
+    from spmmgnn.data.normalize import normalize
+    from spmmgnn.layout import Partition
+
+    scale = 16 if quick else 24
+    Ps = [4, 16, 64, 256, 1024] if not quick else [4, 16, 64]
+    t0 = time.perf_counter()
+    A = normalize(rmat(scale, 8, seed=1), "gcn")
+    print(f"R-MAT 2^{scale}: n={A.shape[0]} nnz={A.nnz} in {time.perf_counter() - t0:.0f} s",
+          flush=True)
+    layouts = {k: Layout(A, Partition.contiguous(A.shape[0], k).offsets)
+               for k in sorted({P // c for P in Ps for c in (1, 2, 4) if P % c == 0})}
+    net = costs.NETWORKS["ib-hdr"]
+    t0 = time.perf_counter()
+    rate = costs.measure_rate(A[: min(A.shape[0], 2**20)], 128)
+    m = costs.Machine(alpha=net.alpha, beta=net.beta, rate=rate)
+    f, layers = 128, 2
+    times = costs.predict_all(A, Ps, [1, 2, 4], ALGORITHMS, f, 4, m, 2 * layers,
+                              layouts=layouts)
+    print(f"time model: {time.perf_counter() - t0:.0f} s", flush=True)
+    t0 = time.perf_counter()
+    shape = ModelShape(features=f, hidden=f, classes=16, layers=layers)
+    mem = memory_rows(A, Ps, [1, 2, 4], ALGORITHMS, shape, layouts=layouts)
+    print(f"memory model: {time.perf_counter() - t0:.0f} s", flush=True)
+    return dict(n=int(A.shape[0]), nnz=int(A.nnz), preset="ib-hdr", network=net.source,
+                rate=rate, f=f, layers=layers, Ps=Ps, times=times, memory=mem)
+
+
+def _family(algorithm: str) -> str:
+    return next(name for name, o, s in FAMILIES if algorithm in (o, s))
+
+
+def render(data: dict) -> str:
+    lines = ["# CAGNET's four families: 1D, 1.5D, 2D, 3D (issue 36)", "",
+             f"`python bench/grid.py` on {data['machine']['processor'] or 'this machine'} "
+             f"({data['machine']['cores']} cores), {data['when']}; load before: "
+             f"{data['load']}.", ""]
+    if "measured" in data:
+        meas = data["measured"]
+        lines += ["## Measured", "",
+                  "`mpiexec -n P spmmgnn bench --mode spmm -f 64 --partitioner metis-vol` "
+                  "(float32, 1 thread per rank; P > 2 is oversubscribed on this machine, so "
+                  "the times rank the algorithms' work and waiting, not a cluster's network). "
+                  "Bytes are per SpMM, equal to the volume model rank by rank (checked by the "
+                  "script); *peers*: the largest rank's message partners per call (sparse: "
+                  "distinct peers summed over its exchanges; oblivious: its collective "
+                  "rounds).", ""]
+        for graph in sorted({r["graph"] for r in meas["rows"]}):
+            rs = [r for r in meas["rows"] if r["graph"] == graph and "error" not in r]
+            if not rs:
+                continue
+            lines += [f"### {graph} (n = {rs[0]['n']:,}, nnz = {rs[0]['nnz']:,})", "",
+                      "| P | family | algorithm | grid | ms / SpMM | max MB sent | total MB "
+                      "| peers |", "|" + " --- |" * 8]
+            order = {a: i for i, a in enumerate(ALGORITHMS)}
+            for r in sorted(rs, key=lambda r: (r["P"], order[r["algorithm"]], r["c"])):
+                if r["algorithm"].endswith("15d") and r["c"] == 1:
+                    continue  # the 1D algorithm already
+                g = r["grid"] or f"c={r['c']}"
+                lines.append(f"| {r['P']} | {_family(r['algorithm'])} | {r['algorithm']} | {g} "
+                             f"| {r['ms']:.2f} | {r['max_mb']:.3f} | {r['total_mb']:.3f} "
+                             f"| {r['peers']} |")
+            lines.append("")
+        bad = [r for r in meas["rows"] if "error" in r]
+        lines += [f"- failed: {r['graph']} P={r['P']} {r['algorithm']}: {r['error']}"
+                  for r in bad]
+    if "model" in data:
+        md = data["model"]
+        lines += ["## Projected to P = 1,024", "",
+                  f"`spmmgnn model`'s alpha-beta and memory models on R-MAT with n = "
+                  f"{md['n']:,}, nnz = {md['nnz']:,} (GCN-normalized, contiguous blocks), "
+                  f"preset `{md['preset']}` ({md['network']}), local rate "
+                  f"{md['rate'] / 1e9:.2f} G non-zeros x columns / s measured here, "
+                  f"f = {md['f']}, a {md['layers']}-layer GCN (epoch = "
+                  f"{2 * md['layers']} SpMMs); memory: the largest rank training a GCN "
+                  f"{md['f']} -> {md['f']} -> 16, against {NODE_BYTES // 2**30} GB per node "
+                  f"with {RANKS_PER_NODE} ranks per node.", "",
+                  "| P | " + " | ".join(a for a in ALGORITHMS) + " | fastest |",
+                  "|" + " --- |" * (len(ALGORITHMS) + 2)]
+        best = {}
+        for P in md["Ps"]:
+            cells, rs = [], [r for r in md["times"] if r["P"] == P]
+            for a in ALGORITHMS:
+                mine = [r for r in rs if r["algorithm"] == a]
+                t = min(mine, key=lambda r: r["epoch_seconds"]) if mine else None
+                cells.append("-" if t is None else
+                             f"{t['epoch_seconds'] * 1e3:.1f} ({t['grid'] or 'c=' + str(t['c'])})")
+            fast = min(rs, key=lambda r: r["epoch_seconds"])
+            best[P] = fast["algorithm"]
+            lines.append(f"| {P} | " + " | ".join(cells) + f" | {fast['algorithm']} |")
+        lines += ["", "ms per epoch (the grid or c of the fastest point of each algorithm).",
+                  ""]
+        lines += ["| family | algorithm | fastest of all from P | fits a "
+                  f"{NODE_BYTES // 2**30} GB node ({RANKS_PER_NODE} ranks) from P | "
+                  "largest rank at P = " + str(md["Ps"][-1]) + " (GiB) |", "| --- " * 5 + "|"]
+        for fam, o, s in FAMILIES:
+            for a in (o, s):
+                wins = [P for P in md["Ps"] if best[P] == a]
+                fits = [P for P in md["Ps"] if min(
+                    (r["total"] for r in md["memory"] if r["P"] == P and r["algorithm"] == a),
+                    default=np.inf) <= NODE_BYTES / RANKS_PER_NODE]
+                last = min((r["total"] for r in md["memory"]
+                            if r["P"] == md["Ps"][-1] and r["algorithm"] == a), default=0)
+                lines.append(f"| {fam} | {a} | {wins[0] if wins else 'never'} | "
+                             f"{fits[0] if fits else 'never'} | {last / 2**30:.2f} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="+", choices=["measured", "model"],
+                    default=["measured", "model"])
+    ap.add_argument("--quick", action="store_true", help="small graphs, fewer P")
+    args = ap.parse_args()
+    load = Path("/proc/loadavg").read_text().split()[:3]
+    data = dict(machine=machine(), when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                load=" ".join(load))
+    if "measured" in args.only:
+        data["measured"] = measured(args.quick)
+    if "model" in args.only:
+        data["model"] = model(args.quick)
+    name = "grid-quick" if args.quick else "grid"
+    write_json(RESULTS / f"{name}.json", data)
+    write_text_atomic(RESULTS / f"{name}.md", render(data))
+    print(render(data))
+
+
+if __name__ == "__main__":
+    main()
