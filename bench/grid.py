@@ -10,10 +10,10 @@
    distinct peers of each all-to-allv, and for the oblivious algorithms the broadcast,
    reduce and all-to-all rounds of one call).
 2. ``model``: the alpha-beta model (``spmmgnn model``'s) on an R-MAT graph of 2^24 vertices
-   (contiguous blocks) under the ``ib-hdr`` preset, f = 128, from P = 4 to 1,024: per family
-   the epoch time of a 2-layer GCN's SpMMs (2L calls), the P from which it is the fastest of
-   all, and the memory model's largest rank (``spmmgnn model --memory``) against a 64 GB node
-   holding 4 ranks (16 GB per rank): the smallest P at which it fits.
+   and edge factor 4 (contiguous blocks) under the ``ib-hdr`` preset, f = 128, from P = 4 to
+   1,024: per family the epoch time of a 2-layer GCN's SpMMs (2L calls), the P from which it
+   is the fastest of all, and the memory model's largest rank (``spmmgnn model --memory``)
+   against a 64 GB node holding 4 ranks (16 GB per rank): the smallest P at which it fits.
 
     python bench/grid.py [--only measured model] [--quick]
 
@@ -23,6 +23,7 @@ Writes ``bench/results/grid.{json,md}`` (the JSON beside the Markdown, not commi
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -131,7 +132,7 @@ def model(quick: bool) -> dict:
     scale = 16 if quick else 24
     Ps = [4, 16, 64, 256, 1024] if not quick else [4, 16, 64]
     t0 = time.perf_counter()
-    A = normalize(rmat(scale, 8, seed=1), "gcn")
+    A = normalize(rmat(scale, 4, seed=1), "gcn")
     print(f"R-MAT 2^{scale}: n={A.shape[0]} nnz={A.nnz} in {time.perf_counter() - t0:.0f} s",
           flush=True)
     layouts = {k: Layout(A, Partition.contiguous(A.shape[0], k).offsets)
@@ -242,12 +243,14 @@ def main() -> None:
     load = Path("/proc/loadavg").read_text().split()[:3]
     data = dict(machine=machine(), when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 load=" ".join(load))
-    if "measured" in args.only:
-        data["measured"] = measured(args.quick)
-    if "model" in args.only:
-        data["model"] = model(args.quick)
     name = "grid-quick" if args.quick else "grid"
-    write_json(RESULTS / f"{name}.json", data)
+    old = RESULTS / f"{name}.json"
+    if old.exists():  # a section not run this time keeps its earlier results
+        data = {**json.loads(old.read_text()), **data}
+    for section, fn in (("measured", measured), ("model", model)):
+        if section in args.only:
+            data[section] = fn(args.quick)
+            write_json(old, data)
     write_text_atomic(RESULTS / f"{name}.md", render(data))
     print(render(data))
 

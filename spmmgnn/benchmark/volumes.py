@@ -54,6 +54,17 @@ def _pair_volume(indptr, indices, part, k):
 
 
 @njit(cache=True, nogil=True)
+def _block_nnz(indptr, indices, part, k):
+    """``N[i, q]`` of ``Layout.block_nnz`` in one pass (no per-non-zero temporaries)."""
+    N = np.zeros((k, k), dtype=np.int64)
+    for u in range(indptr.size - 1):
+        i = part[u]
+        for t in range(indptr[u], indptr[u + 1]):
+            N[i, part[indices[t]]] += 1
+    return N
+
+
+@njit(cache=True, nogil=True)
 def _grid_rows(indptr, indices, part, pc, pl, P):
     """The rows each step of sparse2d/sparse3d moves, in one pass over the CSR (see
     ``_expand_fold_rows``): ``rows[s, 0/1, r]`` sent / received by rank r in step s
@@ -106,6 +117,7 @@ class Layout:
     offsets: np.ndarray       # k + 1 block-row boundaries
     _pairs: np.ndarray | None = field(default=None, repr=False)
     _parts: np.ndarray | None = field(default=None, repr=False)
+    _block_nnz: np.ndarray | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, A, partition=None, k: int = 1) -> Layout:
@@ -176,10 +188,10 @@ class Layout:
         return np.bincount(pairs, minlength=k * k).reshape(k, k).astype(np.int64)
 
     def block_nnz(self) -> np.ndarray:
-        """``N[i, q]``: non-zeros of block A_iq."""
-        k = self.k
-        rb, cb = self.row_blocks(), self.block_of(self.A.indices.astype(np.int64))
-        return np.bincount(rb * k + cb, minlength=k * k).reshape(k, k).astype(np.int64)
+        """``N[i, q]``: non-zeros of block A_iq (one pass, kept)."""
+        if self._block_nnz is None:
+            self._block_nnz = _block_nnz(self.A.indptr, self.A.indices, self.parts(), self.k)
+        return self._block_nnz
 
 
 @dataclass
