@@ -139,7 +139,8 @@ def model(quick: bool) -> dict:
                for k in sorted({P // c for P in Ps for c in (1, 2, 4) if P % c == 0})}
     net = costs.NETWORKS["ib-hdr"]
     t0 = time.perf_counter()
-    rate = costs.measure_rate(A[: min(A.shape[0], 2**20)], 128)
+    head = min(A.shape[0], 2**20)   # a principal block: X of 2^20 rows, not of n
+    rate = costs.measure_rate(A[:head][:, :head], 128)
     m = costs.Machine(alpha=net.alpha, beta=net.beta, rate=rate)
     f, layers = 128, 2
     times = costs.predict_all(A, Ps, [1, 2, 4], ALGORITHMS, f, 4, m, 2 * layers,

@@ -118,6 +118,7 @@ class Layout:
     _pairs: np.ndarray | None = field(default=None, repr=False)
     _parts: np.ndarray | None = field(default=None, repr=False)
     _block_nnz: np.ndarray | None = field(default=None, repr=False)
+    cache: dict = field(default_factory=dict, repr=False)   # per-shape passes of the model
 
     @classmethod
     def build(cls, A, partition=None, k: int = 1) -> Layout:
@@ -390,7 +391,11 @@ def _expand_fold_rows(layout: Layout, shape3) -> tuple[list[tuple], np.ndarray]:
     *fiber* step sends row u's partial of layer l(v) to u's owner when l(v) != l(u)."""
     P = layout.k
     _, pc, pl = shape3
-    rows, pairs, nnz = _grid_rows(layout.A.indptr, layout.A.indices, layout.parts(), pc, pl, P)
+    key = ("grid", pc, pl)
+    if key not in layout.cache:   # one pass per grid shape (the time and memory models share)
+        layout.cache[key] = _grid_rows(layout.A.indptr, layout.A.indices, layout.parts(), pc,
+                                       pl, P)
+    rows, pairs, nnz = layout.cache[key]
     out = []
     for s, name in enumerate(("expand", "fold", "fiber")[:3 if pl > 1 else 2]):
         peers = np.maximum(pairs[s].sum(axis=1, dtype=np.int64),
