@@ -140,3 +140,25 @@ def test_grid_metrics_against_sets(shape):
     assert got["fold"].tolist() == [len(s) for s in fold]
     if pl > 1:
         assert got["fiber"].tolist() == [len(s) for s in fiber]
+
+
+def test_summa_bytes_are_cagnets_2d_cost():
+    """oblivious2d on a 2 x 2 grid with even blocks: what a rank receives per call is
+    CAGNET's SUMMA (the tiles of its process row it does not hold, 3 words of 4 bytes per
+    non-zero, and the blocks H[I_k, F_j] of the other process rows) plus the two layout
+    conversions of the 1D row contract, counted here by hand."""
+    from spmmgnn.benchmark.volumes import Layout, predict
+
+    n, f, P = 64, 8, 4
+    A = sp.random(n, n, density=0.1, random_state=7, format="csr")
+    layout = Layout.build(A, None, P)
+    got = predict("oblivious2d", layout, P, 1, f, 4, shape=(2, 2)).received
+    rows = [range(0, 32), range(32, 64)]          # process rows I_0, I_1 (parts 0-1, 2-3)
+    Ad = A.toarray()
+    for r in range(P):
+        i, j = divmod(r, 2)
+        tiles = sum(np.count_nonzero(Ad[np.ix_(rows[i], rows[k])]) for k in (0, 1)
+                    if k % 2 != j)                 # held by (i, k mod 2): not mine
+        summa = 3 * 4 * tiles + 32 * (f // 2) * 4  # + the other process row's H block
+        conversions = 16 * (f // 2) * 4 + 16 * (f // 2) * 4
+        assert got[r] == summa + conversions, r
