@@ -85,7 +85,9 @@ class ProcessGrid:
             first = self.comm.bcast(mine if error is None else None, root=0)
             same = self.comm.allreduce(int(mine == first), op=MPI.MIN)
             if error is None and not same:
-                error = (f"the ranks ask for different grids (rank 0: {_describe(*first)}, "
+                what = ("replication factors" if first is not None and first[1] is None
+                        and mine[1] is None else "grids")
+                error = (f"the ranks ask for different {what} (rank 0: {_describe(*first)}, "
                          f"rank {self.comm.Get_rank()}: {_describe(*mine)}); every rank must "
                          "build the same grid" if first is not None else
                          "the ranks ask for different grids; every rank must build the same one")

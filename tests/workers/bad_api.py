@@ -71,6 +71,12 @@ def algorithm(out_path: str) -> None:
         codec=caught(lambda: spmmgnn.DistSpMM.from_scipy(A if comm.rank == 0 else None,
                                                          algorithm="sparse1d", codec=codec)),
         grid=caught(lambda: spmmgnn.ProcessGrid(comm, 1 if comm.rank == 0 else comm.size)),
+        shape=caught(lambda: spmmgnn.ProcessGrid(
+            comm, shape=(1, comm.size) if comm.rank == 0 else (comm.size, 1))),
+        product=caught(lambda: spmmgnn.ProcessGrid(comm, shape=(2, 2))),
+        wrong_kind=caught(lambda: spmmgnn.DistSpMM.from_scipy(
+            A if comm.rank == 0 else None, spmmgnn.ProcessGrid(comm, shape=(comm.size, 1)),
+            algorithm="sparse3d")),
     )
     msgs = comm.gather(out, root=0)
     if comm.rank == 0:
