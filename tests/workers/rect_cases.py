@@ -1,7 +1,8 @@
 """MPI worker: rectangular A (m != n) with separate row and column layouts, every algorithm.
 
 Usage: mpiexec -n P python rect_cases.py OUT.json
-For each replication c dividing P (c <= 2), each algorithm and each case it records the errors
+For each replication c dividing P (c <= 2), each algorithm of the P/c x c grid (the 2D/3D ones
+run their rectangular case in grid_cases.py) and each case it records the errors
 of ``A @ X`` and ``A.T @ Y`` against scipy, and every rank's bytes; sparse1d (sparse15d at
 c = 2) also runs with the int8 codec. Rank 0 writes the JSON list, plus the layouts the test
 needs to predict bytes.
@@ -55,7 +56,8 @@ def main() -> None:
             m, n = A.shape
             rng = np.random.default_rng(5)
             X, Y = rng.standard_normal((n, F)), rng.standard_normal((m, F))
-            names = sorted(a for a in spmmgnn.ALGORITHMS if c == 1 or a.endswith("15d"))
+            names = sorted(a for a, cls in spmmgnn.ALGORITHMS.items()
+                           if grid.kind in cls.grid_kinds)
             runs = [(a, None) for a in names]
             runs.append(("sparse1d" if c == 1 else "sparse15d", "int8"))
             for algorithm, codec in runs:
