@@ -121,14 +121,16 @@ def _push_neighbours(v, a, b, g, s, T, work, cap, mu, lim, heap, clock, stats):
 
 
 @njit(cache=True, nogil=True)
-def fm_pass(seeds, g, s, T, work, cap, mu, lim, stats):
+def fm_pass(seeds, g, s, T, work, cap, mu, lim, stats, unlock=True):
     """Localized FM: from each unlocked seed, repeatedly apply the best move in a priority
     queue of the seed's growing neighbourhood, negative gains included, each vertex at most
     once per pass; then roll back to the lowest Phi seen. The neighbourhood grows through nets
     of at most ``max_net`` pins and skips vertices in more than ``max_net`` nets (hubs: they
     sit in nearly every small net and cost a full scan each). A prefix whose total is above
-    the limit is never kept. ``stats`` += (pops, moves, evaluations, undone, searches).
-    Returns the decrease of Phi."""
+    the limit is never kept. ``stats`` += (pops, moves, evaluations, undone, searches);
+    ``stats[5]`` carries the stamp clock, so a pass can run as several calls over slices of
+    its seeds (``unlock=False`` on all but the last: the moved vertices stay locked; the caller
+    clears ``work.locked`` after the last). Returns the decrease of Phi."""
     tot, locked = s.tot, work.locked
     limit = max(T[2], tot[0])
     log_v = np.empty(lim.max_moves, dtype=np.int64)
@@ -138,7 +140,7 @@ def fm_pass(seeds, g, s, T, work, cap, mu, lim, stats):
     start_phi = tot[0] + mu * tot[1]
     heap = [(0.0, np.int64(0), np.int64(0))]
     heap.pop()
-    clock = 0
+    clock = stats[5]
     for seed in seeds:
         if locked[seed]:
             continue
@@ -190,6 +192,8 @@ def fm_pass(seeds, g, s, T, work, cap, mu, lim, stats):
         stats[4] += 1
         for t in range(nmoves - 1, best_prefix - 1, -1):
             move(log_v[t], log_a[t], g, s, T)
-    for t in range(nlocked):
-        locked[locked_list[t]] = 0
+    stats[5] = clock
+    if unlock:
+        for t in range(nlocked):
+            locked[locked_list[t]] = 0
     return start_phi - (tot[0] + mu * tot[1])
