@@ -155,3 +155,26 @@ def test_parhip_file_is_the_graph():
         assert g.node_weight(v) == w[v]
         assert sorted(u for u, _ in g.neighbors(v)) == sorted(
             G.indices[G.indptr[v]:G.indptr[v + 1]].tolist())
+
+
+def test_sliced_passes_under_a_far_deadline_make_the_same_moves():
+    """Under a deadline, label-propagation rounds go in slices of vertices and FM passes in
+    calls of bounded work, each followed by a clock check; a deadline that never comes
+    changes no move (small slices so a 3,000-vertex graph is cut many times)."""
+    from spmmgnn.partitioners.maxsend import driver, refine_max_send
+    from spmmgnn.partitioners.metis import metis_parts
+    from spmmgnn.partitioners.model import ColumnNet
+
+    A = rmat(11, 8, seed=6)
+    k, loads = 8, row_loads(sp.csr_array(A))
+    cap = load_cap(loads, k, EPS)
+    cn = ColumnNet.from_matrix(sp.csr_array(A))
+    base = metis_parts(sp.csr_array(A), k, loads, EPS)
+    whole = refine_max_send(cn, loads, base, k, cap)[0]
+    saved = driver.LP_SLICE, driver.FM_WORK
+    driver.LP_SLICE, driver.FM_WORK = 100, 500
+    try:
+        sliced = refine_max_send(cn, loads, base, k, cap, deadline=time.perf_counter() + 3600)[0]
+    finally:
+        driver.LP_SLICE, driver.FM_WORK = saved
+    np.testing.assert_array_equal(sliced, whole)

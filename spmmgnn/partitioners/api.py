@@ -54,6 +54,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -317,6 +318,11 @@ def _check_parts(name: str, p: np.ndarray, n: int, k: int) -> None:
 
 # seconds after which ``partition`` reports its steps to ``progress``
 PROGRESS_AFTER = 3.0
+
+
+def stderr_progress(line: str) -> None:
+    """``progress`` for the command line: the line on stderr, at once."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def _progress_printer(progress: Callable[[str], None] | None, t0: float,
