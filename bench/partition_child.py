@@ -32,7 +32,16 @@ def main(argv: list[str]) -> int:
     from spmmgnn.partitioners import METHODS, partition
 
     name = spec["graph"]
-    if name in real_graphs.GRAPHS:
+    if name.startswith("npy:"):  # bench/large_graph.py's files, memory-mapped
+        import numpy as np
+        import scipy.sparse as sp
+
+        indptr = np.load(f"{name[4:]}.indptr.npy", mmap_mode="r")
+        indices = np.load(f"{name[4:]}.indices.npy", mmap_mode="r")
+        n = indptr.size - 1
+        A = sp.csr_array((np.ones(indices.size, dtype=np.int8), indices, indptr),
+                         shape=(n, n))
+    elif name in real_graphs.GRAPHS:
         A = real_graphs.load(name, Path(spec["deb_root"]))
     elif name == "rmat":
         A = rmat(spec["rmat_scale"], 16, seed=spec["seed"], symmetric=True, permute=True)
