@@ -55,6 +55,7 @@ import importlib.util
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -131,7 +132,7 @@ def score(m: PartitionMetrics) -> float:
 
 
 def _base_parts(base: str, A, k: int, loads: np.ndarray, cap: int, epsilon: float, seed: int,
-                threads: int, cn: ColumnNet) -> np.ndarray:
+                threads: int, net: Callable[[], ColumnNet]) -> np.ndarray:
     if base == "block":
         return block_parts(loads, k, cap)
     if base == "random":
@@ -139,10 +140,10 @@ def _base_parts(base: str, A, k: int, loads: np.ndarray, cap: int, epsilon: floa
     if base in ("metis-cut", "metis-vol"):
         return metis_parts(A, k, loads, epsilon, seed, objective=base.split("-")[1])
     if base == "kahypar":
-        return kahypar_parts(A, k, loads, epsilon, seed, cn=cn)
+        return kahypar_parts(A, k, loads, epsilon, seed, cn=net())
     if base == "kaminpar":
         return kaminpar_parts(A, k, loads, load_cap(loads, k, epsilon), seed, threads=threads)
-    return mtkahypar_parts(A, k, loads, epsilon, seed, threads=threads, cn=cn,
+    return mtkahypar_parts(A, k, loads, epsilon, seed, threads=threads, cn=net(),
                            preset="default" if base == "mtkahypar-fast" else "deterministic")
 
 
@@ -200,7 +201,7 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
         parts = (np.random.default_rng(seed).permutation(k)[:n] if base == "random"
                  else np.arange(n, dtype=np.int64))
     else:
-        cn = ColumnNet.from_matrix(A)
+        net = _Lazy(lambda: ColumnNet.from_matrix(A))  # only when a step needs it
         # (base, refinement, deep): deep = the multilevel refinement of ``quality``
         if preset == QUALITY_METHOD:  # ordered by base total once the bases have run
             runs = [(b, MULTILEVEL, deep) for deep in (False, True)
@@ -226,11 +227,11 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
                         options.setdefault("max_levels", QUALITY_LEVELS)
                         if budget is not None:  # the budget bounds its refinement too
                             options.setdefault("deadline", t0 + budget)
-                    p = refine_multilevel(cn, loads, p, k, cap, seed=seed, **options)[0]
+                    p = refine_multilevel(net(), loads, p, k, cap, seed=seed, **options)[0]
                 else:
-                    p = refine_max_send(cn, loads, p, k, cap, seed=seed, **options)[0]
+                    p = refine_max_send(net(), loads, p, k, cap, seed=seed, **options)[0]
             else:
-                p = rebalance(cn, loads, p, k, cap)[0]
+                p = _balanced(net, loads, p, k, cap)
             return p, t_base + time.perf_counter() - t
 
         # with a second thread, METIS-cut's refinement (numba, no GIL) overlaps METIS-vol;
@@ -245,7 +246,7 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
             """The base partition ``b`` and its seconds, computed once."""
             if b not in bases:
                 t = time.perf_counter()
-                p = _base_parts(b, A, k, loads, cap, epsilon, seed, threads, cn)
+                p = _base_parts(b, A, k, loads, cap, epsilon, seed, threads, net)
                 _check_parts(b, p, n, k)
                 bases[b] = (p, time.perf_counter() - t)
                 say(f"{b} {bases[b][1]:.1f} s")
@@ -256,8 +257,8 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
             guaranteed = len(runs)
             if preset == DEFAULT_METHOD:
                 candidates = _default(
-                    A, k, loads, cap, cn, base_of, bases,
-                    lambda b: _base_parts(b, A, k, loads, cap, epsilon, seed, threads, cn),
+                    A, k, loads, cap, net, base_of, bases,
+                    lambda b: _base_parts(b, A, k, loads, cap, epsilon, seed, threads, net),
                     t0, time_budget, seed, refine_options, say)
             if preset == QUALITY_METHOD:
                 if budget is None:  # METIS-vol's time sets the default
@@ -311,6 +312,28 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     return result
 
 
+class _Lazy:
+    """A value built on the first call (the column-net hypergraph: several times the matrix
+    in memory, and METIS or KaMinPar alone never need it unless a part overshoots the cap)."""
+
+    def __init__(self, make: Callable):
+        self.make, self.value, self.lock = make, None, threading.Lock()
+
+    def __call__(self):
+        with self.lock:  # ``metis`` refines in two threads
+            if self.value is None:
+                self.value = self.make()
+            return self.value
+
+
+def _balanced(net: Callable[[], ColumnNet], loads: np.ndarray, p: np.ndarray, k: int,
+              cap: int) -> np.ndarray:
+    """``p``, rebalanced under the load cap if a part overshoots it."""
+    if np.bincount(p, weights=loads, minlength=k).max(initial=0) <= cap:
+        return p
+    return rebalance(net(), loads, p, k, cap)[0]
+
+
 def _check_parts(name: str, p: np.ndarray, n: int, k: int) -> None:
     if p.shape != (n,) or (n and (p.min() < 0 or p.max() >= k)):
         raise SpmmgnnError(f"{name} returned an invalid part vector")
@@ -340,7 +363,8 @@ def _available(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def _default(A, k: int, loads: np.ndarray, cap: int, cn: ColumnNet, base_of: Callable,
+def _default(A, k: int, loads: np.ndarray, cap: int, net: Callable[[], ColumnNet],
+             base_of: Callable,
              bases: dict, compute: Callable, t0: float, time_budget: float | None, seed: int,
              refine_options: dict, say: Callable[[str], None]) -> list[dict]:
     """The candidates of ``default`` under its time rule (``budget.plan_step``): METIS-vol
@@ -349,7 +373,7 @@ def _default(A, k: int, loads: np.ndarray, cap: int, cn: ColumnNet, base_of: Cal
     best score first, each with the budget's end as deadline. ``base_of(b)`` computes base
     ``b`` and keeps it in ``bases`` with its seconds; ``compute(b)`` only computes it. A step
     the rule skips is listed with ``skipped`` (why), without volumes."""
-    n, pins = cn.n, int(cn.npins.size)
+    n, pins = A.shape[0], int(A.nnz) + A.shape[0]  # pins of pattern(A) + I, at most
     base_of("metis-vol")
     t_metis = time.perf_counter() - t0
     budget = default_budget(t_metis) if time_budget is None else float(time_budget)
@@ -385,7 +409,7 @@ def _default(A, k: int, loads: np.ndarray, cap: int, cn: ColumnNet, base_of: Cal
     for b in names:
         p, secs = base_of(b)
         t = time.perf_counter()
-        p = rebalance(cn, loads, p, k, cap)[0]
+        p = _balanced(net, loads, p, k, cap)
         candidates.append(dict(method=b, parts=p, metrics=metrics(A, p, k),
                                seconds=secs + time.perf_counter() - t))
     def refine(c: dict, fast: bool) -> dict | None:
@@ -400,7 +424,7 @@ def _default(A, k: int, loads: np.ndarray, cap: int, cn: ColumnNet, base_of: Cal
         if end < math.inf:
             options.setdefault("deadline", end)
         t = time.perf_counter()
-        p = refine_multilevel(cn, loads, c["parts"], k, cap, seed=seed, **options)[0]
+        p = refine_multilevel(net(), loads, c["parts"], k, cap, seed=seed, **options)[0]
         m = metrics(A, p, k)
         how = "lp" if fast else f"{c.get('refinement', 'none')}+full"
         say(f"{name} ({how}) {time.perf_counter() - t:.1f} s: total {m.total_volume:,}, "
