@@ -16,6 +16,7 @@ from spmmgnn.partitioners import load_cap, partition
 from spmmgnn.partitioners.api import score
 from spmmgnn.partitioners.budget import (
     DEFAULT_MARGIN,
+    MT_MAX_PINS,
     MT_SECONDS_PER_PIN,
     REFINE_MIN_SHARE,
     REFINE_SHARE,
@@ -53,6 +54,7 @@ def test_plan_step_picks_and_skips_as_the_rule_says():
     assert plan_step("mtkahypar", 1.0, B, t_metis, pins_fit, 16) == pytest.approx(before)
     assert plan_step("mtkahypar", 1.0, B, t_metis, pins_fit, 64) is None
     assert plan_step("mtkahypar", 1.0, B, t_metis, 2 * pins_fit, 16) is None
+    assert plan_step("mtkahypar", 0.0, 1e6, t_metis, MT_MAX_PINS + 1, 2) is None  # too big
     # the refinement: up to the budget's end, while a tenth of the budget is left
     assert plan_step("refine", before, B, t_metis, 10**9, 1024) == pytest.approx(end)
     assert plan_step("refine", end - REFINE_MIN_SHARE * B + 0.01, B, t_metis, 0, 2) is None

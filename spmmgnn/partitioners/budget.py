@@ -9,8 +9,9 @@ it may start with the time that is left:
   after the refinement's reserve;
 * ``mtkahypar`` (Mt-KaHyPar's fast preset, in a forked child killed at its deadline, so an
   overrun costs only the time it was given): if the time left before the refinement's reserve
-  is at least ``MT_SECONDS_PER_PIN`` per pin of the hypergraph (the fastest rate measured on
-  the bench graphs: below it the run cannot finish and would only burn the budget);
+  is at least ``mt_seconds`` (``MT_SECONDS_PER_PIN`` per pin of the hypergraph, the fastest
+  rate measured on the bench graphs, growing with log k: below it the run cannot finish and
+  would only burn the budget), and up to ``MT_MAX_PINS`` pins;
 * ``refine`` (the multilevel max-send refinement of a base, with the budget's end as its
   deadline, so it stops starting passes there): if at least ``REFINE_MIN_SHARE`` of the
   budget is left.
@@ -38,6 +39,9 @@ REFINE_SHARE, REFINE_MIN_SHARE = 0.35, 0.1
 # Mt-KaHyPar's fastest rate on the bench graphs (2 threads, default preset): 1.9 us per pin
 # (elephant, k = 16); 5-10 us on the hub-heavy graphs and at k = 64
 MT_SECONDS_PER_PIN = 1.9e-6
+# Mt-KaHyPar's Python interface takes the nets as lists of Python ints (about 60 bytes a
+# pin): above this many pins the copy alone outgrows the graph, so ``default`` skips it
+MT_MAX_PINS = 20_000_000
 STEPS = ("kaminpar", "mtkahypar", "refine")
 
 
@@ -62,6 +66,8 @@ def plan_step(step: str, elapsed: float, budget: float, metis_seconds: float,
     left_before = before_refine - elapsed
     if step == "kaminpar":
         return before_refine if left_before >= metis_seconds else None
+    if pins > MT_MAX_PINS:
+        return None
     return before_refine if left_before >= mt_seconds(pins, k) else None
 
 
