@@ -64,7 +64,7 @@ import numpy as np
 
 from ..errors import SpmmgnnError
 from ..layout import Partition
-from .budget import default_budget, plan_step, run_until
+from .budget import KAMINPAR_FIRST_NNZ, default_budget, first_base, plan_step, run_until
 from .hypergraph import kahypar_parts, mtkahypar_parts
 from .kaminpar import kaminpar_parts
 from .maxsend import rebalance, refine_max_send
@@ -374,11 +374,15 @@ def _default(A, k: int, loads: np.ndarray, cap: int, net: Callable[[], ColumnNet
     ``b`` and keeps it in ``bases`` with its seconds; ``compute(b)`` only computes it. A step
     the rule skips is listed with ``skipped`` (why), without volumes."""
     n, pins = A.shape[0], int(A.nnz) + A.shape[0]  # pins of pattern(A) + I, at most
-    base_of("metis-vol")
+    first = first_base(int(A.nnz), _available("kaminpar"))
+    base_of(first)
     t_metis = time.perf_counter() - t0
     budget = default_budget(t_metis) if time_budget is None else float(time_budget)
     say(f"budget {budget:.1f} s")
     skipped: list[dict] = []
+    if first != "metis-vol":
+        skipped.append(dict(method="metis-vol", skipped=f"{first} first from "
+                            f"{KAMINPAR_FIRST_NNZ:.0e} non-zeros"))
 
     def until(step: str, name: str) -> float | None:
         end = plan_step(step, time.perf_counter() - t0, budget, t_metis, pins, k)
@@ -388,8 +392,9 @@ def _default(A, k: int, loads: np.ndarray, cap: int, net: Callable[[], ColumnNet
             return None
         return t0 + end
 
-    names = ["metis-vol"]
-    if _available("kaminpar") and until("kaminpar", "kaminpar") is not None:
+    names = [first]
+    if first != "kaminpar" and _available("kaminpar") and until("kaminpar",
+                                                                 "kaminpar") is not None:
         base_of("kaminpar")
         names.append("kaminpar")
     fast = "mtkahypar-fast"

@@ -2,8 +2,9 @@
 
 ``default`` must finish within ``max(DEFAULT_BUDGET x METIS-vol's time, DEFAULT_MIN_BUDGET)``
 (issue 39): a user waits at most three METIS runs, or two seconds on a small graph. METIS-vol
-runs first and its measured time sets the budget; every later step asks ``plan_step`` whether
-it may start with the time that is left:
+runs first and its measured time sets the budget (from ``KAMINPAR_FIRST_NNZ`` non-zeros on,
+KaMinPar runs first instead and METIS not at all: ``first_base``); every later step asks
+``plan_step`` whether it may start with the time that is left:
 
 * ``kaminpar`` (KaMinPar, usually faster than METIS): if at least METIS's own time is left
   after the refinement's reserve;
@@ -43,6 +44,15 @@ MT_SECONDS_PER_PIN = 1.9e-6
 # pin): above this many pins the copy alone outgrows the graph, so ``default`` skips it
 MT_MAX_PINS = 20_000_000
 STEPS = ("kaminpar", "mtkahypar", "refine")
+# from this many non-zeros on, ``default`` starts with KaMinPar instead of METIS-vol (and its
+# time sets the budget; METIS is not run): on the large R-MAT graphs of
+# bench/results/partition_large.json METIS takes several times KaMinPar's time and memory
+KAMINPAR_FIRST_NNZ = 50_000_000
+
+
+def first_base(nnz: int, have_kaminpar: bool = True) -> str:
+    """The base ``default`` runs first (whose time sets the budget)."""
+    return "kaminpar" if have_kaminpar and nnz >= KAMINPAR_FIRST_NNZ else "metis-vol"
 
 
 def default_budget(metis_seconds: float) -> float:
