@@ -249,6 +249,42 @@ def time_rule(rows: list[dict]) -> list[str]:
     return out
 
 
+LARGE = RESULTS / "partition_large.json"
+
+
+def large_table(path: Path = LARGE) -> list[str]:
+    """The large-graph section from bench/large_graph.py's JSON (empty if it has not run)."""
+    if not path.exists():
+        return []
+    rows = json.loads(path.read_text())["rows"]
+    out = ["## Large graphs", "",
+           "`python bench/large_graph.py --scale S --edge-factor 7 --k 64 256 1024` (R-MAT, "
+           "symmetric, built in O(nnz) memory; each method in a fresh process; peak MiB is "
+           "the process's, the graph's memory-mapped arrays included; 'write' is `spmmgnn "
+           "datasets convert --parts k` with the method named, then every block row read "
+           "back on its own). Load is the 1-minute load average when the row ended.", "",
+           "| graph | k | method | seconds | peak MiB | total vol | max send | send imb | "
+           "load imb | load |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        size = f" (n={r['n']:,}, nnz={r['nnz']:,})" if "nnz" in r else ""
+        head = f"| {r['graph']}{size} | {r['k']} | {r['method']} |"
+        if r["method"] == "write":
+            ok = "ok" if r.get("read_ok") else "FAILED"
+            out.append(f"{head} {r['write_seconds']:.0f} (read {r.get('read_seconds', 0):.0f})"
+                       f" | {r['write_peak_rss_mib']:.0f} (read "
+                       f"{r.get('read_peak_rss_mib', 0):.0f}) | {r['write_method']}, read "
+                       f"back per block row: {ok} | | | | {r['load']:.1f} |")
+        elif "total_volume" not in r:
+            why = "did not finish" if r.get("timed_out") else f"failed: {r.get('failed')}"
+            out.append(f"{head} {r['seconds']:.0f} | | {why} | | | | {r['load']:.1f} |")
+        else:
+            out.append(f"{head} {r['seconds']:.1f} | {r['peak_rss_mib']:.0f} | "
+                       f"{r['total_volume']:,} | {r['max_send']:,} | "
+                       f"{r['send_imbalance']:.1%} | {r['load_imbalance']:.1%} | "
+                       f"{r['load']:.1f} |")
+    return out + [""]
+
+
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = ["# Partitioner comparison", "",
              "`default` (fast): within max(3x METIS-vol's time, 2 s), the best by max send "
@@ -271,7 +307,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
                   "on a tiny graph (numba caches, METIS); peak MiB is the process's peak "
                   "resident memory (graph and libraries included: the graph's own figure in "
                   "parentheses). The load average of the machine is in the JSON per row.", ""
-                  ] + time_rule(rows) + ["", "## Summary", ""] + summary(rows) + [""]
+                  ] + time_rule(rows) + [""] + large_table() + ["## Summary", ""] + (
+                 summary(rows) + [""])
     keys = []
     for r in rows:
         if (r["graph"], r["k"]) not in keys:

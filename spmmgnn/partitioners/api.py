@@ -5,7 +5,9 @@ refinement of ``maxsend``), e.g. ``metis-vol+maxsend``:
 
 * ``block``, ``random`` (``simple``); ``metis-cut``, ``metis-vol`` (METIS k-way with the
   edge-cut / communication-volume objective); ``metis`` runs both objectives and keeps the
-  better result; ``kahypar``, ``mtkahypar`` (column-net hypergraph).
+  better result; ``kaminpar`` (KaMinPar on the symmetrized graph); ``kahypar``,
+  ``mtkahypar`` (column-net hypergraph; ``mtkahypar-fast``: Mt-KaHyPar's default preset,
+  not reproducible with more than one thread).
 * ``+maxsend``: ``refine_max_send`` starts from the base partition (same epsilon) and
   lowers the total and the maximum send volume, keeping the state of lowest
   ``max send + total / k`` with the total within 10 % of its total-volume phase. It never
@@ -16,9 +18,11 @@ refinement of ``maxsend``), e.g. ``metis-vol+maxsend``:
 
 Two presets keep the best of several candidates:
 
-* ``default`` (fast): the candidates of ``default_candidates``, METIS-vol with the
-  multilevel refinement (``multilevel.DEFAULT_LEVELS`` levels), and Mt-KaHyPar refined the
-  same way on graphs below ``LARGE_GRAPH`` vertices;
+* ``default`` (fast): within max(3x METIS-vol's time, 2 s) (``budget``; ``_default``):
+  METIS-vol (KaMinPar from ``budget.KAMINPAR_FIRST_NNZ`` non-zeros), then KaMinPar and
+  Mt-KaHyPar's fast preset as ``budget.plan_step`` allows, the label-propagation multilevel
+  refinement of each base, best base first, and the full refinement of the best with the
+  time left, all under the budget's deadline; the steps skipped are listed with why;
 * ``quality``: the lowest max send at a near-minimum total volume. It computes both bases
   (METIS-vol and Mt-KaHyPar, on every graph), refines each with ``default``'s multilevel
   refinement, then, while ``time_budget`` seconds last (default ``QUALITY_BUDGET`` times
@@ -37,13 +41,12 @@ Two presets keep the best of several candidates:
 result is checked against the load cap (``model.load_cap``) and rebalanced if a base
 partitioner overshot it, so all methods keep the load imbalance <= epsilon when possible.
 
-Graph methods (``metis*``) symmetrize a directed A; the hypergraph methods (``kahypar``,
-``mtkahypar``) and the refinement model the exact volume of any A.
+Graph methods (``metis*``, ``kaminpar``) symmetrize a directed A; the hypergraph methods
+(``kahypar``, ``mtkahypar``) and the refinement model the exact volume of any A.
 
 The presets come from ``bench/partition.py`` on real graphs
-(``bench/results/partition_real.md``, Debian data: lexical, software, web, meshes): it runs
-the candidates of ``default_candidates`` (METIS-vol refined, and below ``LARGE_GRAPH``
-vertices Mt-KaHyPar refined) and keeps the lower ``max send + total / k``. A degree-skew
+(``bench/results/partition_real.md``, Debian data: lexical, software, web, meshes). A
+degree-skew
 rule cannot pick one method: Mt-KaHyPar has the lower total on the web graph (hub-heavy)
 and on the meshes (no hubs) alike. ``Partition.method`` names the winner and
 ``Partition.candidates`` lists each candidate's volumes and seconds.
@@ -102,7 +105,8 @@ QUALITY_TOTAL = 1.02
 # and one label-propagation round for each of four penalty weights, so the refinement stays
 # within about twice METIS's time. Measured on WordNet, the thesaurus and GCIDE (k = 16, 64):
 # max send + total / k within 0.1-0.6 % of two rounds per weight after two total-volume
-# rounds, in half the rounds
+# rounds, in half the rounds. ``default`` refines every base this way first, on every graph
+# (the full refinement follows if its time rule leaves time)
 LARGE_GRAPH = 100_000
 LARGE_GRAPH_REFINEMENT = dict(fm_passes=0, mu_fm_passes=0, total_lp_rounds=0, lp_rounds=1,
                               mu=(0.02, 0.1, 0.4, 1.0))
