@@ -188,3 +188,18 @@ def test_sliced_passes_under_a_far_deadline_make_the_same_moves():
     finally:
         driver.LP_SLICE, driver.FM_WORK = saved
     np.testing.assert_array_equal(sliced, whole)
+
+
+def test_progress_lines_name_the_steps(monkeypatch):
+    """Past ``PROGRESS_AFTER`` seconds (0 here) every step reports a line; before, none."""
+    from spmmgnn.partitioners import api
+
+    A = rmat(8, 6, seed=1)
+    quiet: list[str] = []
+    partition(A, 4, method="metis-vol+multilevel", progress=quiet.append)
+    assert quiet == []
+    monkeypatch.setattr(api, "PROGRESS_AFTER", 0.0)
+    lines: list[str] = []
+    partition(A, 4, method="default", progress=lines.append, threads=1)
+    assert lines[0].startswith("partition default k=4: metis-vol ")
+    assert any("budget" in x for x in lines) and "done in" in lines[-1]
