@@ -374,7 +374,21 @@ def main(argv=None) -> int:
                          "(e.g. main's unpacked by git archive), for paired A/B rows")
     ap.add_argument("--render", action="store_true",
                     help="only rewrite the Markdown from the existing JSON")
+    ap.add_argument("--merge", metavar="JSON",
+                    help="put the rows of another run into --out's JSON (replacing the same "
+                         "graph, k and method), then render")
+    ap.add_argument("--note", default="", help="with --merge: how the merged rows were made")
     args = ap.parse_args(argv)
+    if args.merge:
+        data = json.loads(Path(args.out).with_suffix(".json").read_text())
+        new = json.loads(Path(args.merge).read_text())
+        key = {(r["graph"], r["k"], r["method"]): r for r in new["rows"]}
+        rows = [key.pop((r["graph"], r["k"], r["method"]), r) for r in data["rows"]]
+        data["rows"] = rows + list(key.values())
+        if args.note:
+            data["meta"]["rerun"] = f"{data['meta'].get('rerun', '')}; {args.note}"
+        write_json(Path(args.out).with_suffix(".json"), data)
+        args.render = True
     if args.render:
         data = json.loads(Path(args.out).with_suffix(".json").read_text())
         write_text_atomic(Path(args.out).with_suffix(".md"), markdown(data["rows"], data["meta"]))
