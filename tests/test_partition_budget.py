@@ -15,6 +15,7 @@ from spmmgnn.data.generators import rmat, sbm
 from spmmgnn.partitioners import load_cap, partition
 from spmmgnn.partitioners.api import score
 from spmmgnn.partitioners.budget import (
+    BASES_MAX_N,
     DEFAULT_MARGIN,
     MT_MAX_PINS,
     MT_SECONDS_PER_PIN,
@@ -47,18 +48,23 @@ def test_the_first_base_is_kaminpar_on_large_graphs():
 
 
 def test_plan_step_picks_and_skips_as_the_rule_says():
-    """At budget B the steps plan to end by 0.85 B; the refinement keeps 0.35 B: KaMinPar
-    starts if METIS's own time is left before that reserve, Mt-KaHyPar if its least time
-    (per pin, growing with log k) is, a refinement if 0.1 B is left at all."""
+    """At budget B the steps plan to end by 0.9 B; the refinement keeps 0.35 B: KaMinPar
+    starts if half METIS's time is left before that reserve, Mt-KaHyPar if its least time
+    (per pin, growing with log k) is, a refinement if 0.1 B is left at all; from 10^5
+    vertices on only the refinement."""
     B, t_metis = 10.0, 1.0
-    end, before = DEFAULT_MARGIN * B, (DEFAULT_MARGIN - REFINE_SHARE) * B  # 8.5 s, 5.0 s
-    # KaMinPar: needs t_metis before the reserve
+    end, before = DEFAULT_MARGIN * B, (DEFAULT_MARGIN - REFINE_SHARE) * B  # 9.0 s, 5.5 s
+    # KaMinPar: needs t_metis / 2 before the reserve
     assert plan_step("kaminpar", 1.0, B, t_metis, 10**5, 16) == pytest.approx(before)
-    assert plan_step("kaminpar", before - t_metis + 0.01, B, t_metis, 10**5, 16) is None
+    assert plan_step("kaminpar", before - t_metis / 2 + 0.01, B, t_metis, 10**5, 16) is None
+    # no second base on a graph of BASES_MAX_N vertices, the refinement still
+    assert plan_step("kaminpar", 1.0, B, t_metis, 10**5, 16, BASES_MAX_N) is None
+    assert plan_step("mtkahypar", 1.0, B, t_metis, 10, 16, BASES_MAX_N) is None
+    assert plan_step("refine", 1.0, B, t_metis, 10**5, 16, BASES_MAX_N) == pytest.approx(end)
     # Mt-KaHyPar: 1.9 us per pin at k <= 16, 1.5x that at k = 64 (log2 64 / 4)
     assert mt_seconds(10**6, 16) == pytest.approx(MT_SECONDS_PER_PIN * 10**6)
     assert mt_seconds(10**6, 64) == pytest.approx(1.5 * MT_SECONDS_PER_PIN * 10**6)
-    pins_fit = int(3.9 / MT_SECONDS_PER_PIN)  # 3.9 s of 4 s left before the reserve
+    pins_fit = int(4.4 / MT_SECONDS_PER_PIN)  # 4.4 s of 4.5 s left before the reserve
     assert plan_step("mtkahypar", 1.0, B, t_metis, pins_fit, 16) == pytest.approx(before)
     assert plan_step("mtkahypar", 1.0, B, t_metis, pins_fit, 64) is None
     assert plan_step("mtkahypar", 1.0, B, t_metis, 2 * pins_fit, 16) is None

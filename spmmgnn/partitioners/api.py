@@ -67,7 +67,14 @@ import numpy as np
 
 from ..errors import SpmmgnnError
 from ..layout import Partition
-from .budget import KAMINPAR_FIRST_NNZ, default_budget, first_base, plan_step, run_until
+from .budget import (
+    BASES_MAX_N,
+    KAMINPAR_FIRST_NNZ,
+    default_budget,
+    first_base,
+    plan_step,
+    run_until,
+)
 from .hypergraph import kahypar_parts, mtkahypar_parts
 from .kaminpar import kaminpar_parts
 from .maxsend import rebalance, refine_max_send
@@ -389,10 +396,12 @@ def _default(A, k: int, loads: np.ndarray, cap: int, net: Callable[[], ColumnNet
                             f"{KAMINPAR_FIRST_NNZ:.0e} non-zeros"))
 
     def until(step: str, name: str) -> float | None:
-        end = plan_step(step, time.perf_counter() - t0, budget, t_metis, pins, k)
+        end = plan_step(step, time.perf_counter() - t0, budget, t_metis, pins, k, n)
         if end is None:
-            skipped.append(dict(method=name, skipped=f"the time rule ({budget:.1f} s): "
-                                f"{time.perf_counter() - t0:.1f} s spent"))
+            why = (f"no second base from {BASES_MAX_N:,} vertices" if step != "refine"
+                   and n >= BASES_MAX_N else f"the time rule ({budget:.1f} s): "
+                   f"{time.perf_counter() - t0:.1f} s spent")
+            skipped.append(dict(method=name, skipped=why))
             return None
         return t0 + end
 

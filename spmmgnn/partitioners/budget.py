@@ -6,8 +6,8 @@ runs first and its measured time sets the budget (from ``KAMINPAR_FIRST_NNZ`` no
 KaMinPar runs first instead and METIS not at all: ``first_base``); every later step asks
 ``plan_step`` whether it may start with the time that is left:
 
-* ``kaminpar`` (KaMinPar, usually faster than METIS): if at least METIS's own time is left
-  after the refinement's reserve;
+* ``kaminpar`` (KaMinPar, usually faster than METIS): if at least half METIS's time is left
+  before the refinement's reserve;
 * ``mtkahypar`` (Mt-KaHyPar's fast preset, in a forked child killed at its deadline, so an
   overrun costs only the time it was given): if the time left before the refinement's reserve
   is at least ``mt_seconds`` (``MT_SECONDS_PER_PIN`` per pin of the hypergraph, the fastest
@@ -17,8 +17,10 @@ KaMinPar runs first instead and METIS not at all: ``first_base``); every later s
   deadline, so it stops starting passes there): if at least ``REFINE_MIN_SHARE`` of the
   budget is left.
 
-The reserve for the refinement is ``REFINE_SHARE`` of the budget. ``plan_step`` is a pure
-function of the times and sizes, so the rule is tested apart from any clock.
+The reserve for the refinement is ``REFINE_SHARE`` of the budget. From ``BASES_MAX_N``
+vertices on no second base runs: the whole budget goes to the first base's refinement.
+``plan_step`` is a pure function of the times and sizes, so the rule is tested apart from any
+clock.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import numpy as np
 DEFAULT_BUDGET, DEFAULT_MIN_BUDGET = 3.0, 2.0
 # the steps plan to end by this share of the budget: a label-propagation round or FM chunk
 # that has started, the final metrics and the process's noise take the rest
-DEFAULT_MARGIN = 0.85
+DEFAULT_MARGIN = 0.9
 REFINE_SHARE, REFINE_MIN_SHARE = 0.35, 0.1
 # Mt-KaHyPar's fastest rate on the bench graphs (2 threads, default preset): 1.9 us per pin
 # (elephant, k = 16); 5-10 us on the hub-heavy graphs and at k = 64
@@ -44,6 +46,14 @@ MT_SECONDS_PER_PIN = 1.9e-6
 # pin): above this many pins the copy alone outgrows the graph, so ``default`` skips it
 MT_MAX_PINS = 20_000_000
 STEPS = ("kaminpar", "mtkahypar", "refine")
+# KaMinPar took 0.1-0.5x METIS-vol's time on the bench graphs (bench/results/partition_real.md)
+KAMINPAR_SHARE = 0.5
+# from this many vertices on, ``default`` runs no second base (KaMinPar, Mt-KaHyPar) and gives
+# the time to the refinement of the first: on WordNet, the thesaurus and GCIDE (k = 16, 64) a
+# KaMinPar base scored worse than METIS-vol's (total 1.03-1.17x), Mt-KaHyPar's fast preset did
+# not finish in the time it was given (6 and 25 s on the thesaurus and GCIDE at k = 64), and
+# the time they took cut METIS-vol's refinement short (3-5 % worse than refining it to the end)
+BASES_MAX_N = 100_000
 # from this many non-zeros on, ``default`` starts with KaMinPar instead of METIS-vol (and its
 # time sets the budget; METIS is not run): on the large R-MAT graphs of
 # bench/results/partition_large.json METIS takes several times KaMinPar's time and memory
@@ -61,11 +71,14 @@ def default_budget(metis_seconds: float) -> float:
 
 
 def plan_step(step: str, elapsed: float, budget: float, metis_seconds: float,
-              pins: int, k: int) -> float | None:
-    """May ``step`` of ``default`` start ``elapsed`` seconds into a ``budget``? Returns the
-    seconds (from the start) by which it must end, or None to skip it."""
+              pins: int, k: int, n: int = 0) -> float | None:
+    """May ``step`` of ``default`` start ``elapsed`` seconds into a ``budget`` (on a graph
+    of ``n`` vertices and ``pins`` pins)? Returns the seconds (from the start) by which it
+    must end, or None to skip it."""
     if step not in STEPS:
         raise ValueError(f"unknown step {step!r}; one of {STEPS}")
+    if step != "refine" and n >= BASES_MAX_N:
+        return None  # METIS-vol's refinement makes better use of the time there
     if budget == float("inf"):  # no rule: every step runs to its end
         return budget
     end = DEFAULT_MARGIN * budget
@@ -75,7 +88,7 @@ def plan_step(step: str, elapsed: float, budget: float, metis_seconds: float,
     before_refine = end - REFINE_SHARE * budget
     left_before = before_refine - elapsed
     if step == "kaminpar":
-        return before_refine if left_before >= metis_seconds else None
+        return before_refine if left_before >= KAMINPAR_SHARE * metis_seconds else None
     if pins > MT_MAX_PINS:
         return None
     return before_refine if left_before >= mt_seconds(pins, k) else None
