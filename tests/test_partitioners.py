@@ -94,7 +94,8 @@ def graph():
     return random_graph(2000, 4, seed=2, directed=False)
 
 
-FAST = [m for m in METHODS if not m.startswith(("kahypar", "mtkahypar"))]
+# KaMinPar's refinements: tests/test_partition_budget.py (against brute force)
+FAST = [m for m in METHODS if not m.startswith(("kahypar", "mtkahypar", "kaminpar+"))]
 
 
 @pytest.mark.parametrize("method", FAST)
