@@ -39,14 +39,6 @@ def test_budget_is_three_metis_runs_or_two_seconds():
     assert default_budget(4.0) == pytest.approx(12.0)
 
 
-def test_the_first_base_is_kaminpar_on_large_graphs():
-    from spmmgnn.partitioners.budget import KAMINPAR_FIRST_NNZ, first_base
-
-    assert first_base(KAMINPAR_FIRST_NNZ - 1) == "metis-vol"
-    assert first_base(KAMINPAR_FIRST_NNZ) == "kaminpar"
-    assert first_base(KAMINPAR_FIRST_NNZ, have_kaminpar=False) == "metis-vol"
-
-
 def test_plan_step_picks_and_skips_as_the_rule_says():
     """At budget B the steps plan to end by 0.9 B; the refinement keeps 0.35 B: KaMinPar
     starts if half METIS's time is left before that reserve, Mt-KaHyPar if its least time

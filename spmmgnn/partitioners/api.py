@@ -19,7 +19,7 @@ refinement of ``maxsend``), e.g. ``metis-vol+maxsend``:
 Two presets keep the best of several candidates:
 
 * ``default`` (fast): within max(3x METIS-vol's time, 2 s) (``budget``; ``_default``):
-  METIS-vol (KaMinPar from ``budget.KAMINPAR_FIRST_NNZ`` non-zeros), then KaMinPar and
+  METIS-vol, then KaMinPar and
   Mt-KaHyPar's fast preset as ``budget.plan_step`` allows, the label-propagation multilevel
   refinement of each base, best base first, and the full refinement of the best with the
   time left, all under the budget's deadline; the steps skipped are listed with why;
@@ -67,14 +67,7 @@ import numpy as np
 
 from ..errors import SpmmgnnError
 from ..layout import Partition
-from .budget import (
-    BASES_MAX_N,
-    KAMINPAR_FIRST_NNZ,
-    default_budget,
-    first_base,
-    plan_step,
-    run_until,
-)
+from .budget import BASES_MAX_N, default_budget, plan_step, run_until
 from .hypergraph import kahypar_parts, mtkahypar_parts
 from .kaminpar import kaminpar_parts
 from .maxsend import rebalance, refine_max_send
@@ -385,15 +378,12 @@ def _default(A, k: int, loads: np.ndarray, cap: int, net: Callable[[], ColumnNet
     ``b`` and keeps it in ``bases`` with its seconds; ``compute(b)`` only computes it. A step
     the rule skips is listed with ``skipped`` (why), without volumes."""
     n, pins = A.shape[0], int(A.nnz) + A.shape[0]  # pins of pattern(A) + I, at most
-    first = first_base(int(A.nnz), _available("kaminpar"))
+    first = "metis-vol"
     base_of(first)
     t_metis = time.perf_counter() - t0
     budget = default_budget(t_metis) if time_budget is None else float(time_budget)
     say(f"budget {budget:.1f} s")
     skipped: list[dict] = []
-    if first != "metis-vol":
-        skipped.append(dict(method="metis-vol", skipped=f"{first} first from "
-                            f"{KAMINPAR_FIRST_NNZ:.0e} non-zeros"))
 
     def until(step: str, name: str) -> float | None:
         end = plan_step(step, time.perf_counter() - t0, budget, t_metis, pins, k, n)
@@ -406,8 +396,7 @@ def _default(A, k: int, loads: np.ndarray, cap: int, net: Callable[[], ColumnNet
         return t0 + end
 
     names = [first]
-    if first != "kaminpar" and _available("kaminpar") and until("kaminpar",
-                                                                 "kaminpar") is not None:
+    if _available("kaminpar") and until("kaminpar", "kaminpar") is not None:
         base_of("kaminpar")
         names.append("kaminpar")
     fast = "mtkahypar-fast"

@@ -2,9 +2,8 @@
 
 ``default`` must finish within ``max(DEFAULT_BUDGET x METIS-vol's time, DEFAULT_MIN_BUDGET)``
 (issue 39): a user waits at most three METIS runs, or two seconds on a small graph. METIS-vol
-runs first and its measured time sets the budget (from ``KAMINPAR_FIRST_NNZ`` non-zeros on,
-KaMinPar runs first instead and METIS not at all: ``first_base``); every later step asks
-``plan_step`` whether it may start with the time that is left:
+runs first and its measured time sets the budget; every later step asks ``plan_step``
+whether it may start with the time that is left:
 
 * ``kaminpar`` (KaMinPar, usually faster than METIS): if at least half METIS's time is left
   before the refinement's reserve;
@@ -54,17 +53,6 @@ KAMINPAR_SHARE = 0.5
 # not finish in the time it was given (6 and 25 s on the thesaurus and GCIDE at k = 64), and
 # the time they took cut METIS-vol's refinement short (3-5 % worse than refining it to the end)
 BASES_MAX_N = 100_000
-# from this many non-zeros on, ``default`` starts with KaMinPar instead of METIS-vol (and its
-# time sets the budget; METIS is not run): on the large R-MAT graphs of
-# bench/results/partition_large.json METIS takes several times KaMinPar's time and memory
-KAMINPAR_FIRST_NNZ = 50_000_000
-
-
-def first_base(nnz: int, have_kaminpar: bool = True) -> str:
-    """The base ``default`` runs first (whose time sets the budget)."""
-    return "kaminpar" if have_kaminpar and nnz >= KAMINPAR_FIRST_NNZ else "metis-vol"
-
-
 def default_budget(metis_seconds: float) -> float:
     """Seconds ``default`` may take in all, from METIS-vol's time."""
     return max(DEFAULT_BUDGET * float(metis_seconds), DEFAULT_MIN_BUDGET)
