@@ -279,7 +279,8 @@ def large_table(path: Path = LARGE) -> list[str]:
                        f"{r.get('read_peak_rss_mib', 0):.0f}) | {r['write_method']}, read "
                        f"back per block row: {ok} | | | | {r['load']:.1f} |")
         elif "total_volume" not in r:
-            why = "did not finish" if r.get("timed_out") else f"failed: {r.get('failed')}"
+            why = (r.get("note") or "did not finish") if r.get("timed_out") else (
+                f"failed: {r.get('failed')}")
             out.append(f"{head} {r['seconds']:.0f} | | {why} | | | | {r['load']:.1f} |")
         else:
             out.append(f"{head} {r['seconds']:.1f} | {r['peak_rss_mib']:.0f} | "
