@@ -95,3 +95,29 @@ def test_volume_slack_reaches_the_refinement(tmp_path):
     bad = cli(src, "-k", 4, "--volume-slack", "-1", "-o", tmp_path / "bad.h5")
     assert bad.returncode == 2 and "volume_slack must be a non-negative number" in bad.stderr
     assert "Traceback" not in bad.stderr and not (tmp_path / "bad.h5").exists()
+
+
+def test_runs_name_the_partition_and_its_seconds(tmp_path):
+    """The method ``datasets --parts`` used is stored in the file: ``datasets info`` and the
+    header of a run on the file name it. A run that partitions in memory names the method it
+    resolved to, and puts the partition's seconds on its ``done:`` line and in ``--json``."""
+    from spmmgnn.commands.datasets import info
+    from spmmgnn.data.csbm import csbm
+    from spmmgnn.data.partitioned import write_partitioned
+
+    from .mpi import run_cli
+
+    h5, js = tmp_path / "g.h5", tmp_path / "run.json"
+    write_partitioned(csbm(n=800, seed=0), h5, 2, "metis-vol")  # what datasets --parts does
+    assert "partition: metis-vol (" in info(h5)
+    assert read_block_row(h5, block=0).partition_method == "metis-vol"
+    on_file = run_cli(2, "train", "--dataset", str(h5), "--epochs", "2")
+    assert on_file.returncode == 0, on_file.stderr
+    assert "partitioner=file:metis-vol " in on_file.stdout, on_file.stdout
+    in_memory = run_cli(2, "train", "--csbm-n", "800", "--epochs", "2", "--partitioner",
+                        "metis-vol+maxsend", "--json", str(js))
+    assert in_memory.returncode == 0, in_memory.stderr
+    secs = json.loads(js.read_text())["partition_seconds"]
+    assert secs > 0
+    assert "partitioner=metis-vol+maxsend (metis-vol+maxsend, " in in_memory.stdout
+    assert f"(after partitioning in {secs:.1f} s)" in in_memory.stdout, in_memory.stdout

@@ -94,7 +94,8 @@ def graph():
     return random_graph(2000, 4, seed=2, directed=False)
 
 
-FAST = [m for m in METHODS if not m.startswith(("kahypar", "mtkahypar"))]
+# KaMinPar's refinements: tests/test_partition_budget.py (against brute force)
+FAST = [m for m in METHODS if not m.startswith(("kahypar", "mtkahypar", "kaminpar+"))]
 
 
 @pytest.mark.parametrize("method", FAST)
@@ -159,7 +160,7 @@ def test_reproducible_for_a_fixed_seed(graph, method):
     np.testing.assert_array_equal(a.parts, b.parts)
 
 
-def test_default_does_not_depend_on_the_thread_count():
+def test_metis_does_not_depend_on_the_thread_count():
     from spmmgnn.data.generators import rmat
 
     A = rmat(10, 8, seed=2)
@@ -168,29 +169,6 @@ def test_default_does_not_depend_on_the_thread_count():
     b = partition(A, 5, method="metis+maxsend", seed=1, threads=2)
     assert a.method == b.method == "metis+maxsend"
     np.testing.assert_array_equal(a.parts, b.parts)
-    # the default: METIS-vol's refinement overlaps Mt-KaHyPar (deterministic preset)
-    a = partition(A, 5, method=DEFAULT_METHOD, seed=1, threads=1)
-    b = partition(A, 5, method=DEFAULT_METHOD, seed=1, threads=2)
-    assert a.method == b.method
-    np.testing.assert_array_equal(a.parts, b.parts)
-
-
-def test_default_keeps_the_best_candidate_by_score():
-    """``default`` runs both candidates on a small graph and returns the one with the lower
-    max send + total / k; each candidate equals the same method run alone."""
-    A = sbm(1200, 10, avg_degree=8, mixing=0.3, seed=4)
-    k = 6
-    d = partition(A, k, method=DEFAULT_METHOD, seed=2, threads=1)
-    both = ["metis-vol+multilevel", "mtkahypar+multilevel"]
-    assert [c["method"] for c in d.candidates] == both
-    alone = {m: partition(A, k, method=m, seed=2, threads=1).metrics for m in both}
-    for c in d.candidates:
-        assert (c["total_volume"], c["max_send"]) == (alone[c["method"]].total_volume,
-                                                     alone[c["method"]].max_send)
-    scores = {m: x.max_send + x.total_volume / k for m, x in alone.items()}
-    assert d.method == min(scores, key=scores.get)
-    assert d.metrics.max_send + d.metrics.total_volume / k == min(scores.values())
-    assert d.metrics.load_imbalance <= EPS + 1e-12
 
 
 def test_block_is_contiguous_and_balanced_by_nonzeros():
@@ -286,15 +264,10 @@ def test_bad_input_raises_user_errors(graph):
 
 
 def test_method_names():
-    from spmmgnn.partitioners.api import LARGE_GRAPH, MTKAHYPAR_MAX_PINS, default_candidates
-
     assert parse_method("METIS-vol+maxsend") == ("metis-vol", "maxsend")
     assert parse_method("metis-vol+multilevel") == ("metis-vol", "multilevel")
     assert parse_method("mtkahypar") == ("mtkahypar", None)
-    both = ("metis-vol+multilevel", "mtkahypar+multilevel")
-    assert default_candidates(LARGE_GRAPH - 1, MTKAHYPAR_MAX_PINS) == both
-    assert default_candidates(LARGE_GRAPH, 10 * LARGE_GRAPH) == ("metis-vol+multilevel",)
-    assert default_candidates(1000, MTKAHYPAR_MAX_PINS + 1) == ("metis-vol+multilevel",)
+    assert parse_method("kaminpar+multilevel") == ("kaminpar", "multilevel")
     with pytest.raises(SpmmgnnError, match="unknown partitioning method"):
         parse_method("default+maxsend")
     assert all(parse_method(m)[0] in BASE_METHODS for m in METHODS)

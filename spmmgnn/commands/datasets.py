@@ -68,12 +68,19 @@ def info(path) -> str:
         lines = [f"{path}: n={a['n']} nnz={a['nnz']} block rows={a['k']} "
                  f"directed={bool(a['directed'])} classes={a.get('num_classes', '-')}",
                  f"  block sizes: {np.diff(offsets).tolist()}"]
+        if "partition_method" in a:
+            lines.append(f"  partition: {_text(a['partition_method'])} "
+                         f"({float(a.get('partition_seconds', 0.0)):.1f} s)")
         if "features" in h:
             lines.append(f"  features: {h['features'].shape[1]} x float32")
         if "masks" in h:
             g = h["masks"]
             lines.append("  split: " + ", ".join(f"{k}={int(g[k][...].sum())}" for k in g))
     return "\n".join(lines)
+
+
+def _text(value) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _build(args):
@@ -101,12 +108,15 @@ def run(args) -> int:
     comm = MPI.COMM_WORLD
 
     def work():
+        from ..partitioners.api import stderr_progress
+
         if args.dataset_command == "info":
             return info(args.path)
         t0 = time.perf_counter()
         g = _build(args)
         t1 = time.perf_counter()
-        part = write_partitioned(g, args.out, args.parts, args.partitioner, args.seed)
+        part = write_partitioned(g, args.out, args.parts, args.partitioner, args.seed,
+                                 progress=stderr_progress)
         return (f"wrote {args.out}: {g.name} n={g.n} nnz={int(g.adj.nnz)} "
                 f"features={None if g.features is None else g.features.shape[1]} "
                 f"classes={g.num_classes} block rows={part.k} "

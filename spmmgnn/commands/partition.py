@@ -35,21 +35,24 @@ def add_parser(sub) -> None:
                    "OGB-style folder; every format: (u, v) = edge u -> v, aggregated at v")
     p.add_argument("-k", "--parts", type=int, required=True, help="number of block rows")
     p.add_argument("--method", default=DEFAULT_METHOD,
-                   help=f"'{DEFAULT_METHOD}' (the default, fast: keeps the lowest max send + "
-                   f"total / k of its candidates), '{QUALITY_METHOD}' (slower: more candidates "
+                   help=f"'{DEFAULT_METHOD}' (the default, fast: within max(3x METIS-vol's "
+                   "time, 2 s), keeps the lowest max send + total / k of METIS-vol, KaMinPar "
+                   f"and Mt-KaHyPar refined), '{QUALITY_METHOD}' (slower: more candidates "
                    "and levels, --time-budget; the lowest max send with the total volume "
                    "within 2 %% of the lower of METIS-vol's and Mt-KaHyPar's) or one of "
                    f"{', '.join(METHODS)}")
     p.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
-                   help=f"'{QUALITY_METHOD}': start no further candidate, and no further "
-                   "refinement pass, after this many seconds (default: 20x METIS-vol's "
-                   "time, at least 10 s; a base partitioner that has started finishes)")
+                   help=f"the presets: start no further candidate, and no further "
+                   "refinement pass, after this many seconds (default: '{DEFAULT_METHOD}' "
+                   "3x METIS-vol's time, at least 2 s, Mt-KaHyPar stopped at its deadline; "
+                   f"'{QUALITY_METHOD}' 20x METIS-vol's time, at least 10 s, a base "
+                   "partitioner that has started finishes); 'inf': every step runs")
     p.add_argument("-o", "--output", required=True, help="output HDF5 file (.h5)")
     p.add_argument("--epsilon", type=float, default=0.03,
                    help="allowed load imbalance: max non-zeros per part <= (1+eps) x average")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None,
-                   help="threads for Mt-KaHyPar (default: all available cores)")
+                   help="threads for Mt-KaHyPar and KaMinPar (default: all available cores)")
     p.add_argument("--volume-slack", type=float, default=None, metavar="S",
                    help="+maxsend (and default): how much total volume (fraction of the "
                    "refined total, default 0.1) may be traded for a lower max send")
@@ -60,7 +63,7 @@ def add_parser(sub) -> None:
 def _partition(args) -> dict:
     from ..data.loaders import load_graph
     from ..data.partitioned import source_perm, write_partitioned
-    from ..partitioners.api import CONTIGUOUS
+    from ..partitioners.api import CONTIGUOUS, stderr_progress
 
     if args.parts < 1:
         raise SpmmgnnError(f"-k must be a positive number of parts, got {args.parts}")
@@ -74,7 +77,8 @@ def _partition(args) -> dict:
         refine["time_budget"] = args.time_budget
     P = write_partitioned(g, args.output, args.parts, args.method, seed=args.seed,
                           epsilon=args.epsilon, threads=args.threads,
-                          original_perm=source_perm(args.graph, g.n), **refine)
+                          original_perm=source_perm(args.graph, g.n),
+                          progress=stderr_progress, **refine)
     m = P.metrics
     report = dict(graph=str(args.graph), output=str(args.output), method=P.method,
                   n=g.n, matrix_nnz=int(g.adj.nnz), epsilon=args.epsilon, seed=args.seed,

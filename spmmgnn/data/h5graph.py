@@ -2,7 +2,8 @@
 
 Layout (format "spmmgnn-graph", version 1)::
 
-    attrs   format, version, n, nnz, k, num_classes (if labels), directed
+    attrs   format, version, n, nnz, k, num_classes (if labels), directed,
+            partition_method, partition_seconds (if a partitioner made the offsets)
     offsets (k+1,) int64     block row b owns relabelled vertices offsets[b]:offsets[b+1]
     perm    (n,)   int64     perm[new] = vertex id in the source graph
     adj/indptr  (n+1,) int64 CSR of the relabelled adjacency (row = target vertex)
@@ -49,11 +50,15 @@ class BlockRow:
     perm: np.ndarray | None  # the whole perm (None: not stored, or read with whole_perm=False)
     directed: bool = False
     ids: np.ndarray | None = None  # perm[lo:hi]: the source-graph ids of these rows
+    partition_method: str | None = None  # what made the offsets (None: not recorded)
 
 
 def write_graph(path, adj, offsets=None, perm=None, features=None, labels=None, masks=None,
-                num_classes: int | None = None, directed: bool = False) -> None:
-    """Write an already relabelled graph atomically (a crash never leaves a half file)."""
+                num_classes: int | None = None, directed: bool = False,
+                partition: dict | None = None) -> None:
+    """Write an already relabelled graph atomically (a crash never leaves a half file).
+    ``partition``: the ``method`` and ``seconds`` of the partitioner that made ``offsets``,
+    kept as attributes (the training run's header names the method)."""
     adj = sp.csr_array(adj)
     n = adj.shape[0]
     if adj.shape != (n, n):
@@ -64,6 +69,9 @@ def write_graph(path, adj, offsets=None, perm=None, features=None, labels=None, 
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as h:
         h.attrs.update(format=FORMAT, version=VERSION, n=n, nnz=int(adj.nnz),
                        k=offsets.size - 1, directed=bool(directed))
+        if partition:
+            h.attrs.update(partition_method=str(partition["method"]),
+                           partition_seconds=float(partition["seconds"]))
         h["offsets"] = offsets
         h["perm"] = np.arange(n, dtype=np.int64) if perm is None else np.asarray(perm, np.int64)
         g = h.create_group("adj")
@@ -182,7 +190,15 @@ def _block_row(h: h5py.File, path, lo, hi, block, whole_perm: bool) -> BlockRow:
         num_classes=int(h.attrs.get("num_classes", 0)),
         offsets=offsets, perm=stored[...] if stored is not None and whole_perm else None,
         directed=bool(h.attrs.get("directed", False)), ids=ids,
+        partition_method=_text_attr(h, "partition_method"),
     )
+
+
+def _text_attr(h: h5py.File, key: str) -> str | None:
+    value = h.attrs.get(key)
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else None
 
 
 def read_block_row(path, lo: int | None = None, hi: int | None = None,

@@ -29,7 +29,8 @@ def source_perm(path, n: int) -> np.ndarray | None:
 
 def write_partitioned(graph: Graph, path, parts: int, method: str = "none", seed: int = 0,
                       epsilon: float = 0.03, threads: int | None = None,
-                      original_perm: np.ndarray | None = None, **refine_options) -> Partition:
+                      original_perm: np.ndarray | None = None, progress=None,
+                      **refine_options) -> Partition:
     """Partition ``graph`` into ``parts`` block rows with ``method`` ('none' = near-equal
     contiguous blocks, else a ``spmmgnn.partitioners`` method), relabel and write ``path``.
 
@@ -37,7 +38,9 @@ def write_partitioned(graph: Graph, path, parts: int, method: str = "none", seed
     first (``splits``: the given parts kept, a warning saying what was drawn), so every
     reader of the file trains on the same split. ``original_perm``: the input's own
     relabelling (``source_perm``), composed into the stored perm; ``refine_options`` go to
-    ``partitioners.partition`` (the ``+maxsend`` refinement). Returns the Partition
+    ``partitioners.partition`` (the ``+maxsend`` refinement), and ``progress`` (a callable
+    taking a line) its step lines. The method and its seconds are stored in the file.
+    Returns the Partition
     (with ``metrics`` when a partitioner ran)."""
     if isinstance(parts, bool) or not isinstance(parts, (int, np.integer)) or parts < 1:
         raise SpmmgnnError(f"the number of block rows must be a positive integer, got {parts!r}")
@@ -50,7 +53,7 @@ def write_partitioned(graph: Graph, path, parts: int, method: str = "none", seed
     from ..partitioners import partition
 
     part = partition(graph.adj, int(parts), method=method, epsilon=epsilon, seed=seed,
-                     threads=threads, **refine_options)
+                     threads=threads, progress=progress, **refine_options)
     empty = int(np.count_nonzero(part.sizes == 0))
     if empty:
         warnings.warn(f"{graph.name}: {empty} of the {part.k} block rows are empty ("
@@ -59,5 +62,5 @@ def write_partitioned(graph: Graph, path, parts: int, method: str = "none", seed
     perm = part.perm if original_perm is None else original_perm[part.perm]
     write_graph(path, g.adj, offsets=part.offsets, perm=perm, features=g.features,
                 labels=g.labels, masks=g.masks, num_classes=g.num_classes or None,
-                directed=g.directed)
+                directed=g.directed, partition=dict(method=part.method, seconds=part.seconds))
     return part

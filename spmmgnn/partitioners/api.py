@@ -5,7 +5,9 @@ refinement of ``maxsend``), e.g. ``metis-vol+maxsend``:
 
 * ``block``, ``random`` (``simple``); ``metis-cut``, ``metis-vol`` (METIS k-way with the
   edge-cut / communication-volume objective); ``metis`` runs both objectives and keeps the
-  better result; ``kahypar``, ``mtkahypar`` (column-net hypergraph).
+  better result; ``kaminpar`` (KaMinPar on the symmetrized graph); ``kahypar``,
+  ``mtkahypar`` (column-net hypergraph; ``mtkahypar-fast``: Mt-KaHyPar's default preset,
+  not reproducible with more than one thread).
 * ``+maxsend``: ``refine_max_send`` starts from the base partition (same epsilon) and
   lowers the total and the maximum send volume, keeping the state of lowest
   ``max send + total / k`` with the total within 10 % of its total-volume phase. It never
@@ -16,9 +18,11 @@ refinement of ``maxsend``), e.g. ``metis-vol+maxsend``:
 
 Two presets keep the best of several candidates:
 
-* ``default`` (fast): the candidates of ``default_candidates``, METIS-vol with the
-  multilevel refinement (``multilevel.DEFAULT_LEVELS`` levels), and Mt-KaHyPar refined the
-  same way on graphs below ``LARGE_GRAPH`` vertices;
+* ``default`` (fast): within max(3x METIS-vol's time, 2 s) (``budget``; ``_default``):
+  METIS-vol, then KaMinPar and
+  Mt-KaHyPar's fast preset as ``budget.plan_step`` allows, the label-propagation multilevel
+  refinement of each base, best base first, and the full refinement of the best with the
+  time left, all under the budget's deadline; the steps skipped are listed with why;
 * ``quality``: the lowest max send at a near-minimum total volume. It computes both bases
   (METIS-vol and Mt-KaHyPar, on every graph), refines each with ``default``'s multilevel
   refinement, then, while ``time_budget`` seconds last (default ``QUALITY_BUDGET`` times
@@ -37,13 +41,12 @@ Two presets keep the best of several candidates:
 result is checked against the load cap (``model.load_cap``) and rebalanced if a base
 partitioner overshot it, so all methods keep the load imbalance <= epsilon when possible.
 
-Graph methods (``metis*``) symmetrize a directed A; the hypergraph methods (``kahypar``,
-``mtkahypar``) and the refinement model the exact volume of any A.
+Graph methods (``metis*``, ``kaminpar``) symmetrize a directed A; the hypergraph methods
+(``kahypar``, ``mtkahypar``) and the refinement model the exact volume of any A.
 
 The presets come from ``bench/partition.py`` on real graphs
-(``bench/results/partition_real.md``, Debian data: lexical, software, web, meshes): it runs
-the candidates of ``default_candidates`` (METIS-vol refined, and below ``LARGE_GRAPH``
-vertices Mt-KaHyPar refined) and keeps the lower ``max send + total / k``. A degree-skew
+(``bench/results/partition_real.md``, Debian data: lexical, software, web, meshes). A
+degree-skew
 rule cannot pick one method: Mt-KaHyPar has the lower total on the web graph (hub-heavy)
 and on the meshes (no hubs) alike. ``Partition.method`` names the winner and
 ``Partition.candidates`` lists each candidate's volumes and seconds.
@@ -51,16 +54,22 @@ and on the meshes (no hubs) alike. ``Partition.method`` names the winner and
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
+import sys
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
 from ..errors import SpmmgnnError
 from ..layout import Partition
+from .budget import BASES_MAX_N, default_budget, plan_step, run_until
 from .hypergraph import kahypar_parts, mtkahypar_parts
+from .kaminpar import kaminpar_parts
 from .maxsend import rebalance, refine_max_send
 from .metis import metis_parts
 from .metrics import PartitionMetrics, metrics
@@ -68,7 +77,8 @@ from .model import ColumnNet, as_square_csr, load_cap, row_loads
 from .multilevel import refine_multilevel
 from .simple import block_parts, random_parts
 
-BASE_METHODS = ("block", "random", "metis-cut", "metis-vol", "metis", "kahypar", "mtkahypar")
+BASE_METHODS = ("block", "random", "metis-cut", "metis-vol", "metis", "kahypar", "mtkahypar",
+                "mtkahypar-fast", "kaminpar")
 REFINEMENT, MULTILEVEL = "maxsend", "multilevel"
 REFINEMENTS = (REFINEMENT, MULTILEVEL)
 METHODS = BASE_METHODS + tuple(f"{m}+{r}" for r in REFINEMENTS for m in BASE_METHODS)
@@ -89,16 +99,14 @@ QUALITY_BUDGET, QUALITY_MIN_BUDGET = 20.0, 10.0
 # Mt-KaHyPar's (issue 23's target): its refinements stop trading total volume for max send
 # there, and a candidate above it is chosen only if none is within it
 QUALITY_TOTAL = 1.02
-# Mt-KaHyPar is a candidate of ``default`` below LARGE_GRAPH vertices and up to this many pins
-# of the column-net hypergraph (non-zeros of pattern(A) + I); see ``default_candidates``
-MTKAHYPAR_MAX_PINS = 2_000_000
 # from this many vertices on, ``+maxsend`` runs with LARGE_GRAPH_REFINEMENT: no FM passes
 # (2-3 s each on a 10^5-vertex power-law graph, where METIS takes 0.5-3 s; on meshes they do
 # the work), no total-volume rounds (METIS already minimized it: they moved 11-89 vertices)
 # and one label-propagation round for each of four penalty weights, so the refinement stays
 # within about twice METIS's time. Measured on WordNet, the thesaurus and GCIDE (k = 16, 64):
 # max send + total / k within 0.1-0.6 % of two rounds per weight after two total-volume
-# rounds, in half the rounds
+# rounds, in half the rounds. ``default`` refines every base this way first, on every graph
+# (the full refinement follows if its time rule leaves time)
 LARGE_GRAPH = 100_000
 LARGE_GRAPH_REFINEMENT = dict(fm_passes=0, mu_fm_passes=0, total_lp_rounds=0, lp_rounds=1,
                               mu=(0.02, 0.1, 0.4, 1.0))
@@ -109,19 +117,6 @@ def default_threads() -> int:
         os.cpu_count() or 1)
 
 
-def default_candidates(n: int, pins: int) -> tuple[str, ...]:
-    """The methods ``default`` runs on a hypergraph of ``n`` vertices and ``pins`` pins; the
-    best by ``score`` is kept. METIS-vol refined always; Mt-KaHyPar refined too below
-    ``LARGE_GRAPH`` vertices and ``MTKAHYPAR_MAX_PINS`` pins. Measured on the real graphs of
-    ``bench/results/partition_real.md``: Mt-KaHyPar's total volume is 2-17 % below METIS's
-    on the meshes and 45 % below on the web graph, but it takes 14-75 s where METIS takes
-    0.05-3 s, so on graphs of 10^5 vertices and more (where ``default`` must stay within 3x
-    METIS's time) it is left out."""
-    if n < LARGE_GRAPH and pins <= MTKAHYPAR_MAX_PINS:
-        return METIS_CANDIDATE, MTKAHYPAR_CANDIDATE
-    return (METIS_CANDIDATE,)
-
-
 def parse_method(method: str) -> tuple[str, str | None]:
     """(base partitioner, the refinement that follows: ``maxsend``, ``multilevel`` or None)
     for a method name (the presets are resolved by ``partition``)."""
@@ -130,8 +125,8 @@ def parse_method(method: str) -> tuple[str, str | None]:
     if base not in BASE_METHODS or (plus and rest not in REFINEMENTS):
         raise SpmmgnnError(f"unknown partitioning method {method!r}; choose one of "
                            f"{', '.join(METHODS)}, {DEFAULT_METHOD!r} (fast: the best of "
-                           f"{METIS_CANDIDATE} and {MTKAHYPAR_CANDIDATE}) or "
-                           f"{QUALITY_METHOD!r}")
+                           "METIS-vol, KaMinPar and Mt-KaHyPar refined within 3x METIS's "
+                           f"time) or {QUALITY_METHOD!r}")
     return base, rest if plus else None
 
 
@@ -141,7 +136,7 @@ def score(m: PartitionMetrics) -> float:
 
 
 def _base_parts(base: str, A, k: int, loads: np.ndarray, cap: int, epsilon: float, seed: int,
-                threads: int, cn: ColumnNet) -> np.ndarray:
+                threads: int, net: Callable[[], ColumnNet]) -> np.ndarray:
     if base == "block":
         return block_parts(loads, k, cap)
     if base == "random":
@@ -149,8 +144,11 @@ def _base_parts(base: str, A, k: int, loads: np.ndarray, cap: int, epsilon: floa
     if base in ("metis-cut", "metis-vol"):
         return metis_parts(A, k, loads, epsilon, seed, objective=base.split("-")[1])
     if base == "kahypar":
-        return kahypar_parts(A, k, loads, epsilon, seed, cn=cn)
-    return mtkahypar_parts(A, k, loads, epsilon, seed, threads=threads, cn=cn)
+        return kahypar_parts(A, k, loads, epsilon, seed, cn=net())
+    if base == "kaminpar":
+        return kaminpar_parts(A, k, loads, load_cap(loads, k, epsilon), seed, threads=threads)
+    return mtkahypar_parts(A, k, loads, epsilon, seed, threads=threads, cn=net(),
+                           preset="default" if base == "mtkahypar-fast" else "deterministic")
 
 
 def _check_non_negative(name: str, value) -> None:
@@ -161,6 +159,7 @@ def _check_non_negative(name: str, value) -> None:
 
 def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, seed: int = 0,
               threads: int | None = None, time_budget: float | None = None,
+              progress: Callable[[str], None] | None = None,
               **refine_options) -> Partition:
     """Partition the rows of square sparse ``A`` (the matrix the SpMM applies; a ``Graph``
     means its ``adj``) into ``k`` block rows of balanced non-zeros, minimizing the total
@@ -169,16 +168,19 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     Returns a ``Partition`` (part vector, block offsets, permutation) with ``metrics`` and
     ``seconds`` (partitioning time) filled in; ``none`` / ``contiguous`` give the near-equal
     contiguous blocks ``partition=None`` means, with their metrics. ``threads`` is used by
-    Mt-KaHyPar (default: the cores available). ``time_budget`` (seconds) bounds
-    ``quality`` (see the module docstring). ``refine_options`` go to
-    ``maxsend.refine_max_send`` (through ``multilevel.refine_multilevel`` for ``+multilevel``).
+    Mt-KaHyPar and KaMinPar (default: the cores available). ``time_budget`` (seconds; may
+    be ``math.inf``) bounds the presets, replacing their time rules (see the module
+    docstring). ``progress`` gets a line per step once a partition has taken
+    ``PROGRESS_AFTER`` seconds (the command line prints them on stderr). ``refine_options``
+    go to ``maxsend.refine_max_send`` (through ``multilevel.refine_multilevel`` for
+    ``+multilevel``).
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise SpmmgnnError(f"the number of parts k must be a positive integer, got {k!r}")
     k = int(k)
     _check_non_negative("epsilon", epsilon)
     _check_non_negative("volume_slack", refine_options.get("volume_slack", 0.0))
-    if time_budget is not None:
+    if time_budget is not None and time_budget != math.inf:
         _check_non_negative("time_budget", time_budget)
     threads = default_threads() if threads is None else int(threads)
     if threads < 1:
@@ -195,6 +197,7 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     base, refine = parse_method(METIS_CANDIDATE if preset else method)
     cap = load_cap(loads, k, epsilon)
     t0 = time.perf_counter()
+    say = _progress_printer(progress, t0, f"{preset or method} k={k}")
     chosen, candidates, label = None, [], f"{base}+{refine}" if refine else base
     if k == 1 or n == 0:
         parts = np.zeros(n, dtype=np.int64)
@@ -202,14 +205,13 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
         parts = (np.random.default_rng(seed).permutation(k)[:n] if base == "random"
                  else np.arange(n, dtype=np.int64))
     else:
-        cn = ColumnNet.from_matrix(A)
+        net = _Lazy(lambda: ColumnNet.from_matrix(A))  # only when a step needs it
         # (base, refinement, deep): deep = the multilevel refinement of ``quality``
         if preset == QUALITY_METHOD:  # ordered by base total once the bases have run
             runs = [(b, MULTILEVEL, deep) for deep in (False, True)
                     for b in ("metis-vol", "mtkahypar")]
         elif preset:
-            runs = [(*parse_method(m), False)
-                    for m in default_candidates(n, int(cn.npins.size))]
+            runs = []  # ``_default`` decides its steps as it goes
         else:
             runs = [(b, refine, False) for b in (("metis-cut", "metis-vol") if base == "metis"
                                                  else (base,))]
@@ -229,11 +231,11 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
                         options.setdefault("max_levels", QUALITY_LEVELS)
                         if budget is not None:  # the budget bounds its refinement too
                             options.setdefault("deadline", t0 + budget)
-                    p = refine_multilevel(cn, loads, p, k, cap, seed=seed, **options)[0]
+                    p = refine_multilevel(net(), loads, p, k, cap, seed=seed, **options)[0]
                 else:
-                    p = refine_max_send(cn, loads, p, k, cap, seed=seed, **options)[0]
+                    p = refine_max_send(net(), loads, p, k, cap, seed=seed, **options)[0]
             else:
-                p = rebalance(cn, loads, p, k, cap)[0]
+                p = _balanced(net, loads, p, k, cap)
             return p, t_base + time.perf_counter() - t
 
         # with a second thread, METIS-cut's refinement (numba, no GIL) overlaps METIS-vol;
@@ -248,15 +250,20 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
             """The base partition ``b`` and its seconds, computed once."""
             if b not in bases:
                 t = time.perf_counter()
-                p = _base_parts(b, A, k, loads, cap, epsilon, seed, threads, cn)
-                if p.shape != (n,) or p.min() < 0 or p.max() >= k:
-                    raise SpmmgnnError(f"{b} returned an invalid part vector")
+                p = _base_parts(b, A, k, loads, cap, epsilon, seed, threads, net)
+                _check_parts(b, p, n, k)
                 bases[b] = (p, time.perf_counter() - t)
+                say(f"{b} {bases[b][1]:.1f} s")
             return bases[b]
 
         try:
             futures, budget, total_limit = [], time_budget, None
-            guaranteed = len(default_candidates(n, int(cn.npins.size))) if preset else len(runs)
+            guaranteed = len(runs)
+            if preset == DEFAULT_METHOD:
+                candidates = _default(
+                    A, k, loads, cap, net, base_of, bases,
+                    lambda b: _base_parts(b, A, k, loads, cap, epsilon, seed, threads, net),
+                    t0, time_budget, seed, refine_options, say)
             if preset == QUALITY_METHOD:
                 if budget is None:  # METIS-vol's time sets the default
                     budget = max(QUALITY_BUDGET * base_of("metis-vol")[1], QUALITY_MIN_BUDGET)
@@ -281,9 +288,13 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
             m = metrics(A, p, k)
             candidates.append(dict(method=f"{b}+{ref}" if ref else b, parts=p, metrics=m,
                                    seconds=secs, deep=deep))
-        within = [c for c in candidates
+            if ref:
+                say(f"{candidates[-1]['method']} {secs:.1f} s: total {m.total_volume:,}, "
+                    f"max send {m.max_send:,}")
+        ran = [c for c in candidates if "metrics" in c]
+        within = [c for c in ran
                   if total_limit is None or c["metrics"].total_volume <= total_limit]
-        best = min(within or candidates, key=lambda c: score(c["metrics"]))
+        best = min(within or ran, key=lambda c: score(c["metrics"]))
         chosen, parts = best["metrics"], best["parts"]
         if preset:
             label = best["method"]
@@ -295,6 +306,145 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     result.candidates = [dict(method=c["method"], seconds=c["seconds"],
                               total_volume=c["metrics"].total_volume,
                               max_send=c["metrics"].max_send,
-                              **({"levels": QUALITY_LEVELS} if c["deep"] else {}))
+                              **({"levels": QUALITY_LEVELS} if c.get("deep") else {}),
+                              **{key: c[key] for key in ("refinement", "skipped") if key in c})
+                         if c.get("metrics") else dict(method=c["method"], skipped=c["skipped"],
+                                                       seconds=c.get("seconds", 0.0))
                          for c in candidates]
+    say(f"done in {seconds:.1f} s: {label}, total {result.metrics.total_volume:,}, max send "
+        f"{result.metrics.max_send:,}")
     return result
+
+
+class _Lazy:
+    """A value built on the first call (the column-net hypergraph: several times the matrix
+    in memory, and METIS or KaMinPar alone never need it unless a part overshoots the cap)."""
+
+    def __init__(self, make: Callable):
+        self.make, self.value, self.lock = make, None, threading.Lock()
+
+    def __call__(self):
+        with self.lock:  # ``metis`` refines in two threads
+            if self.value is None:
+                self.value = self.make()
+            return self.value
+
+
+def _balanced(net: Callable[[], ColumnNet], loads: np.ndarray, p: np.ndarray, k: int,
+              cap: int) -> np.ndarray:
+    """``p``, rebalanced under the load cap if a part overshoots it."""
+    if np.bincount(p, weights=loads, minlength=k).max(initial=0) <= cap:
+        return p
+    return rebalance(net(), loads, p, k, cap)[0]
+
+
+def _check_parts(name: str, p: np.ndarray, n: int, k: int) -> None:
+    if p.shape != (n,) or (n and (p.min() < 0 or p.max() >= k)):
+        raise SpmmgnnError(f"{name} returned an invalid part vector")
+
+
+# seconds after which ``partition`` reports its steps to ``progress``
+PROGRESS_AFTER = 3.0
+
+
+def stderr_progress(line: str) -> None:
+    """``progress`` for the command line: the line on stderr, at once."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def _progress_printer(progress: Callable[[str], None] | None, t0: float,
+                      what: str) -> Callable[[str], None]:
+    """``say(text)``: passes "partition <what>: <text> (<elapsed> s)" to ``progress`` once
+    ``PROGRESS_AFTER`` seconds have passed since ``t0`` (quick partitions stay silent)."""
+    def say(text: str) -> None:
+        elapsed = time.perf_counter() - t0
+        if progress is not None and elapsed >= PROGRESS_AFTER:
+            progress(f"partition {what}: {text} ({elapsed:.1f} s)")
+    return say
+
+
+def _available(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _default(A, k: int, loads: np.ndarray, cap: int, net: Callable[[], ColumnNet],
+             base_of: Callable,
+             bases: dict, compute: Callable, t0: float, time_budget: float | None, seed: int,
+             refine_options: dict, say: Callable[[str], None]) -> list[dict]:
+    """The candidates of ``default`` under its time rule (``budget.plan_step``): METIS-vol
+    (its time sets the budget), KaMinPar, Mt-KaHyPar's fast preset in a child killed at its
+    deadline, each base rebalanced under the cap; then the multilevel refinement of the bases,
+    best score first, each with the budget's end as deadline. ``base_of(b)`` computes base
+    ``b`` and keeps it in ``bases`` with its seconds; ``compute(b)`` only computes it. A step
+    the rule skips is listed with ``skipped`` (why), without volumes."""
+    n, pins = A.shape[0], int(A.nnz) + A.shape[0]  # pins of pattern(A) + I, at most
+    first = "metis-vol"
+    base_of(first)
+    t_metis = time.perf_counter() - t0
+    budget = default_budget(t_metis) if time_budget is None else float(time_budget)
+    say(f"budget {budget:.1f} s")
+    skipped: list[dict] = []
+
+    def until(step: str, name: str) -> float | None:
+        end = plan_step(step, time.perf_counter() - t0, budget, t_metis, pins, k, n)
+        if end is None:
+            why = (f"no second base from {BASES_MAX_N:,} vertices" if step != "refine"
+                   and n >= BASES_MAX_N else f"the time rule ({budget:.1f} s): "
+                   f"{time.perf_counter() - t0:.1f} s spent")
+            skipped.append(dict(method=name, skipped=why))
+            return None
+        return t0 + end
+
+    names = [first]
+    if _available("kaminpar") and until("kaminpar", "kaminpar") is not None:
+        base_of("kaminpar")
+        names.append("kaminpar")
+    fast = "mtkahypar-fast"
+    if _available("mtkahypar") and (end := until("mtkahypar", fast)) is not None:
+        t = time.perf_counter()
+        p = run_until(lambda: compute(fast), end)
+        if p is None:
+            skipped.append(dict(method=fast, seconds=time.perf_counter() - t,
+                                skipped="did not finish by its deadline"))
+            say(f"{fast} stopped at its deadline")
+        else:
+            _check_parts(fast, p, n, k)
+            bases[fast] = (p, time.perf_counter() - t)
+            say(f"{fast} {time.perf_counter() - t:.1f} s")
+            names.append(fast)
+    candidates = []
+    for b in names:
+        p, secs = base_of(b)
+        t = time.perf_counter()
+        p = _balanced(net, loads, p, k, cap)
+        candidates.append(dict(method=b, parts=p, metrics=metrics(A, p, k),
+                               seconds=secs + time.perf_counter() - t))
+    def refine(c: dict, fast: bool) -> dict | None:
+        """Candidate ``c`` refined (``fast``: label propagation only, ``LARGE_GRAPH_
+        REFINEMENT``; else the full refinement with FM passes) until the budget's end."""
+        name = f"{c['method'].split('+')[0]}+{MULTILEVEL}"
+        end = until("refine", name)
+        if end is None:
+            return None
+        options = dict(LARGE_GRAPH_REFINEMENT, **refine_options) if fast else dict(
+            refine_options)
+        if end < math.inf:
+            options.setdefault("deadline", end)
+        t = time.perf_counter()
+        p = refine_multilevel(net(), loads, c["parts"], k, cap, seed=seed, **options)[0]
+        m = metrics(A, p, k)
+        how = "lp" if fast else f"{c.get('refinement', 'none')}+full"
+        say(f"{name} ({how}) {time.perf_counter() - t:.1f} s: total {m.total_volume:,}, "
+            f"max send {m.max_send:,}")
+        return dict(method=name, parts=p, metrics=m, refinement=how,
+                    seconds=c["seconds"] + time.perf_counter() - t)
+
+    # the cheap refinement of every base, best base first; then, with the time that is
+    # left, the full refinement of the best so far (where FM does the work: meshes)
+    refined = [r for c in sorted(candidates, key=lambda c: score(c["metrics"]))
+               if (r := refine(c, fast=True)) is not None]
+    if refined and n < LARGE_GRAPH:
+        best = min(refined, key=lambda c: score(c["metrics"]))
+        if (r := refine(best, fast=False)) is not None:
+            refined.append(r)
+    return candidates + refined + skipped

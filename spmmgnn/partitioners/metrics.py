@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from numba import get_num_threads, njit, prange
 
 
 def imbalance(values: np.ndarray) -> float:
@@ -79,6 +80,45 @@ def cut_pairs(A, parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return keys // k, keys % k
 
 
+@njit(cache=True, parallel=True)
+def _volumes(indptr, indices, parts, k, want_pairs, threads):
+    """Send and receive volume per part, and the k x k pair matrix if asked (else 1 x 1),
+    without materializing the cut pairs: the rows of each part are scanned with a stamp per
+    column (a column counts once per receiving part), parts spread over the threads. Memory
+    O(n + k^2) per thread besides the input."""
+    n = parts.size
+    counts = np.zeros(k + 1, dtype=np.int64)
+    for v in range(n):
+        counts[parts[v] + 1] += 1
+    for p in range(k):
+        counts[p + 1] += counts[p]
+    rows = np.empty(n, dtype=np.int64)
+    fill = counts[:k].copy()
+    for v in range(n):
+        rows[fill[parts[v]]] = v
+        fill[parts[v]] += 1
+    send = np.zeros((threads, k), dtype=np.int64)
+    recv = np.zeros(k, dtype=np.int64)
+    pair = np.zeros((k, k) if want_pairs else (1, 1), dtype=np.int64)
+    stamp = np.full((threads, n), -1, dtype=np.int64)
+    for t in prange(threads):
+        for p in range(t, k, threads):
+            got = 0
+            for i in range(counts[p], counts[p + 1]):
+                r = rows[i]
+                for j in range(indptr[r], indptr[r + 1]):
+                    c = indices[j]
+                    q = parts[c]
+                    if q != p and stamp[t, c] != p:
+                        stamp[t, c] = p
+                        got += 1
+                        send[t, q] += 1
+                        if want_pairs:
+                            pair[q, p] += 1
+            recv[p] = got
+    return send.sum(axis=0), recv, pair
+
+
 def metrics(A, parts, k: int | None = None, pairs: bool = False) -> PartitionMetrics:
     """Metrics of part vector ``parts`` (length n, values in [0, k)) for square sparse ``A``.
 
@@ -94,17 +134,13 @@ def metrics(A, parts, k: int | None = None, pairs: bool = False) -> PartitionMet
     k = int(k if k is not None else (parts.max() + 1 if n else 1))
     if n and (parts.min() < 0 or parts.max() >= k):
         raise ValueError(f"part vector values must lie in [0, {k})")
-    col, recv_part = cut_pairs(A, parts) if n else (np.zeros(0, np.int64),) * 2
-    owner = parts[col]
-    pair = None
-    if pairs:
-        pair = np.bincount(owner * k + recv_part, minlength=k * k).reshape(k, k)
+    send, recv, pair = _volumes(A.indptr, A.indices, parts, k, bool(pairs), get_num_threads())
     return PartitionMetrics(
         k=k,
-        total_volume=int(col.size),
-        send_volume=np.bincount(owner, minlength=k),
-        recv_volume=np.bincount(recv_part, minlength=k),
+        total_volume=int(send.sum()),
+        send_volume=send,
+        recv_volume=recv,
         nnz=np.bincount(parts, weights=np.diff(A.indptr), minlength=k).astype(np.int64),
         rows=np.bincount(parts, minlength=k),
-        pair_volume=pair,
+        pair_volume=pair if pairs else None,
     )

@@ -94,10 +94,12 @@ def _check_learnable(g: Graph) -> Graph:
 
 
 def make_partition(A, k: int, method: str, seed: int = 0):
-    """A Partition of A's rows into k blocks (``none``: near-equal contiguous blocks)."""
+    """A Partition of A's rows into k blocks (``none``: near-equal contiguous blocks); a
+    partition that takes more than a few seconds reports its steps on stderr."""
     from ..partitioners import partition
+    from ..partitioners.api import stderr_progress
 
-    return partition(A, k, method=method, seed=seed)
+    return partition(A, k, method=method, seed=seed, progress=stderr_progress)
 
 
 def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
@@ -129,7 +131,8 @@ def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
         packed = np.column_stack([g.labels.astype(np.float64)]
                                  + [g.masks[s].astype(np.float64) for s in given])
         meta = dict(num_classes=int(g.num_classes) or None, n=g.n, nnz=int(A_hat.nnz),
-                    name=g.name, given=given, structure=structure_sum(A_hat, np.arange(g.n)))
+                    name=g.name, given=given, structure=structure_sum(A_hat, np.arange(g.n)),
+                    partition_seconds=float(getattr(part, "seconds", 0.0)))
         return A_hat, part, np.asarray(g.features, dtype=np_dtype), packed, meta
 
     got = check_on_root(comm, root, prepare)
@@ -143,7 +146,8 @@ def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
     return _local_data(
         op, grid, meta["name"], op.row_ids(), x_local, extra[:, 0].astype(np.int64), given,
         SplitPlan(tuple(meta["given"]), seed), meta["num_classes"], meta["n"], meta["nnz"],
-        dict(path="memory", partition=op.partition.method, sizes=op.partition.sizes.tolist()),
+        dict(path="memory", partition=op.partition.method, sizes=op.partition.sizes.tolist(),
+             partition_seconds=meta["partition_seconds"]),
         meta["structure"])
 
 
@@ -202,6 +206,7 @@ def load_h5_distributed(path, grid: ProcessGrid, normalization: str,
         np.ascontiguousarray(block.features, dtype=np_dtype), block.labels, given,
         SplitPlan(tuple(given), seed), block.num_classes or None, n, nnz,
         dict(path=str(path), file_blocks=file_blocks,
-             partition="file" if file_blocks == k else "contiguous",
+             partition=(f"file:{block.partition_method or 'unrecorded'}" if file_blocks == k
+                        else "contiguous"),
              sizes=partition.sizes.tolist()),
         structure, adjacency=block.adj, normalized=A_hat)

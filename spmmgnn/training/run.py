@@ -180,6 +180,7 @@ def run_training(spec: RunSpec, comm: MPI.Comm | None = None,
     result = trainer.fit(on_epoch_end=on_epoch_end)
     if rank0:
         result["threads_per_rank"] = threads
+        result["partition_seconds"] = data.info.get("partition_seconds")
         result["spec"] = asdict(spec)
         if report:
             print(results_text(result), flush=True)
@@ -198,7 +199,22 @@ def header(spec: RunSpec, data, grid: ProcessGrid, threads: int) -> str:
     return (f"spmmgnn train: {data.name}: n={data.n} nnz={data.nnz} f={data.num_features} "
             f"classes={data.num_classes} | {spec.model} {spec.layers}x{spec.hidden} "
             f"{spec.dtype} | {spec.algorithm} P={grid.size} {grid.label()} "
-            f"partitioner={spec.partitioner} codec={codec} {exact} | threads/rank={threads}")
+            f"partitioner={partition_label(spec, data.info)} codec={codec} "
+            f"{exact} | threads/rank={threads}")
+
+
+def partition_label(spec: RunSpec, info: dict) -> str:
+    """How the block rows were made: the partitioner asked for (with the method it resolved
+    to and its seconds), or ``file:<method>`` as stored by ``spmmgnn partition`` /
+    ``datasets --parts``, or ``contiguous`` (a file read in contiguous ranges)."""
+    from ..partitioners.api import CONTIGUOUS
+
+    if info.get("path") != "memory":
+        return str(info.get("partition", "contiguous"))
+    if spec.partitioner in CONTIGUOUS:
+        return spec.partitioner
+    return (f"{spec.partitioner} ({info.get('partition')}, "
+            f"{info.get('partition_seconds', 0.0):.1f} s)")
 
 
 def results_text(result: dict) -> str:
@@ -220,6 +236,8 @@ def done_line(result: dict) -> str:
     the steady epoch as training step (rank 0's breakdown) + evaluation + the rest."""
     n, wall = result["epochs_run"], result["wall_seconds"]
     text = f"done: {n} epochs in {wall:.2f} s wall"
+    if result.get("partition_seconds"):
+        text += f" (after partitioning in {result['partition_seconds']:.1f} s)"
     if n < 2:
         return text
     steady, step, ev = (result[k] * 1e3 for k in ("steady_epoch_wall_seconds",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +18,11 @@ from .state import make_graph, make_state, make_targets, make_work, penalty
 # partitions a single label-propagation round at mu = 0.05 already spends 2.5 % of total
 # volume (Debian dependencies, k = 16)
 MU_SCHEDULE = (0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 1.0)
+# under a deadline, a pass checks it after every LP_SLICE vertices of a label-propagation
+# round and after about FM_WORK nets scanned by an FM pass (one pass over the 1,347-vertex
+# web of trust at k = 64 took 1.9 s on a loaded machine: a deadline checked between passes
+# or seed slices overran by that much)
+LP_SLICE, FM_WORK = 8192, 200_000
 
 
 @dataclass(frozen=True)
@@ -92,17 +98,45 @@ class Refinement:
         self.T[1] = 1.0 / (2.0 * gamma * avg) if gamma > 0 and avg > 0 else 0.0
         self.tot[1] = penalty(self.S, self.T)
 
-    def lp_round(self, cap: int, mu: float, rng: np.random.Generator) -> int:
+    def lp_round(self, cap: int, mu: float, rng: np.random.Generator,
+                 expired: Callable[[], bool] | None = None) -> int:
+        """One label-propagation round. With ``expired``, the vertices go in slices of
+        ``LP_SLICE`` and the round stops after the slice during which ``expired()`` turned
+        true (the same moves as one call otherwise: each vertex is visited on its own)."""
         order = rng.permutation(self.part.size)
-        return int(passes.lp_round(order, self.graph, self.state, self.T, self.work, cap, mu))
+        step = order.size if expired is None else LP_SLICE
+        moved = 0
+        for lo in range(0, max(order.size, 1), step):
+            moved += int(passes.lp_round(order[lo:lo + step], self.graph, self.state, self.T,
+                                         self.work, cap, mu))
+            if expired is not None and expired():
+                break
+        return moved
 
     def fm_pass(self, cap: int, mu: float, rng: np.random.Generator,
-                limits: passes.FMLimits | None = None) -> float:
+                limits: passes.FMLimits | None = None,
+                expired: Callable[[], bool] | None = None) -> float:
+        """One FM pass over every vertex as a seed. With ``expired``, the pass runs in calls
+        of about ``FM_WORK`` nets scanned each and stops after the call during which
+        ``expired()`` turned true (the same moves as one call otherwise)."""
         self.work.stamp[:] = 0
         seeds = rng.permutation(self.part.size)
-        self.fm_stats = np.zeros(5, dtype=np.int64)  # pops, moves, evaluations, undone, searches
-        return float(passes.fm_pass(seeds, self.graph, self.state, self.T, self.work, cap, mu,
-                                    limits or passes.FMLimits(), self.fm_stats))
+        # pops, moves, evaluations, undone, searches; the stamp clock, work, next seed
+        self.fm_stats = np.zeros(8, dtype=np.int64)
+        lim = limits or passes.FMLimits()
+        if expired is None:
+            return float(passes.fm_pass(seeds, self.graph, self.state, self.T, self.work, cap,
+                                        mu, lim, self.fm_stats))
+        gain, start = 0.0, 0
+        while start < seeds.size:
+            gain += float(passes.fm_pass(seeds[start:], self.graph, self.state, self.T,
+                                         self.work, cap, mu, lim, self.fm_stats, False,
+                                         self.fm_stats[6] + FM_WORK))
+            start += int(self.fm_stats[7])
+            if expired():
+                break
+        self.work.locked[:] = 0
+        return gain
 
     def rebalance(self, cap: int, mu: float) -> bool:
         return bool(passes.rebalance(self.graph, self.state, self.T, self.work, cap, mu, 50))
@@ -141,9 +175,9 @@ def _phase(st: Refinement, opt: MaxSendOptions, rng: np.random.Generator, histor
             st.retarget(opt.delta, opt.gamma)
             phi0 = st.phi(mu)
             if kind == "lp":
-                moved = st.lp_round(cap, mu, rng)
+                moved = st.lp_round(cap, mu, rng, opt.expired if opt.deadline else None)
             else:
-                st.fm_pass(cap, mu, rng, limits)
+                st.fm_pass(cap, mu, rng, limits, opt.expired if opt.deadline else None)
                 moved = int(st.fm_stats[1] - st.fm_stats[3])
             history.append(dict(kind=kind, mu=mu, total=st.total, max_send=st.max_send,
                                 moved=moved, seconds=round(time.perf_counter() - t0, 3)))

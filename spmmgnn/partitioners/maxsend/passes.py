@@ -113,6 +113,7 @@ def _push_neighbours(v, a, b, g, s, T, work, cap, mu, lim, heap, clock, stats):
                     or g.vptr[u + 1] - g.vptr[u] > lim.max_net):
                 continue
             work.stamp[u] = clock
+            stats[6] += g.vptr[u + 1] - g.vptr[u]
             bu, gu = best_move(u, g, s, T, cap, mu, work, False)
             pushed += 1
             stats[2] += 1
@@ -121,14 +122,18 @@ def _push_neighbours(v, a, b, g, s, T, work, cap, mu, lim, heap, clock, stats):
 
 
 @njit(cache=True, nogil=True)
-def fm_pass(seeds, g, s, T, work, cap, mu, lim, stats):
+def fm_pass(seeds, g, s, T, work, cap, mu, lim, stats, unlock=True, max_work=-1):
     """Localized FM: from each unlocked seed, repeatedly apply the best move in a priority
     queue of the seed's growing neighbourhood, negative gains included, each vertex at most
     once per pass; then roll back to the lowest Phi seen. The neighbourhood grows through nets
     of at most ``max_net`` pins and skips vertices in more than ``max_net`` nets (hubs: they
     sit in nearly every small net and cost a full scan each). A prefix whose total is above
-    the limit is never kept. ``stats`` += (pops, moves, evaluations, undone, searches).
-    Returns the decrease of Phi."""
+    the limit is never kept. ``stats`` += (pops, moves, evaluations, undone, searches);
+    ``stats[5]`` carries the stamp clock and ``stats[6]`` counts the work (nets scanned by
+    the moves evaluated), so a pass can run as several calls: with ``max_work`` >= 0 the
+    call returns once ``stats[6]`` reaches it (between two searches) and ``stats[7]`` is the
+    index of the next seed; ``unlock=False`` keeps the moved vertices locked for the next
+    call (the caller clears ``work.locked`` after the last). Returns the decrease of Phi."""
     tot, locked = s.tot, work.locked
     limit = max(T[2], tot[0])
     log_v = np.empty(lim.max_moves, dtype=np.int64)
@@ -138,10 +143,16 @@ def fm_pass(seeds, g, s, T, work, cap, mu, lim, stats):
     start_phi = tot[0] + mu * tot[1]
     heap = [(0.0, np.int64(0), np.int64(0))]
     heap.pop()
-    clock = 0
-    for seed in seeds:
+    clock = stats[5]
+    stats[7] = seeds.size
+    for si in range(seeds.size):
+        if max_work >= 0 and stats[6] >= max_work:
+            stats[7] = si
+            break
+        seed = seeds[si]
         if locked[seed]:
             continue
+        stats[6] += g.vptr[seed + 1] - g.vptr[seed]
         b, gain = best_move(seed, g, s, T, cap, mu, work, False)
         if b < 0:
             continue
@@ -159,6 +170,7 @@ def fm_pass(seeds, g, s, T, work, cap, mu, lim, stats):
             stats[0] += 1
             if locked[v]:
                 continue
+            stats[6] += g.vptr[v + 1] - g.vptr[v]
             b2, g2 = best_move(v, g, s, T, cap, mu, work, False)
             if b2 < 0:
                 continue
@@ -190,6 +202,8 @@ def fm_pass(seeds, g, s, T, work, cap, mu, lim, stats):
         stats[4] += 1
         for t in range(nmoves - 1, best_prefix - 1, -1):
             move(log_v[t], log_a[t], g, s, T)
-    for t in range(nlocked):
-        locked[locked_list[t]] = 0
+    stats[5] = clock
+    if unlock:
+        for t in range(nlocked):
+            locked[locked_list[t]] = 0
     return start_phi - (tot[0] + mu * tot[1])

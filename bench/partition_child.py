@@ -1,0 +1,71 @@
+"""One row of ``bench/partition.py`` in a fresh process: build (or load) the graph, warm the
+numba caches and METIS on a tiny graph, partition, print the row as one JSON line.
+
+    python bench/partition_child.py '{"code": ".", "graph": "wordnet", "k": 16, ...}'
+
+``code`` is the root of the spmmgnn to measure: this tree, or another commit's unpacked
+with ``git archive`` (the paired A/B of ``--baseline``). A fresh process per row gives every
+method the same start and its own peak memory: ``peak_rss_mib`` is the process's peak
+resident set (``ru_maxrss``, with any child Mt-KaHyPar ran in), ``graph_rss_mib`` the peak
+before partitioning (the graph, the interpreter, the libraries).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+
+def _mib(who: int) -> float:
+    return resource.getrusage(who).ru_maxrss / 1024.0
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(argv[0])
+    here = str(Path(__file__).resolve().parents[1])
+    sys.path[:0] = [str(Path(spec["code"]).resolve()), here]
+    from bench import real_graphs
+    from spmmgnn.data.generators import grid3d, rmat, sbm
+    from spmmgnn.partitioners import METHODS, partition
+
+    name = spec["graph"]
+    if name.startswith("npy:"):  # bench/large_graph.py's files, memory-mapped
+        import numpy as np
+        import scipy.sparse as sp
+
+        indptr = np.load(f"{name[4:]}.indptr.npy", mmap_mode="r")
+        indices = np.load(f"{name[4:]}.indices.npy", mmap_mode="r")
+        n = indptr.size - 1
+        A = sp.csr_array((np.ones(indices.size, dtype=np.int8), indices, indptr),
+                         shape=(n, n))
+    elif name in real_graphs.GRAPHS:
+        A = real_graphs.load(name, Path(spec["deb_root"]))
+    elif name == "rmat":
+        A = rmat(spec["rmat_scale"], 16, seed=spec["seed"], symmetric=True, permute=True)
+    elif name == "grid":
+        A = grid3d(spec["grid"])
+    else:
+        A = sbm(spec["sbm_n"], spec["sbm_communities"], avg_degree=16.0, mixing=0.2,
+                seed=spec["seed"])
+    for warm in ("metis-vol+multilevel", "kaminpar", "default"):  # deadline paths too
+        if warm in METHODS or warm == "default":
+            partition(grid3d(8), 2, method=warm, threads=spec["threads"])
+    base = _mib(resource.RUSAGE_SELF)
+    options = {} if spec.get("time_budget") is None else dict(time_budget=spec["time_budget"])
+    t = time.perf_counter()
+    P = partition(A, spec["k"], method=spec["method"], epsilon=spec["epsilon"],
+                  seed=spec["seed"], threads=spec["threads"], **options)
+    wall = time.perf_counter() - t
+    row = dict(n=A.shape[0], nnz=int(A.nnz), resolved=P.method, seconds=P.seconds,
+               wall_seconds=wall, candidates=P.candidates, graph_rss_mib=base,
+               peak_rss_mib=max(_mib(resource.RUSAGE_SELF), _mib(resource.RUSAGE_CHILDREN)),
+               **P.metrics.as_dict())
+    print(json.dumps(row), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
