@@ -26,28 +26,20 @@ import numpy as np
 
 from .. import kernels
 from ..halo import HaloPlan
-from .base import DistSpMM
 from .expand_fold import ExpandFold
-from .ghost import resolve_codecs
-from .tiles import SparseTiles
+from .sparse2d import Sparse2D
 
 
-class Sparse3D(DistSpMM):
+class Sparse3D(Sparse2D):
     name = "sparse3d"
     grid_kinds = ("3d",)
-    takes_codecs = True
 
     def __init__(self, grid, partition, block_row, col_partition=None,
                  codec: str | None = None, codec_backward: str | None = "same",
                  codec_seed: int = 0, **options):
-        super().__init__(grid, partition, block_row, col_partition, **options)
-        self.codec, self.codec_backward = resolve_codecs(grid.comm, codec, codec_backward)
-        self.tiles = tiles = SparseTiles(grid, self.row_offsets, self.col_offsets)
-        tile = tiles.gather(grid.comm, block_row, self.lo)
-        self.product = ExpandFold(tile, grid.comm_along("row"), tiles.cols.offsets,
-                                  grid.comm_along("col"), tiles.fold_offsets, self.stats,
-                                  self.codec, self.codec_backward, seed=codec_seed,
-                                  stream=grid.rank)
+        super().__init__(grid, partition, block_row, col_partition, codec=codec,
+                         codec_backward=codec_backward, codec_seed=codec_seed, **options)
+        tiles = self.tiles
         self.own = tiles.fiber.span(tiles.me)   # my part inside my fiber's rows
         self.fiber_rows = tiles.fiber.size
         touched = np.union1d(_nonempty_rows(self.product), self.product.fold.send_idx)
@@ -55,12 +47,6 @@ class Sparse3D(DistSpMM):
         self.fiber = HaloPlan(grid.comm_along("layer"), tiles.fiber.offsets, touched[outside],
                               self.stats, self.codec_backward, self.codec, seed=codec_seed,
                               stream=2 * grid.size + grid.rank)
-
-    def local_nnz(self) -> int:
-        return self.product.nnz
-
-    def local_matrices(self) -> list:
-        return self.product.matrices()
 
     def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
         f, plan = x.shape[1], self.fiber
