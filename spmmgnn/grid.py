@@ -17,6 +17,12 @@ On a 2D or 3D grid every rank owns its own rows of the dense matrices (one part 
 vertex partition, no replicas), so the row layout seen from outside is the 1D one:
 ``n_block_rows`` = P, ``block_row`` = rank, ``replication`` = 1, ``across_block_rows`` spans all
 ranks. The 2D/3D algorithms use the dimension communicators inside (docs/algorithms/).
+
+Every grid also knows its nodes (``spmmgnn.nodes``): ``node`` (my node), ``nodes`` (the node of
+every rank), ``node_comm`` (my node's ranks) and ``node_map(comm)`` for any of its
+communicators. By default a node is the ranks that share memory; ``ranks_per_node=K`` groups
+consecutive ranks K at a time (a cluster simulated on one machine; the last node is smaller
+when K does not divide P).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import math
 from mpi4py import MPI
 
 from .errors import agree
+from .nodes import NodeMap, group_ranks
 
 KINDS = ("1d", "1.5d", "2d", "3d")
 DIMS_15D = ("block_row", "replica")
@@ -68,19 +75,22 @@ class ProcessGrid:
     rank must ask for the same grid (else one error on every rank)."""
 
     def __init__(self, comm: MPI.Comm | None = None, replication: int = 1,
-                 shape: tuple[int, ...] | None = None):
+                 shape: tuple[int, ...] | None = None, ranks_per_node: int | None = None):
         self.comm = MPI.COMM_WORLD if comm is None else comm
         size = self.comm.Get_size()
-        c = replication
+        c, K = replication, ranks_per_node
         error = None
         if not isinstance(c, int) or isinstance(c, bool) or c < 1:
             error = f"replication must be a positive integer, got {c!r}"
+        elif K is not None and (not isinstance(K, int) or isinstance(K, bool) or K < 1):
+            error = f"ranks_per_node must be a positive integer (or None: by shared memory), " \
+                    f"got {K!r}"
         elif shape is not None:
             error = _shape_error(shape, c, size)
         elif size % c != 0:
             error = (f"replication c={c} does not divide the number of ranks P={size}: "
                      f"the grid is P/c x c, so choose c among the divisors of {size}")
-        mine = (c, None if shape is None else tuple(int(s) for s in shape))
+        mine = (c, None if shape is None else tuple(int(s) for s in shape), K)
         if size > 1:  # a different grid on some rank would split the world inconsistently
             first = self.comm.bcast(mine if error is None else None, root=0)
             same = self.comm.allreduce(int(mine == first), op=MPI.MIN)
@@ -114,6 +124,27 @@ class ProcessGrid:
             self.block_row, self.replica = self.rank, 0
             self.across_block_rows = self.comm.Split(color=0, key=self.rank)
             self.across_replicas = self.comm.Split(color=self.rank, key=0)
+        self.ranks_per_node = K
+        self.nodes, self.node_comm = group_ranks(self.comm, K)
+        self.node = int(self.nodes[self.rank])
+        self.n_nodes = int(self.nodes.max()) + 1
+        self._node_maps: list[tuple[MPI.Comm, NodeMap]] = []
+
+    def node_map(self, comm: MPI.Comm) -> NodeMap:
+        """Collective over ``comm`` (one of this grid's communicators) the first time: the
+        node of each of its ranks, in the grid's node numbering."""
+        for known, nodes in self._node_maps:
+            if known is comm:
+                return nodes
+        nodes = NodeMap(comm, self.node)
+        self._node_maps.append((comm, nodes))
+        return nodes
+
+    def node_label(self) -> str:
+        """``4 ranks/node`` (simulated), or ``nodes by shared memory`` (run headers)."""
+        if self.ranks_per_node is not None:
+            return f"{self.ranks_per_node} ranks/node ({self.n_nodes} nodes)"
+        return f"{self.n_nodes} node(s) by shared memory"
 
     def _split_along(self, k: int) -> MPI.Comm:
         """The ranks whose coordinates equal mine except the k-th, ordered by the k-th."""
@@ -165,8 +196,9 @@ def _coords(rank: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def _describe(c: int, shape) -> str:
-    return f"c={c}" if shape is None else f"shape={format_shape(shape)}"
+def _describe(c: int, shape, ranks_per_node=None) -> str:
+    grid = f"c={c}" if shape is None else f"shape={format_shape(shape)}"
+    return grid if ranks_per_node is None else f"{grid}, ranks_per_node={ranks_per_node}"
 
 
 def _shape_error(shape, c: int, size: int) -> str | None:

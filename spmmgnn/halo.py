@@ -28,6 +28,7 @@ from .buffers import BufferPool
 from .codecs import CastCodec, Codec
 from .errors import agree
 from .hashing import mix64
+from .nodes import NodeMap
 from .stats import CommStats
 
 NO_INDEX = np.zeros(0, dtype=np.int64)
@@ -89,7 +90,99 @@ class Exchange:
         return dst
 
 
-class HaloPlan:
+def check_ghosts(comm: MPI.Comm, owner_offsets, ghost_ids):
+    """Collective: ``(owner_offsets, ghost_ids, rows needed from each rank)`` as int64 after
+    the checks every halo plan makes (one error on every rank if any rank fails one)."""
+    size, me = comm.Get_size(), comm.Get_rank()
+    owner_offsets = np.asarray(owner_offsets, dtype=np.int64)
+    ghost_ids = np.asarray(ghost_ids, dtype=np.int64)
+    error = None
+    if owner_offsets.size != size + 1:
+        error = "halo plan: one row range per rank of the communicator expected"
+    elif ghost_ids.size and np.any(np.diff(ghost_ids) <= 0):
+        error = "halo plan: ghost ids must be sorted and unique"
+    elif ghost_ids.size and (ghost_ids[0] < 0 or ghost_ids[-1] >= owner_offsets[-1]):
+        error = "halo plan: a ghost id lies outside the global row range"
+    agree(comm, error)
+    counts = np.diff(np.searchsorted(ghost_ids, owner_offsets)).astype(np.int64)
+    agree(comm, None if counts[me] == 0 else
+          "halo plan: a rank cannot list its own rows as ghosts")
+    return owner_offsets, ghost_ids, counts
+
+
+class Route:
+    """Rows moved over one communicator by one ``Alltoallv``: per-peer lists of rows to send
+    out of a source buffer (``send_idx``, grouped by peer, ``send_counts``) and per-peer
+    counts of rows that land in a destination buffer (``recv_counts``, in peer order), like
+    one level of PETSc's star forest.
+
+    *forward*: ``dst = alltoallv(src[send_idx])``; *backward* (the transpose): rows shaped
+    like ``dst`` travel back and are added into ``src[send_idx]`` (``scatter_add``). A peer
+    may be the rank itself (a local copy, never counted). ``inter`` (per peer: on another
+    node; None: all of them) splits the counted bytes by tier; ``legs`` is what one post
+    adds to the statistics' exchange count. Collective only where a subclass communicates to
+    build it.
+    """
+
+    def __init__(self, comm: MPI.Comm, send_idx: np.ndarray, send_counts: np.ndarray,
+                 recv_counts: np.ndarray, stats: CommStats | None,
+                 inter: np.ndarray | None = None, legs: int = 1):
+        self.comm = comm
+        self.stats = CommStats() if stats is None else stats
+        self.send_idx = np.asarray(send_idx, dtype=np.int64)
+        self.send_counts = np.asarray(send_counts, dtype=np.int64)
+        self.recv_counts = np.asarray(recv_counts, dtype=np.int64)
+        self.send_displs = displacements(self.send_counts)
+        self.recv_displs = displacements(self.recv_counts)
+        self.n_send = int(self.send_counts.sum())
+        self.n_recv = int(self.recv_counts.sum())
+        self.legs = legs
+        me = comm.Get_rank()
+        other = np.ones(comm.Get_size(), dtype=bool)
+        other[me] = False
+        inter = other if inter is None else other & np.asarray(inter, dtype=bool)
+        # rows to / from other ranks, and of them to / from other nodes, per direction
+        self.rows = {True: (int(self.send_counts[other].sum()), int(self.recv_counts[other].sum()),
+                            int(self.send_counts[inter].sum()), int(self.recv_counts[inter].sum()))}
+        sent, received, inter_sent, inter_received = self.rows[True]
+        self.rows[False] = (received, sent, inter_received, inter_sent)
+        self.buffers = BufferPool()
+        self._types: dict[int, MPI.Datatype] = {}
+
+    def buffer(self, name: str, rows: int, f: int, dtype, slot: int = 0) -> np.ndarray:
+        """A reusable (rows x f) buffer of the plan's pool."""
+        return self.buffers.get(name, (rows, f), dtype, slot)
+
+    def scatter_add(self, rows: np.ndarray, out_local: np.ndarray) -> None:
+        """out_local[send_idx[i]] += rows[i] (what peers sent back for the rows I sent)."""
+        kernels.scatter_add(rows, self.send_idx, out_local, kernels.column_split(rows.shape[1]))
+
+    def _row_type(self, row_bytes: int) -> MPI.Datatype:
+        t = self._types.get(row_bytes)
+        if t is None:
+            t = self._types[row_bytes] = MPI.BYTE.Create_contiguous(row_bytes).Commit()
+        return t
+
+    def post(self, send: np.ndarray, recv: np.ndarray, forward: bool,
+             param_bytes: int = 0) -> MPI.Request:
+        """Post one Ialltoallv of whole rows of ``send`` into ``recv`` and count its bytes.
+
+        forward: send_counts out / recv_counts in; otherwise the reverse."""
+        row_bytes = send.shape[1] * send.itemsize
+        rt = self._row_type(int(row_bytes))
+        sc, sd, rc, rd = ((self.send_counts, self.send_displs, self.recv_counts, self.recv_displs)
+                          if forward else
+                          (self.recv_counts, self.recv_displs, self.send_counts, self.send_displs))
+        with self.stats.timing("seconds_exchange"):
+            request = self.comm.Ialltoallv([send, (sc, sd), rt], [recv, (rc, rd), rt])
+        sent, received, inter_sent, inter_received = self.rows[forward]
+        self.stats.count_exchange(sent * row_bytes, received * row_bytes, sent * param_bytes,
+                                  inter_sent * row_bytes, inter_received * row_bytes,
+                                  legs=self.legs)
+        return request
+
+
+class HaloPlan(Route):
     """Index lists, counts and displacements for exchanging ghost rows on ``comm``.
 
     ``owner_offsets[q]:owner_offsets[q+1]`` is the range of global rows held by rank q of
@@ -99,48 +192,37 @@ class HaloPlan:
 
     What stays fixed for the plan's life is bound here: the ``stats`` every exchange counts
     into (the operator's), the ``codec`` of the bcast and ``codec_backward`` of the reduce
-    (None: rows travel as they are), and ``seed``/``stream`` of their stochastic rounding.
+    (None: rows travel as they are), ``seed``/``stream`` of their stochastic rounding, and
+    ``nodes`` (a ``NodeMap`` of ``comm``; None: by shared memory), which splits the bytes
+    into the intra- and the inter-node tier. This is the *flat* exchange: every rank sends
+    every peer the rows it needs, whatever node the peer is on (``node_exchange`` has the
+    node-aware one).
     """
+
+    exchange = "flat"
 
     def __init__(self, comm: MPI.Comm, owner_offsets: np.ndarray, ghost_ids: np.ndarray,
                  stats: CommStats | None = None, codec: Codec | None = None,
                  codec_backward: Codec | None = None, seed: int = 0,
-                 stream: int | None = None):
-        self.comm = comm
-        self.stats = CommStats() if stats is None else stats
+                 stream: int | None = None, nodes=None):
         self.codec, self.codec_backward = codec, codec_backward
         size, me = comm.Get_size(), comm.Get_rank()
         self._key_base = mix64(seed, me if stream is None else stream)
-        owner_offsets = np.asarray(owner_offsets, dtype=np.int64)
-        ghost_ids = np.asarray(ghost_ids, dtype=np.int64)
-        error = None
-        if owner_offsets.size != size + 1:
-            error = "halo plan: one row range per rank of the communicator expected"
-        elif ghost_ids.size and np.any(np.diff(ghost_ids) <= 0):
-            error = "halo plan: ghost ids must be sorted and unique"
-        elif ghost_ids.size and (ghost_ids[0] < 0 or ghost_ids[-1] >= owner_offsets[-1]):
-            error = "halo plan: a ghost id lies outside the global row range"
-        agree(comm, error)
-        self.recv_counts = np.diff(np.searchsorted(ghost_ids, owner_offsets)).astype(np.int64)
-        agree(comm, None if self.recv_counts[me] == 0 else
-              "halo plan: a rank cannot list its own rows as ghosts")
-        self.send_counts = np.empty(size, dtype=np.int64)
-        comm.Alltoall(self.recv_counts, self.send_counts)
-        self.recv_displs = displacements(self.recv_counts)
-        self.send_displs = displacements(self.send_counts)
-        requested = np.empty(int(self.send_counts.sum()), dtype=np.int64)
-        comm.Alltoallv([ghost_ids, (self.recv_counts, self.recv_displs), MPI.INT64_T],
-                       [requested, (self.send_counts, self.send_displs), MPI.INT64_T])
+        owner_offsets, ghost_ids, recv_counts = check_ghosts(comm, owner_offsets, ghost_ids)
+        send_counts = np.empty(size, dtype=np.int64)
+        comm.Alltoall(recv_counts, send_counts)
+        requested = np.empty(int(send_counts.sum()), dtype=np.int64)
+        comm.Alltoallv([ghost_ids, (recv_counts, displacements(recv_counts)), MPI.INT64_T],
+                       [requested, (send_counts, displacements(send_counts)), MPI.INT64_T])
         lo, hi = owner_offsets[me], owner_offsets[me + 1]
         agree(comm, None if not requested.size or (requested.min() >= lo
                                                    and requested.max() < hi) else
               "halo plan: a peer requested rows this rank does not own")
-        self.send_idx = (requested - lo).astype(np.int64)
-        self.n_send = int(self.send_counts.sum())
-        self.n_ghost = int(ghost_ids.size)
+        nodes = NodeMap.shared(comm) if nodes is None else nodes
+        super().__init__(comm, requested - lo, send_counts, recv_counts, stats, ~nodes.same)
+        self.nodes = nodes
+        self.n_ghost = self.n_recv
         self.ghost_ids = ghost_ids
-        self.buffers = BufferPool()
-        self._types: dict[int, MPI.Datatype] = {}
 
     def send_volume(self) -> int:
         """Rows this rank sends per bcast (= rows it receives per reduce)."""
@@ -149,40 +231,12 @@ class HaloPlan:
     def recv_volume(self) -> int:
         return self.n_ghost
 
-    def buffer(self, name: str, rows: int, f: int, dtype, slot: int = 0) -> np.ndarray:
-        """A reusable (rows x f) buffer of the plan's pool."""
-        return self.buffers.get(name, (rows, f), dtype, slot)
-
-    def scatter_add(self, rows: np.ndarray, out_local: np.ndarray) -> None:
-        """out_local[send_idx[i]] += rows[i] (partial sums peers computed for my rows)."""
-        kernels.scatter_add(rows, self.send_idx, out_local, kernels.column_split(rows.shape[1]))
-
-    def _row_type(self, row_bytes: int) -> MPI.Datatype:
-        t = self._types.get(row_bytes)
-        if t is None:
-            t = self._types[row_bytes] = MPI.BYTE.Create_contiguous(row_bytes).Commit()
-        return t
-
     def _post(self, send: np.ndarray, recv: np.ndarray, forward: bool,
               param_bytes: int = 0) -> MPI.Request:
-        """Post one Ialltoallv of whole rows of ``send`` into ``recv`` and count its bytes.
-
-        forward: send_counts out / recv_counts in (bcast); otherwise the reverse (reduce).
-        """
-        row_bytes = send.shape[1] * send.itemsize
-        rt = self._row_type(int(row_bytes))
-        sc, sd, rc, rd = ((self.send_counts, self.send_displs, self.recv_counts, self.recv_displs)
-                          if forward else
-                          (self.recv_counts, self.recv_displs, self.send_counts, self.send_displs))
-        with self.stats.timing("seconds_exchange"):
-            request = self.comm.Ialltoallv([send, (sc, sd), rt], [recv, (rc, rd), rt])
-        rows_out = int(sc.sum())
-        self.stats.count_exchange(rows_out * row_bytes, int(rc.sum()) * row_bytes,
-                                  rows_out * param_bytes)
-        return request
+        return self.post(send, recv, forward, param_bytes)
 
     @staticmethod
-    def _passthrough(codec: Codec | None, dtype) -> bool:
+    def passthrough(codec: Codec | None, dtype) -> bool:
         """True when rows can travel as they are (no codec, or a cast to their own type)."""
         return codec is None or (isinstance(codec, CastCodec) and codec.wire == np.dtype(dtype))
 
@@ -205,7 +259,7 @@ class HaloPlan:
         stochastic rounding for this call; ``slot`` keeps exchanges in flight at the same
         time in separate buffers."""
         f, codec = x_local.shape[1], self.codec
-        if self._passthrough(codec, x_local.dtype):
+        if self.passthrough(codec, x_local.dtype):
             send = self.buffer("send", self.n_send, f, x_local.dtype, slot)
             with self.stats.timing("seconds_exchange"):
                 kernels.gather_rows(x_local, self.send_idx, send)
@@ -222,7 +276,7 @@ class HaloPlan:
         to ``finish``), which may be written until then. ``ghost_partial`` must stay
         untouched until the exchange is finished."""
         f, codec = ghost_partial.shape[1], self.codec_backward
-        if self._passthrough(codec, ghost_partial.dtype):
+        if self.passthrough(codec, ghost_partial.dtype):
             recv = self.buffer("partial_recv", self.n_send, f, ghost_partial.dtype, slot)
             return Exchange(self, self._post(ghost_partial, recv, False), recv, None, out_local,
                             False)

@@ -17,6 +17,10 @@ class CommStats:
     per-row range of the integer codecs, are the second part).
     ``allreduce_bytes``: the partial-result all-reduce over the replicas (1.5D), counted as the
     local buffer size per call.
+    ``bytes_sent_intra`` + ``bytes_sent_inter`` = ``bytes_sent`` (and the same for received):
+    the bytes to (from) ranks on my node and on other nodes (``spmmgnn.nodes``); ``as_dict``
+    reports them as ``bytes_sent_by_tier`` = ``{"intra": .., "inter": ..}``.
+    ``node_exchanges``: how many of the ``exchanges`` went node-aware (``node_exchange``).
     ``seconds_exchange`` is *exposed* exchange time: the rank waited in packing, posting or
     completing an exchange. ``seconds_exchange_hidden`` is the time an exchange was in flight
     while the rank computed (posted, not yet waited for): an upper bound on the transfer time
@@ -28,9 +32,14 @@ class CommStats:
     payload_bytes_sent: int = 0
     param_bytes_sent: int = 0
     allreduce_bytes: int = 0
+    bytes_sent_intra: int = 0
+    bytes_sent_inter: int = 0
+    bytes_received_intra: int = 0
+    bytes_received_inter: int = 0
     calls_matmul: int = 0
     calls_matmul_t: int = 0
     exchanges: int = 0
+    node_exchanges: int = 0
     allreduces: int = 0
     seconds_exchange: float = 0.0
     seconds_exchange_hidden: float = 0.0
@@ -45,6 +54,9 @@ class CommStats:
     def as_dict(self) -> dict:
         d = asdict(self)
         d["calls"] = self.calls
+        for way in ("sent", "received"):
+            d[f"bytes_{way}_by_tier"] = {tier: d.pop(f"bytes_{way}_{tier}")
+                                         for tier in ("intra", "inter")}
         return d
 
     def reset(self) -> None:
@@ -55,13 +67,24 @@ class CommStats:
         for k, v in asdict(other).items():
             setattr(self, k, v)
 
-    def count_exchange(self, sent: int, received: int, param_bytes: int = 0) -> None:
+    def count_exchange(self, sent: int, received: int, param_bytes: int = 0,
+                       inter_sent: int | None = None, inter_received: int | None = None,
+                       legs: int = 1) -> None:
         """One data exchange: the bytes this rank sent to other ranks (payload plus
-        ``param_bytes`` of codec parameters) and received from them. Every algorithm counts
-        its bytes here."""
-        self.exchanges += 1
+        ``param_bytes`` of codec parameters) and received from them, of which
+        ``inter_sent`` / ``inter_received`` crossed between nodes (None: all of them, the
+        conservative count of an exchange that does not know its peers' nodes). ``legs``:
+        what this adds to ``exchanges`` (a node-aware exchange counts its first leg as 1 and
+        the other two as 0). Every algorithm counts its bytes here."""
+        self.exchanges += legs
         self.bytes_sent += int(sent)
         self.bytes_received += int(received)
+        inter_sent = int(sent) if inter_sent is None else int(inter_sent)
+        inter_received = int(received) if inter_received is None else int(inter_received)
+        self.bytes_sent_inter += inter_sent
+        self.bytes_sent_intra += int(sent) - inter_sent
+        self.bytes_received_inter += inter_received
+        self.bytes_received_intra += int(received) - inter_received
         self.payload_bytes_sent += int(sent) - int(param_bytes)
         self.param_bytes_sent += int(param_bytes)
 

@@ -27,8 +27,10 @@ from ..errors import SpmmgnnError, agree, check_on_root, collective_error
 from ..grid import ProcessGrid, format_shape, near_square, parse_grid
 from ..hashing import mix64, uniform_by_id
 from ..layout import Partition, resolve_partition
+from ..node_exchange import EXCHANGES, exchange_plan
 from ..reorder import block_rcm, with_order
 from ..stats import CommStats
+from ..tiers import network
 
 ALGORITHMS: dict[str, type[DistSpMM]] = {}
 SIDES = ("input", "output")
@@ -79,11 +81,23 @@ class DistSpMM:
     takes_codecs: ClassVar[bool] = False     # codec= / codec_backward= compress its exchange
     delayed_remote: ClassVar[bool] = False   # DistGNN cd-R / 0c can wrap it (delayed.py)
     stale_remote: ClassVar[bool] = False     # its remote rows may be stale (delayed views)
+    takes_exchange: ClassVar[bool] = False   # exchange="node" / "auto" (node_exchange.py)
 
     def __init__(self, grid: ProcessGrid, partition: Partition, block_row: sp.csr_array,
                  col_partition: Partition | None = None, validate: bool = True,
-                 **unknown):
+                 exchange: str = "flat", exchange_model: str | None = None, **unknown):
         self.check_grid(grid)
+        if exchange not in EXCHANGES:
+            raise SpmmgnnError(f"exchange must be one of {', '.join(EXCHANGES)}, got "
+                               f"{exchange!r}")
+        if exchange != "flat" and not self.takes_exchange:
+            raise SpmmgnnError(f"{self.name} has no halo exchange to make node-aware: "
+                               "exchange='flat' (the sparse algorithms take 'node', 'auto')")
+        try:
+            network(exchange_model)
+        except ValueError as exc:
+            raise SpmmgnnError(f"exchange_model: {exc}") from None
+        self.exchange, self.exchange_model = exchange, exchange_model
         if unknown:
             raise SpmmgnnError(f"{self.name}: unknown options {sorted(unknown)}"
                                + (" (codecs compress the row exchange of the sparse "
@@ -205,11 +219,13 @@ class DistSpMM:
 
     @classmethod
     def grid_for(cls, comm: MPI.Comm, replication: int = 1,
-                 shape: str | tuple[int, ...] | None = None) -> ProcessGrid:
+                 shape: str | tuple[int, ...] | None = None,
+                 ranks_per_node: int | None = None) -> ProcessGrid:
         """Collective: the grid this algorithm runs on, from the command line's flags:
         ``shape`` (``"2x3"`` or a tuple) for the 2D/3D algorithms (None: the factors of P
-        closest to a square or cube), ``replication`` for the others. A flag the algorithm
-        does not take is one error on every rank."""
+        closest to a square or cube), ``replication`` for the others; ``ranks_per_node``
+        groups the ranks into nodes (None: by shared memory). A flag the algorithm does not
+        take is one error on every rank."""
         if isinstance(shape, str):
             try:
                 shape = parse_grid(shape)
@@ -220,10 +236,11 @@ class DistSpMM:
             agree(comm, None if shape is None else
                   f"{cls.name} runs on a P/c x c grid: drop --grid {format_shape(shape)} "
                   "(--replication sets c)")
-            return ProcessGrid(comm, replication)
+            return ProcessGrid(comm, replication, ranks_per_node=ranks_per_node)
         agree(comm, None if replication == 1 else
               f"{cls.name} runs on a {wants}D grid: drop --replication (--grid sets its shape)")
-        return ProcessGrid(comm, shape=shape or near_square(comm.Get_size(), wants))
+        return ProcessGrid(comm, shape=shape or near_square(comm.Get_size(), wants),
+                           ranks_per_node=ranks_per_node)
 
     @classmethod
     def check_grid(cls, grid: ProcessGrid) -> None:
@@ -428,8 +445,33 @@ class DistSpMM:
         ``kernels``: how many of its local products ran each kernel variant."""
         d = self.stats.as_dict()
         d.update(algorithm=self.name, rank=self.grid.rank, rows=self.n_local,
-                 kernels=kernel_counts(self.kernel_choices()))
+                 kernels=kernel_counts(self.kernel_choices()), exchange=self.exchange_report())
         return d
+
+    def exchange_plans(self) -> list:
+        """The halo plans of this operator's row exchange (none for the oblivious ones)."""
+        return []
+
+    def halo_plan(self, comm: MPI.Comm, owner_offsets: np.ndarray, ghost_ids: np.ndarray,
+                  codec=None, codec_backward=None, seed: int = 0, stream: int | None = None):
+        """Collective: the halo plan of this operator's ``exchange`` option (flat, node-aware
+        or auto) for ``ghost_ids`` on ``comm``, one of the grid's communicators, counting into
+        ``self.stats``."""
+        return exchange_plan(self.exchange, comm, owner_offsets, ghost_ids, self.stats, codec,
+                             codec_backward, seed, stream, self.grid.node_map(comm),
+                             self.exchange_model)
+
+    def exchange_report(self) -> dict:
+        """The ``exchange`` option and, with ``auto``, what each plan chose so far per
+        direction and bytes per row (``{"bcast 256 B/row": "node"}``)."""
+        chosen: dict[str, list[str]] = {}
+        for plan in self.exchange_plans():
+            for label, kind in getattr(plan, "choices", {}).items():
+                chosen.setdefault(label, [])
+                if kind not in chosen[label]:
+                    chosen[label].append(kind)
+        return dict(option=self.exchange,
+                    chosen={k: "/".join(sorted(v)) for k, v in sorted(chosen.items())})
 
     def local_matrices(self) -> list:
         """The ``LocalCSR`` blocks this rank multiplies."""

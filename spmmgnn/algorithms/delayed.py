@@ -30,7 +30,7 @@ from mpi4py import MPI
 
 from ..convert import like_input
 from ..errors import SpmmgnnError
-from ..halo import Exchange, HaloPlan
+from ..halo import Exchange
 from ..hashing import hash_ids
 from .base import DistSpMM
 
@@ -57,8 +57,8 @@ class GhostBins:
         plan = op.product.plan
         self.bin_of = ghost_bins(plan.ghost_ids, plan.recv_counts, r, seed)
         self.rows = [np.flatnonzero(self.bin_of == b) for b in range(r)]
-        self.plans = [HaloPlan(plan.comm, op.col_offsets, plan.ghost_ids[rows], op.stats,
-                               plan.codec, plan.codec_backward, seed=seed, stream=op.grid.rank)
+        self.plans = [op.halo_plan(plan.comm, op.col_offsets, plan.ghost_ids[rows],
+                                   plan.codec, plan.codec_backward, seed, op.grid.rank)
                       for rows in self.rows]
 
 

@@ -58,15 +58,20 @@ class ExpandFold:
 
     def __init__(self, tile: sp.csr_array, col_comm: MPI.Comm, col_offsets: np.ndarray,
                  row_comm: MPI.Comm, row_offsets: np.ndarray, stats: CommStats,
-                 codec=None, codec_backward=None, seed: int = 0, stream: int = 0):
+                 codec=None, codec_backward=None, seed: int = 0, stream: int = 0,
+                 make_plan=None):
+        """``make_plan`` as ``GhostProduct``'s (the operator's ``halo_plan``; None: flat)."""
         cr, rr = col_comm.Get_rank(), row_comm.Get_rank()
         self.own_cols = (int(col_offsets[cr]), int(col_offsets[cr + 1]))
         self.own_rows = (int(row_offsets[rr]), int(row_offsets[rr + 1]))
         self.blocks, ghost_rows, ghost_cols = split_tile(tile, self.own_rows, self.own_cols)
-        self.expand = HaloPlan(col_comm, col_offsets, ghost_cols, stats, codec,
-                               codec_backward, seed=seed, stream=2 * stream)
-        self.fold = HaloPlan(row_comm, row_offsets, ghost_rows, stats, codec_backward, codec,
-                             seed=seed, stream=2 * stream + 1)
+        if make_plan is None:
+            def make_plan(comm, offsets, ghosts, fwd, bwd, seed, stream):
+                return HaloPlan(comm, offsets, ghosts, stats, fwd, bwd, seed=seed, stream=stream)
+        self.expand = make_plan(col_comm, col_offsets, ghost_cols, codec, codec_backward, seed,
+                                2 * stream)
+        self.fold = make_plan(row_comm, row_offsets, ghost_rows, codec_backward, codec, seed,
+                              2 * stream + 1)
         self.stats = stats
 
     @property

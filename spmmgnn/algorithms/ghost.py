@@ -39,10 +39,17 @@ class GhostProduct:
 
     def __init__(self, block_row: sp.csr_array, comm: MPI.Comm, col_offsets: np.ndarray,
                  col_lo: int, col_hi: int, stats: CommStats, codec=None, codec_backward=None,
-                 seed: int = 0, stream: int = 0):
+                 seed: int = 0, stream: int = 0, make_plan=None):
+        """``make_plan(comm, offsets, ghost_ids, codec, codec_backward, seed, stream)``
+        builds the halo plan (the operator's ``halo_plan``: flat, node-aware or auto);
+        None: a flat ``HaloPlan`` counting into ``stats``."""
         self.diag, self.ghost, ghost_ids = split_columns(block_row, col_lo, col_hi)
-        self.plan = HaloPlan(comm, col_offsets, ghost_ids, stats, codec, codec_backward,
-                             seed=seed, stream=stream)
+        if make_plan is None:
+            self.plan = HaloPlan(comm, col_offsets, ghost_ids, stats, codec, codec_backward,
+                                 seed=seed, stream=stream)
+        else:
+            self.plan = make_plan(comm, col_offsets, ghost_ids, codec, codec_backward, seed,
+                                  stream)
         self.stats = stats
         self.codec, self.codec_backward = codec, codec_backward
 

@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ..halo import HaloPlan, displacements
+from ..halo import displacements
 from ..local_matrix import LocalCSR, split_columns
 from .base import DistSpMM
 from .ghost import resolve_codecs
@@ -50,6 +50,7 @@ def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
 class PrePost1D(DistSpMM):
     name = "prepost1d"
     takes_codecs = True
+    takes_exchange = True
 
     def __init__(self, grid, partition, block_row, col_partition=None,
                  codec: str | None = None, codec_backward: str | None = "same",
@@ -60,9 +61,8 @@ class PrePost1D(DistSpMM):
         self.diag, ghost, ghost_ids = split_columns(block_row, self.col_lo, self.col_hi)
         self._nnz = self.diag.nnz + ghost.nnz
         self._build(comm, ghost.to_scipy().tocoo(), ghost_ids)
-        self.plan = HaloPlan(comm, self._virtual_offsets, self._ghost_virtual, self.stats,
-                             self.codec, self.codec_backward, seed=codec_seed,
-                             stream=grid.rank)
+        self.plan = self.halo_plan(comm, self._virtual_offsets, self._ghost_virtual,
+                                   self.codec, self.codec_backward, codec_seed, grid.rank)
 
     # ------------------------------------------------------------ plan (pattern only)
     def _build(self, comm: MPI.Comm, cut: sp.coo_array, ghost_ids: np.ndarray) -> None:
@@ -145,6 +145,9 @@ class PrePost1D(DistSpMM):
         self._ghost_virtual = np.concatenate(
             [self._virtual_offsets[q] + starts[q] + np.arange(self.recv_rows_from[q])
              for q in range(k)] or [np.zeros(0, np.int64)]).astype(np.int64)
+
+    def exchange_plans(self) -> list:
+        return [self.plan]
 
     def local_nnz(self) -> int:
         return self._nnz

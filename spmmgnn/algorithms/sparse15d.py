@@ -25,6 +25,7 @@ class Sparse15D(DistSpMM):
     name = "sparse15d"
     grid_kinds = ("1d", "1.5d")
     takes_codecs = True
+    takes_exchange = True
 
     def __init__(self, grid, partition, block_row, col_partition=None,
                  codec: str | None = None, codec_backward: str | None = "same",
@@ -36,8 +37,12 @@ class Sparse15D(DistSpMM):
         mine = self.replication.restrict(block_row, self.col_offsets)
         self.product = GhostProduct(mine, grid.across_block_rows, self.col_offsets,
                                     self.col_lo, self.col_hi, self.stats, self.codec,
-                                    self.codec_backward, seed=codec_seed, stream=grid.rank)
+                                    self.codec_backward, seed=codec_seed, stream=grid.rank,
+                                    make_plan=self.halo_plan)
         self.plan = self.product.plan
+
+    def exchange_plans(self) -> list:
+        return [self.plan]
 
     def local_nnz(self) -> int:
         return self.product.nnz

@@ -19,6 +19,7 @@ from .ghost import GhostProduct, resolve_codecs
 class Sparse1D(DistSpMM):
     name = "sparse1d"
     takes_codecs = True
+    takes_exchange = True
     delayed_remote = True
 
     def __init__(self, grid, partition, block_row, col_partition=None,
@@ -28,8 +29,12 @@ class Sparse1D(DistSpMM):
         self.codec, self.codec_backward = resolve_codecs(grid.comm, codec, codec_backward)
         self.product = GhostProduct(block_row, grid.across_block_rows, self.col_offsets,
                                     self.col_lo, self.col_hi, self.stats, self.codec,
-                                    self.codec_backward, seed=codec_seed, stream=grid.rank)
+                                    self.codec_backward, seed=codec_seed, stream=grid.rank,
+                                    make_plan=self.halo_plan)
         self.plan = self.product.plan
+
+    def exchange_plans(self) -> list:
+        return [self.plan]
 
     def local_nnz(self) -> int:
         return self.product.nnz

@@ -29,6 +29,7 @@ class Sparse2D(DistSpMM):
     name = "sparse2d"
     grid_kinds = ("2d",)
     takes_codecs = True
+    takes_exchange = True
 
     def __init__(self, grid, partition, block_row, col_partition=None,
                  codec: str | None = None, codec_backward: str | None = "same",
@@ -40,7 +41,10 @@ class Sparse2D(DistSpMM):
         self.product = ExpandFold(tile, grid.comm_along("row"), self.tiles.cols.offsets,
                                   grid.comm_along("col"), self.tiles.fold_offsets, self.stats,
                                   self.codec, self.codec_backward, seed=codec_seed,
-                                  stream=grid.rank)
+                                  stream=grid.rank, make_plan=self.halo_plan)
+
+    def exchange_plans(self) -> list:
+        return [self.product.expand, self.product.fold]
 
     def local_nnz(self) -> int:
         return self.product.nnz

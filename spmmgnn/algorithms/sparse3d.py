@@ -25,7 +25,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels
-from ..halo import HaloPlan
 from .expand_fold import ExpandFold
 from .sparse2d import Sparse2D
 
@@ -44,9 +43,12 @@ class Sparse3D(Sparse2D):
         self.fiber_rows = tiles.fiber.size
         touched = np.union1d(_nonempty_rows(self.product), self.product.fold.send_idx)
         outside = (touched < self.own[0]) | (touched >= self.own[1])
-        self.fiber = HaloPlan(grid.comm_along("layer"), tiles.fiber.offsets, touched[outside],
-                              self.stats, self.codec_backward, self.codec, seed=codec_seed,
-                              stream=2 * grid.size + grid.rank)
+        self.fiber = self.halo_plan(grid.comm_along("layer"), tiles.fiber.offsets,
+                                    touched[outside], self.codec_backward, self.codec,
+                                    codec_seed, 2 * grid.size + grid.rank)
+
+    def exchange_plans(self) -> list:
+        return [self.product.expand, self.product.fold, self.fiber]
 
     def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
         f, plan = x.shape[1], self.fiber

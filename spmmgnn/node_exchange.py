@@ -1,0 +1,421 @@
+"""The node-aware exchange: per call, a row that ranks of node B need from node A crosses the
+network once, whatever the number of ranks of B that need it.
+
+The flat halo plan (``halo.HaloPlan``) sends every rank the rows it needs straight from their
+owners, so a row three ranks of node B need crosses A -> B three times. ``NodePlan`` has the
+same verbs (``start_bcast`` / ``start_reduce`` and one ``finish``) and moves the rows in three
+legs, each a ``halo.Route`` (Bienz, Gropp and Olson's node-aware SpMV; SHIRO's hierarchical
+strategy):
+
+1. *gather inside A* (node communicator): each owner sends the rows node B needs of it to the
+   rank of A that carries the pair (A, B), ``nodes.stager`` (node pairs are spread round
+   robin over the node's ranks); the rows my own node's ranks need of me go to them in the
+   same message, and never leave the node again;
+2. *between nodes* (the exchange's communicator): each carrier sends the distinct rows of
+   (A, B) once, to the rank of B that carries (A, B); this is the only leg that crosses the
+   network, and the only one a codec compresses;
+3. *distribute inside B* (node communicator): that rank hands each rank of B the rows it
+   asked for.
+
+The reduce (``A^T Y``, pre-aggregation, fold) runs the legs backwards: the partial rows of a
+node are summed inside the node first (leg 3 backwards adds them at the carrier of B), so one
+partial row per (row, node) crosses; the owners add what arrives as the flat plan does. A
+bcast gives bitwise the flat plan's rows; a reduce sums in another order, so it equals the
+flat plan's result to rounding. The inter-node leg is posted by ``start_*`` and finished by
+``finish``, so the product of the owned block hides the slow leg; the two intra-node legs
+are blocking (fast memory copies).
+
+``AutoPlan`` holds both plans and picks one per direction and row width by the two-tier
+alpha-beta model (``tiers``) of each plan's per-rank volumes (the slowest rank decides):
+the same decision on every rank, from numbers gathered once at build time.
+``exchange_plan`` builds the plan an algorithm's ``exchange=`` option asks for.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from . import kernels, tiers
+from .codecs import Codec
+from .errors import agree
+from .halo import NO_INDEX, HaloPlan, Route, check_ghosts, displacements
+from .hashing import mix64
+from .nodes import NodeMap, stager
+from .stats import CommStats
+
+EXCHANGES = ("flat", "node", "auto")
+
+
+def _alltoallv_ids(comm: MPI.Comm, ids: np.ndarray, counts: np.ndarray):
+    """Send int64 ids grouped by peer (``counts``); returns (what arrived, counts per peer)."""
+    got_counts = np.empty_like(counts)
+    comm.Alltoall(counts, got_counts)
+    got = np.empty(int(got_counts.sum()), dtype=np.int64)
+    comm.Alltoallv([np.ascontiguousarray(ids, dtype=np.int64), (counts, displacements(counts)),
+                    MPI.INT64_T], [got, (got_counts, displacements(got_counts)), MPI.INT64_T])
+    return got, got_counts
+
+
+def locate(haystack: np.ndarray, needles: np.ndarray) -> np.ndarray:
+    """Positions of ``needles`` in ``haystack`` (unique values, any order; all present)."""
+    order = np.argsort(haystack, kind="stable")
+    return order[np.searchsorted(haystack[order], needles)].astype(np.int64)
+
+
+def _peers(counts_out: np.ndarray, counts_in: np.ndarray, me: int) -> int:
+    """Messages of one step: peers with rows, sent or received, myself excluded."""
+    out, got = counts_out > 0, counts_in > 0
+    out[me] = got[me] = False
+    return int(max(out.sum(), got.sum()))
+
+
+class NodePlan:
+    """The node-aware halo plan (module docstring); collective over ``comm`` to build, with
+    the arguments of ``HaloPlan`` and ``nodes`` (a ``NodeMap`` of ``comm``, required)."""
+
+    exchange = "node"
+
+    def __init__(self, comm: MPI.Comm, owner_offsets: np.ndarray, ghost_ids: np.ndarray,
+                 stats: CommStats | None = None, codec: Codec | None = None,
+                 codec_backward: Codec | None = None, seed: int = 0,
+                 stream: int | None = None, nodes: NodeMap | None = None):
+        self.comm = comm
+        self.stats = CommStats() if stats is None else stats
+        self.codec, self.codec_backward = codec, codec_backward
+        size, me = comm.Get_size(), comm.Get_rank()
+        self._key_base = mix64(seed, me if stream is None else stream)
+        offsets, ghost_ids, self.recv_counts = check_ghosts(comm, owner_offsets, ghost_ids)
+        self.send_counts = np.empty(size, dtype=np.int64)     # as the flat plan's
+        comm.Alltoall(self.recv_counts, self.send_counts)
+        self.nodes = nodes = NodeMap.shared(comm) if nodes is None else nodes
+        self.ghost_ids, self.n_ghost = ghost_ids, int(ghost_ids.size)
+        local = nodes.local_comm()
+        mine = nodes.members(nodes.my_node)          # local rank i = comm rank mine[i]
+        L = mine.size
+        owner_node = nodes.node[np.searchsorted(offsets, ghost_ids, side="right") - 1]
+        direct = owner_node == nodes.my_node
+        # -- I ask the carrier t(A, B) of my node for my rows of each other node A
+        far = np.flatnonzero(~direct)
+        carrier = owner_node[far] % L                # local rank of t(A, my node)
+        order = np.argsort(carrier, kind="stable")
+        self.pos_far = far[order]                    # where leg 3's rows land, in order
+        asked, asked_counts = _alltoallv_ids(local, ghost_ids[self.pos_far],
+                                             np.bincount(carrier, minlength=L).astype(np.int64))
+        # -- as a carrier: the distinct rows of each (A, my node), in order of A's carrier
+        wanted = np.unique(asked)
+        from_node = nodes.node[np.searchsorted(offsets, wanted, side="right") - 1]
+        uniq, which = np.unique(from_node, return_inverse=True)
+        sender = np.array([stager(nodes.members(a), nodes.my_node) for a in uniq],
+                          dtype=np.int64)[which.reshape(-1)]
+        order = np.lexsort((wanted, sender))
+        recv2_ids = wanted[order]
+        recv2_counts = np.bincount(sender[order], minlength=size).astype(np.int64)
+        idx3 = locate(recv2_ids, asked)
+        # -- tell each carrier s(A, B) which rows of A it sends B
+        staged, send2_counts = _alltoallv_ids(comm, recv2_ids, recv2_counts)
+        # -- as an owner's neighbour: ask each owner of my node for the rows I stage and the
+        #    rows I need myself, once each; sorted ids are grouped by owner, owners by rank
+        request = np.union1d(staged, ghost_ids[direct])
+        owner_local = np.searchsorted(mine, np.searchsorted(offsets, request, side="right") - 1)
+        requested, send1_counts = _alltoallv_ids(
+            local, request, np.bincount(owner_local, minlength=L).astype(np.int64))
+        lo = offsets[me]
+        agree(comm, None if not requested.size or (requested.min() >= lo and
+                                                    requested.max() < offsets[me + 1]) else
+              "node plan: a peer requested rows this rank does not own")
+        self.pos_direct = np.flatnonzero(direct)
+        self.sel_direct = np.searchsorted(request, ghost_ids[direct]).astype(np.int64)
+        no = np.zeros(L, dtype=bool)
+        self.leg1 = Route(local, requested - lo, send1_counts,
+                          np.bincount(owner_local, minlength=L), self.stats, no, legs=1)
+        self.leg2 = Route(comm, np.searchsorted(request, staged), send2_counts, recv2_counts,
+                          self.stats, ~nodes.same, legs=0)
+        self.leg3 = Route(local, idx3, asked_counts, np.bincount(carrier, minlength=L),
+                          self.stats, no, legs=0)
+        self.send_idx = self.leg1.send_idx    # my rows that leave me (as the flat plan's)
+        self.n_send = int(self.send_counts.sum())
+        self.comm_local = local
+
+    # ------------------------------------------------------------ what callers read
+    def buffer(self, name: str, rows: int, f: int, dtype, slot: int = 0) -> np.ndarray:
+        """A reusable (rows x f) buffer of the plan's pool."""
+        return self.leg2.buffer(name, rows, f, dtype, slot)
+
+    def send_volume(self) -> int:
+        """Rows the flat plan would send per bcast (the node plan's legs: ``volumes``)."""
+        return self.n_send
+
+    def recv_volume(self) -> int:
+        return self.n_ghost
+
+    def volumes(self) -> list[tuple[str, int, int, int]]:
+        """``(tier, messages, rows sent, rows received)`` of each leg of a bcast on this
+        rank, others only (the reduce moves the same rows backwards)."""
+        me_local, me = self.comm_local.Get_rank(), self.comm.Get_rank()
+        out = []
+        for tier, leg, mine in (("intra", self.leg1, me_local), ("inter", self.leg2, me),
+                                ("intra", self.leg3, me_local)):
+            sent, received, _, _ = leg.rows[True]
+            out.append((tier, _peers(leg.send_counts, leg.recv_counts, mine), sent, received))
+        return out
+
+    # ------------------------------------------------------------ the codec of leg 2
+    def _coded(self, codec: Codec | None, dtype) -> bool:
+        return not HaloPlan.passthrough(codec, dtype)
+
+    def _encode(self, codec: Codec, x: np.ndarray, idx: np.ndarray, rows: int, name: str,
+                key: int, slot: int) -> np.ndarray:
+        buf = self.buffer(name, rows, codec.row_bytes(x.shape[1]), np.uint8, slot)
+        with self.stats.timing("seconds_codec"):
+            bad = codec.encode(x, idx, buf, mix64(self._key_base, key))
+        agree(self.comm, f"{bad} row(s) with NaN or Inf reached the {codec.name} codec"
+              if bad else None)
+        return buf
+
+    def _blocking(self, leg: Route, send: np.ndarray, recv: np.ndarray, forward: bool) -> None:
+        request = leg.post(send, recv, forward)
+        with self.stats.timing("seconds_exchange"):
+            request.Wait()
+
+    # ------------------------------------------------------------ bcast
+    def start_bcast(self, x_local: np.ndarray, ghost: np.ndarray, key: int = 0,
+                    slot: int = 0) -> NodeExchange:
+        """Begin ghost[:] = the rows of X named by my ghost columns: leg 1 (blocking), then
+        leg 2 posted; ``finish()`` lands them (leg 3)."""
+        f, dtype, codec = x_local.shape[1], x_local.dtype, self.codec
+        l1, l2 = self.leg1, self.leg2
+        self.stats.node_exchanges += 1
+        send1 = self.buffer("send1", l1.n_send, f, dtype, slot)
+        recv1 = self.buffer("recv1", l1.n_recv, f, dtype, slot)
+        with self.stats.timing("seconds_exchange"):
+            kernels.gather_rows(x_local, l1.send_idx, send1)
+        self._blocking(l1, send1, recv1, True)
+        if not self._coded(codec, dtype):
+            send2 = self.buffer("send2", l2.n_send, f, dtype, slot)
+            recv2 = self.buffer("recv2", l2.n_recv, f, dtype, slot)
+            with self.stats.timing("seconds_exchange"):
+                kernels.gather_rows(recv1, l2.send_idx, send2)
+            request = l2.post(send2, recv2, True)
+            return NodeExchange(self, request, recv2, None, ghost, True, (recv1, slot))
+        send2 = self._encode(codec, recv1, l2.send_idx, l2.n_send, "enc_send2", key, slot)
+        recv2 = self.buffer("enc_recv2", l2.n_recv, send2.shape[1], np.uint8, slot)
+        request = l2.post(send2, recv2, True, param_bytes=codec.param_bytes)
+        return NodeExchange(self, request, recv2, codec, ghost, True, (recv1, slot))
+
+    def land_bcast(self, recv2: np.ndarray, codec: Codec | None, recv1: np.ndarray,
+                   slot: int, ghost: np.ndarray | None) -> None:
+        """Leg 3 of a bcast whose leg 2 arrived: decode, distribute inside the node, place
+        (``ghost`` None: take part in leg 3 and discard)."""
+        f, dtype = recv1.shape[1], recv1.dtype
+        l2, l3 = self.leg2, self.leg3
+        if codec is not None:
+            rows2 = self.buffer("recv2", l2.n_recv, f, dtype, slot)
+            with self.stats.timing("seconds_codec"):
+                codec.decode(recv2, rows2, NO_INDEX, accumulate=False)
+            recv2 = rows2
+        send3 = self.buffer("send3", l3.n_send, f, dtype, slot)
+        recv3 = self.buffer("recv3", l3.n_recv, f, dtype, slot)
+        with self.stats.timing("seconds_exchange"):
+            kernels.gather_rows(recv2, l3.send_idx, send3)
+        self._blocking(l3, send3, recv3, True)
+        if ghost is not None:
+            with self.stats.timing("seconds_exchange"):
+                ghost[self.pos_direct] = recv1[self.sel_direct]
+                ghost[self.pos_far] = recv3
+
+    # ------------------------------------------------------------ reduce
+    def start_reduce(self, ghost_partial: np.ndarray, out_local: np.ndarray | None = None,
+                     key: int = 0, slot: int = 0) -> NodeExchange:
+        """Begin adding my partial sums for ghost rows into their owners' rows: leg 3
+        backwards (blocking; the node's partial rows summed at its carriers), then leg 2
+        posted; ``finish()`` runs leg 1 backwards and adds into ``out_local`` (or ``into``).
+        ``ghost_partial`` must stay untouched until then."""
+        f, dtype, codec = ghost_partial.shape[1], ghost_partial.dtype, self.codec_backward
+        l2, l3 = self.leg2, self.leg3
+        self.stats.node_exchanges += 1
+        back3 = self.buffer("send3r", l3.n_recv, f, dtype, slot)
+        got3 = self.buffer("recv3r", l3.n_send, f, dtype, slot)
+        with self.stats.timing("seconds_exchange"):
+            kernels.gather_rows(ghost_partial, self.pos_far, back3)
+        self._blocking(l3, back3, got3, False)
+        acc2 = self.buffer("acc2", l2.n_recv, f, dtype, slot)
+        with self.stats.timing("seconds_exchange"):
+            acc2[...] = 0
+            l3.scatter_add(got3, acc2)
+        if not self._coded(codec, dtype):
+            got2 = self.buffer("recv2r", l2.n_send, f, dtype, slot)
+            request = l2.post(acc2, got2, False)
+            return NodeExchange(self, request, got2, None, out_local, False,
+                                (ghost_partial, slot))
+        enc = self._encode(codec, acc2, NO_INDEX, l2.n_recv, "enc_send2r", key, slot)
+        got2 = self.buffer("enc_recv2r", l2.n_send, enc.shape[1], np.uint8, slot)
+        request = l2.post(enc, got2, False, param_bytes=codec.param_bytes)
+        return NodeExchange(self, request, got2, codec, out_local, False, (ghost_partial, slot))
+
+    def land_reduce(self, got2: np.ndarray, codec: Codec | None, partial: np.ndarray,
+                    slot: int, out: np.ndarray | None) -> None:
+        """Leg 1 backwards of a reduce whose leg 2 arrived (``out`` None: take part and
+        discard)."""
+        f, dtype = partial.shape[1], partial.dtype
+        l1, l2 = self.leg1, self.leg2
+        acc1 = self.buffer("acc1", l1.n_recv, f, dtype, slot)
+        with self.stats.timing("seconds_exchange"):
+            acc1[...] = 0
+            acc1[self.sel_direct] = partial[self.pos_direct]
+            if codec is None:
+                l2.scatter_add(got2, acc1)
+        if codec is not None:
+            with self.stats.timing("seconds_codec"):
+                codec.decode(got2, acc1, l2.send_idx, accumulate=True)
+        got1 = self.buffer("recv1r", l1.n_send, f, dtype, slot)
+        self._blocking(l1, acc1, got1, False)
+        if out is not None:
+            with self.stats.timing("seconds_exchange"):
+                l1.scatter_add(got1, out)
+
+    def bcast(self, x_local: np.ndarray, ghost: np.ndarray, key: int = 0) -> None:
+        self.start_bcast(x_local, ghost, key).finish()
+
+    def reduce(self, ghost_partial: np.ndarray, out_local: np.ndarray, key: int = 0) -> None:
+        self.start_reduce(ghost_partial, out_local, key).finish()
+
+
+class NodeExchange:
+    """A node-aware exchange in flight (its inter-node leg); ``finish(into=None)`` and
+    ``wait()`` as ``halo.Exchange``'s (``wait`` still takes part in the last intra-node
+    leg, which the node's other ranks wait for)."""
+
+    def __init__(self, plan: NodePlan, request: MPI.Request, recv: np.ndarray,
+                 codec: Codec | None, destination: np.ndarray | None, forward: bool,
+                 kept: tuple[np.ndarray, int]):
+        self.plan, self.request, self.recv, self.codec = plan, request, recv, codec
+        self.destination, self.forward, self.kept = destination, forward, kept
+        self.posted = time.perf_counter()
+        self.done = False
+
+    def wait(self) -> None:
+        """Complete the exchange and discard what arrived."""
+        self.request.Wait()
+        self._land(None)
+
+    def _land(self, dst: np.ndarray | None) -> None:
+        self.done = True
+        rows, slot = self.kept
+        if self.forward:
+            self.plan.land_bcast(self.recv, self.codec, rows, slot, dst)
+        else:
+            self.plan.land_reduce(self.recv, self.codec, rows, slot, dst)
+
+    def finish(self, into: np.ndarray | None = None) -> np.ndarray:
+        dst = self.destination if into is None else into
+        if dst is None:
+            self.wait()
+            raise ValueError("finish: a reduce started without out_local needs into=")
+        stats = self.plan.stats
+        stats.seconds_exchange_hidden += time.perf_counter() - self.posted
+        with stats.timing("seconds_exchange"):
+            self.request.Wait()
+        self._land(dst)
+        return dst
+
+
+class AutoPlan:
+    """Both plans on the same ghosts; each call runs the one the two-tier model
+    (``tiers.NETWORKS[network]``) prices faster for its row width and codec, the slowest rank
+    deciding. ``choices``: what was chosen, by direction and bytes per row."""
+
+    exchange = "auto"
+
+    def __init__(self, flat: HaloPlan, node: NodePlan, network: str | None = None):
+        self.flat, self.node = flat, node
+        self.net = tiers.network(network)
+        self.comm, self.stats = flat.comm, flat.stats
+        self.codec, self.codec_backward = flat.codec, flat.codec_backward
+        self.ghost_ids, self.n_ghost, self.n_send = flat.ghost_ids, flat.n_ghost, flat.n_send
+        self.send_idx, self.recv_counts, self.send_counts = (flat.send_idx, flat.recv_counts,
+                                                             flat.send_counts)
+        me, nodes = flat.comm.Get_rank(), flat.nodes
+        other = np.ones(flat.comm.Get_size(), dtype=bool)
+        other[me] = False
+        near = nodes.same & other
+        far = ~nodes.same
+        row = [_peers(flat.send_counts * near, flat.recv_counts * near, me),
+               flat.send_counts[near].sum(), flat.recv_counts[near].sum(),
+               _peers(flat.send_counts * far, flat.recv_counts * far, me),
+               flat.send_counts[far].sum(), flat.recv_counts[far].sum()]
+        for _, m, s, r in node.volumes():
+            row += [m, s, r]
+        self.table = np.array(flat.comm.allgather(np.array(row, dtype=np.float64)))
+        self.node_of = nodes.node
+        self.choices: dict[str, str] = {}
+        self._chosen: dict[tuple, AutoPlan | HaloPlan | NodePlan] = {}
+
+    def seconds(self, raw: int, coded: int) -> tuple[float, float]:
+        """(flat, node): the slowest rank's predicted seconds of one exchange with ``raw``
+        bytes per uncompressed row and ``coded`` per row on the wire of a codec."""
+        t, net = self.table, self.net
+        K = int(np.bincount(self.node_of).max())
+
+        def inter(m, s, r):
+            node = np.maximum(np.bincount(self.node_of, s)[self.node_of],
+                              np.bincount(self.node_of, r)[self.node_of])
+            return tiers.inter_seconds(net, m, np.maximum(s, r) * coded, node * coded, K)
+
+        flat = np.maximum(tiers.intra_seconds(net, t[:, 0], np.maximum(t[:, 1], t[:, 2]) * coded),
+                          inter(t[:, 3], t[:, 4], t[:, 5]))
+        node = (tiers.intra_seconds(net, t[:, 6], np.maximum(t[:, 7], t[:, 8]) * raw)
+                + inter(t[:, 9], t[:, 10], t[:, 11])
+                + tiers.intra_seconds(net, t[:, 12], np.maximum(t[:, 13], t[:, 14]) * raw))
+        return float(flat.max(initial=0.0)), float(node.max(initial=0.0))
+
+    def _pick(self, forward: bool, x: np.ndarray):
+        codec = self.codec if forward else self.codec_backward
+        raw = x.shape[1] * x.itemsize
+        coded = raw if HaloPlan.passthrough(codec, x.dtype) else int(codec.row_bytes(x.shape[1]))
+        key = (forward, raw, coded)
+        if key not in self._chosen:
+            flat, node = self.seconds(raw, coded)
+            self._chosen[key] = self.node if node < flat else self.flat
+            label = f"{'bcast' if forward else 'reduce'} {coded} B/row"
+            self.choices[label] = self._chosen[key].exchange
+        return self._chosen[key]
+
+    def buffer(self, name: str, rows: int, f: int, dtype, slot: int = 0) -> np.ndarray:
+        return self.flat.buffer(name, rows, f, dtype, slot)
+
+    def send_volume(self) -> int:
+        return self.flat.send_volume()
+
+    def recv_volume(self) -> int:
+        return self.flat.recv_volume()
+
+    def start_bcast(self, x_local: np.ndarray, ghost: np.ndarray, key: int = 0, slot: int = 0):
+        return self._pick(True, x_local).start_bcast(x_local, ghost, key, slot)
+
+    def start_reduce(self, ghost_partial: np.ndarray, out_local: np.ndarray | None = None,
+                     key: int = 0, slot: int = 0):
+        return self._pick(False, ghost_partial).start_reduce(ghost_partial, out_local, key, slot)
+
+    def bcast(self, x_local: np.ndarray, ghost: np.ndarray, key: int = 0) -> None:
+        self.start_bcast(x_local, ghost, key).finish()
+
+    def reduce(self, ghost_partial: np.ndarray, out_local: np.ndarray, key: int = 0) -> None:
+        self.start_reduce(ghost_partial, out_local, key).finish()
+
+
+def exchange_plan(exchange: str, comm: MPI.Comm, owner_offsets: np.ndarray,
+                  ghost_ids: np.ndarray, stats: CommStats, codec: Codec | None = None,
+                  codec_backward: Codec | None = None, seed: int = 0,
+                  stream: int | None = None, nodes: NodeMap | None = None,
+                  network: str | None = None):
+    """Collective: the plan ``exchange`` names ("flat", "node" or "auto") for these ghosts."""
+    args = (comm, owner_offsets, ghost_ids, stats, codec, codec_backward, seed, stream)
+    nodes = NodeMap.shared(comm) if nodes is None else nodes
+    if exchange == "flat":
+        return HaloPlan(*args, nodes=nodes)
+    if exchange == "node":
+        return NodePlan(*args, nodes=nodes)
+    return AutoPlan(HaloPlan(*args, nodes=nodes), NodePlan(*args, nodes=nodes), network)

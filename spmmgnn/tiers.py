@@ -1,0 +1,76 @@
+"""The two-tier alpha-beta model: what a message costs inside a node and between nodes.
+
+A ``Network`` gives per-message latency alpha (s) and seconds per byte beta for each tier:
+*inter* (between nodes, through the node's network interfaces) and *intra* (between ranks of
+one node, through shared memory). The inter-node tier follows the max-rate model (Gropp,
+Olson and Samfass, EuroMPI 2016): a rank injects at most one link's rate, and the ranks of a
+node share its ``nics`` links, so a rank's inter-node transfer takes
+
+    alpha_inter * messages + beta_inter * max(its bytes, its node's bytes / nics).
+
+Inside a node each pair of ranks copies at ``1 / beta_intra`` (the node's memory bandwidth is
+not modelled as shared). The presets are nominal figures, not measurements: they say where
+each comes from, and ``spmmgnn bench --network`` measures a machine (one tier at a time).
+The benchmark's cost model (``benchmark.costs``) and ``exchange="auto"`` (``node_exchange``)
+price with these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# MPI through shared memory on a current x86 node: ~0.4 us for a small message, ~10 GB/s for
+# a large one between two ranks with a single-copy transfer (Linux CMA / XPMEM); the order of
+# magnitude osu_latency / osu_bw report inside one node. The same for every CPU preset.
+SHARED_MEMORY = (0.4e-6, 1 / 10e9, "shared memory inside a node: ~0.4 us, ~10 GB/s per rank "
+                                    "pair (single-copy MPI transfers; nominal)")
+
+
+@dataclass(frozen=True)
+class Network:
+    """A named interconnect: alpha/beta between nodes (``source`` says where they come
+    from), alpha/beta inside a node (``intra_source``), and the network links per node."""
+
+    alpha: float
+    beta: float
+    source: str
+    alpha_intra: float = SHARED_MEMORY[0]
+    beta_intra: float = SHARED_MEMORY[1]
+    intra_source: str = SHARED_MEMORY[2]
+    nics: int = 1
+
+
+NETWORKS = {
+    "ib-hdr": Network(1.5e-6, 1 / 25e9, "InfiniBand HDR, 200 Gb/s = 25 GB/s per direction "
+                                        "per port; ~1.5 us MPI latency"),
+    "ib-edr": Network(1.5e-6, 1 / 12.5e9, "InfiniBand EDR, 100 Gb/s = 12.5 GB/s; ~1.5 us"),
+    "slingshot": Network(2.0e-6, 1 / 25e9, "HPE Slingshot 11, 200 Gb/s NIC = 25 GB/s; ~2 us"),
+    "ethernet-25g": Network(10e-6, 1 / 3.125e9, "25 Gb Ethernet with TCP, 3.125 GB/s; "
+                                                "~10 us through the kernel's stack"),
+}
+DEFAULT_NETWORK = "ib-hdr"
+
+
+def network(name: str | None) -> Network:
+    """The preset ``name`` (None: ``DEFAULT_NETWORK``); ValueError names the choices."""
+    key = DEFAULT_NETWORK if name is None else str(name)
+    if key not in NETWORKS:
+        raise ValueError(f"unknown network {name!r}; choose one of {sorted(NETWORKS)}")
+    return NETWORKS[key]
+
+
+def intra_seconds(net: Network, messages, nbytes):
+    """Seconds of an intra-node step per rank: messages and the larger of bytes sent and
+    received (numpy arrays or numbers)."""
+    return net.alpha_intra * np.asarray(messages) + net.beta_intra * np.asarray(nbytes)
+
+
+def inter_seconds(net: Network, messages, nbytes, node_bytes, ranks_per_node: int):
+    """Seconds of an inter-node step per rank (max-rate): ``node_bytes`` is what the rank's
+    node injects in that step (its ranks' bytes summed), shared by ``min(nics, ranks)``
+    links."""
+    links = max(1, min(net.nics, int(ranks_per_node)))
+    return net.alpha * np.asarray(messages) + net.beta * np.maximum(
+        np.asarray(nbytes), np.asarray(node_bytes) / links)

@@ -1,0 +1,172 @@
+"""MPI worker: the node-aware exchange against the flat one and scipy, and its bytes per tier.
+
+Usage: mpiexec -n P python node_cases.py OUT.json
+For each ranks-per-node K of ``KS[P]`` (consecutive ranks grouped into nodes, the last node
+smaller when K does not divide P) and each sparse algorithm (sparse1d, sparse15d c = 2,
+prepost1d, sparse2d and sparse3d on a grid of P, and the cd-2 delayed views of sparse1d),
+one non-symmetric matrix with uneven blocks (one empty) and hub rows/columns is multiplied
+with exchange="flat", "node" and "auto": ``A @ X`` and ``A.T @ Y`` are compared with scipy
+and with the flat exchange (bitwise where only rows are copied, to rounding where partial
+sums are added in another order), in the worker. Rank 0 writes the matrix, the layout and
+every rank's bytes by tier, per call and direction, for the test to compare with the volume
+model, plus the list of mismatches (empty when all is well).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+
+import spmmgnn
+from spmmgnn.algorithms.delayed import DelayedRemote
+
+comm = MPI.COMM_WORLD
+P = comm.size
+ROOT = comm.rank == 0
+KS = {4: [1, 2, 3], 6: [2, 3, 4], 8: [2, 3, 4]}
+SHAPES = {4: [(2, 2), (1, 2, 2)], 6: [(3, 2), (1, 3, 2)], 8: [(4, 2), (2, 2, 2)]}
+F = 3
+# a bcast copies rows: the node-aware result is the flat one bit for bit
+BITWISE_FORWARD = {"sparse1d", "sparse15d", "prepost1d"}
+
+
+def matrix(k: int):
+    n = 7 * k + 5
+    A = sp.lil_array(sp.random(n, n, density=0.12, random_state=40 + k, format="csr"))
+    A[0, :] = 1.0          # hubs: rows many ranks need
+    A[:, n - 1] = 2.0
+    parts = np.random.default_rng(100 + k).integers(0, k, n)
+    parts[parts == 1] = 0  # an empty block
+    return sp.csr_array(A), parts
+
+
+def tiers(op) -> dict:
+    s = op.comm_stats()
+    return dict(sent=s["bytes_sent"], received=s["bytes_received"],
+                sent_inter=s["bytes_sent_by_tier"]["inter"],
+                received_inter=s["bytes_received_by_tier"]["inter"],
+                node_exchanges=s["node_exchanges"], exchanges=s["exchanges"])
+
+
+class Run:
+    def __init__(self):
+        self.errors: list[str] = []
+        self.runs: list[dict] = []
+
+    def check(self, ok: bool, what: str) -> None:
+        if ROOT and not ok:
+            self.errors.append(what)
+
+    def spmm(self, label: str, A, parts, grid, algorithm: str, K: int, c: int, shape,
+             codec=None) -> None:
+        """Flat, node and auto operators of one case; results and bytes."""
+        n = A.shape[0]
+        X = np.random.default_rng(1).standard_normal((n, F))
+        Y = np.random.default_rng(2).standard_normal((n, F))
+        got, ranks = {}, {}
+        opts = {} if codec is None else dict(codec=codec)
+        for exchange in ("flat", "node", "auto"):
+            op = spmmgnn.DistSpMM.from_scipy(A if ROOT else None, grid, algorithm=algorithm,
+                                             partition=parts, exchange=exchange, **opts)
+            x, y = op.scatter_rows(X), op.scatter_rows(Y, side="output")
+            op.reset_stats()
+            z = op.matmul(x)
+            fwd = tiers(op)
+            op.reset_stats()
+            t = op.matmul_t(y)
+            bwd = tiers(op)
+            got[exchange] = (op.gather_rows(z), op.gather_rows(t, side="input"))
+            ranks[exchange] = comm.gather(dict(fwd=fwd, bwd=bwd, report=op.exchange_report()))
+        if not ROOT:
+            return
+        what = f"{label} {algorithm} K={K} c={c} shape={shape} codec={codec}"
+        (zf, tf), (zn, tn) = got["flat"], got["node"]
+        if codec is None:
+            self.check(np.allclose(zn, A @ X, atol=1e-12), f"{what}: A X != scipy")
+            self.check(np.allclose(tn, A.T @ Y, atol=1e-12), f"{what}: A^T Y != scipy")
+            if algorithm in BITWISE_FORWARD:
+                self.check(np.array_equal(zn, zf), f"{what}: A X not bitwise the flat one")
+        elif codec == "bfloat16":  # a deterministic cast, on the inter-node leg only
+            if K == 1:  # every peer on another node: the flat exchange casts the same rows
+                self.check(np.array_equal(zn, zf), f"{what}: bfloat16 A X not the flat one")
+            bound = 2.0 ** -8 * (abs(A) @ abs(X)) + 1e-12
+            self.check(bool(np.all(abs(zn - A @ X) <= bound)), f"{what}: bfloat16 A X")
+            bound = 2.0 ** -7 * (abs(A).T @ abs(Y)) + 1e-12
+            self.check(bool(np.all(abs(tn - A.T @ Y) <= bound)), f"{what}: bfloat16 A^T Y")
+        else:  # stochastic int8: each decoded value within one step of its row's range
+            rng_rows = X.max(axis=1) - X.min(axis=1)
+            bound = (abs(A) @ rng_rows)[:, None] * 1.05 / 255 + 1e-12
+            self.check(bool(np.all(abs(zn - A @ X) <= bound)), f"{what}: int8 A X off")
+        self.check(np.allclose(tn, tf, rtol=1e-12, atol=1e-12) or codec is not None,
+                   f"{what}: A^T Y off the flat one beyond rounding")
+        za, ta = got["auto"]
+        self.check(np.allclose(za, zf, atol=1e-12) or codec is not None, f"{what}: auto A X")
+        self.runs.append(dict(case=label, algorithm=algorithm, K=K, c=c, shape=shape, f=F,
+                              itemsize=8, codec=codec, ranks=ranks))
+
+    def delayed(self, A, parts, grid, K: int) -> None:
+        """cd-2 views (both backwards) of sparse1d, flat vs node, call by call."""
+        n = A.shape[0]
+        for backward in ("local", "delayed"):
+            seen = {}
+            for exchange in ("flat", "node"):
+                op = spmmgnn.DistSpMM.from_scipy(A if ROOT else None, grid,
+                                                 algorithm="sparse1d", partition=parts,
+                                                 exchange=exchange)
+                view = DelayedRemote(op, 2, False, backward, seed=3).views(1)[0]
+                outs, sent = [], []
+                for t in range(4):
+                    x = op.scatter_rows(np.random.default_rng(10 + t).standard_normal((n, F)))
+                    y = op.scatter_rows(np.random.default_rng(20 + t).standard_normal((n, F)),
+                                        side="output")
+                    op.reset_stats()
+                    outs.append((op.gather_rows(view.matmul(x)),
+                                 op.gather_rows(view.matmul_t(y), side="input")))
+                    sent.append(comm.gather(tiers(op)))
+                view.drain()
+                seen[exchange] = (outs, sent)
+            if not ROOT:
+                continue
+            for t, ((zf, tf), (zn, tn)) in enumerate(zip(seen["flat"][0], seen["node"][0])):
+                self.check(np.array_equal(zf, zn), f"delayed {backward} K={K} call {t}: A X")
+                self.check(np.allclose(tf, tn, rtol=1e-12, atol=1e-12),
+                           f"delayed {backward} K={K} call {t}: A^T Y")
+            self.runs.append(dict(case="delayed", algorithm="sparse1d", K=K, c=1,
+                                  backward=backward, f=F, itemsize=8,
+                                  ranks={"flat": seen["flat"][1], "node": seen["node"][1]}))
+
+
+def main(out: str) -> None:
+    run, cases = Run(), {}
+    for K in KS[P]:
+        for c in (1, 2):
+            k = P // c
+            A, parts = matrix(k)
+            cases[f"k{k}"] = dict(n=A.shape[0], rows=A.tocoo().row.tolist(),
+                                  cols=A.tocoo().col.tolist(), vals=A.tocoo().data.tolist(),
+                                  parts=parts.tolist())
+            grid = spmmgnn.ProcessGrid(comm, replication=c, ranks_per_node=K)
+            if c == 1:
+                for algo in ("sparse1d", "prepost1d"):
+                    run.spmm(f"k{k}", A, parts, grid, algo, K, c, None)
+                run.delayed(A, parts, grid, K)
+                if K <= 2:
+                    for codec in ("bfloat16", "int8"):
+                        run.spmm(f"k{k}", A, parts, grid, "sparse1d", K, c, None, codec)
+            run.spmm(f"k{k}", A, parts, grid, "sparse15d", K, c, None)
+        A, parts = matrix(P)
+        for shape in SHAPES[P]:
+            grid = spmmgnn.ProcessGrid(comm, shape=shape, ranks_per_node=K)
+            algo = "sparse2d" if len(shape) == 2 else "sparse3d"
+            run.spmm(f"k{P}", A, parts, grid, algo, K, 1, list(shape))
+    if ROOT:
+        with open(out, "w") as fh:
+            json.dump(dict(P=P, cases=cases, runs=run.runs, errors=run.errors), fh)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
