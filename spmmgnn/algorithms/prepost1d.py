@@ -12,7 +12,8 @@ columns form a bipartite graph between p's rows and q's columns. Its minimum ver
 
 Rows sent from q to p per SpMM = the cover size <= the distinct columns ``sparse1d`` sends.
 Both kinds travel in one message: q's send buffer is ``S = M_send X_q`` (selection rows for
-the post-aggregation, the moved non-zeros for the pre-aggregation, grouped by receiver) and
+the post-aggregation, each X row once whatever the number of receivers that need it, then
+the moved non-zeros of the pre-aggregation, grouped by receiver) and
 p finishes with ``Z_p = A_pp X_p + M_recv R`` where R holds what it received (A's values
 at the post rows, identity at the pre rows). The exchange is a halo plan over the send
 buffers' rows, so codecs, byte counts and overlap are the same machinery as ``sparse1d``.
@@ -45,6 +46,18 @@ def _alltoallv(comm: MPI.Comm, send: np.ndarray, counts: np.ndarray, mpitype) ->
 
 def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
     return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+
+
+def cover_split(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Per cut non-zero (``rows`` x ``cols`` of one receiver and one sender, in the
+    algorithm's order): True if its column is in the minimum vertex cover of their bipartite
+    graph (post-aggregation), False if its row is (pre-aggregation). The volume model calls
+    this too, so both see the same cover."""
+    ur, ri = np.unique(rows, return_inverse=True)
+    uc, ci = np.unique(cols, return_inverse=True)
+    B = sp.csr_array((np.ones(rows.size), (ri, ci)), shape=(ur.size, uc.size))
+    _, col_cover = min_vertex_cover(B)
+    return col_cover[ci]
 
 
 class PrePost1D(DistSpMM):
@@ -84,11 +97,7 @@ class PrePost1D(DistSpMM):
             if lo == hi:
                 continue
             r, c, v = rows[lo:hi], gcol[lo:hi], vals[lo:hi]
-            ur, ri = np.unique(r, return_inverse=True)
-            uc, ci = np.unique(c, return_inverse=True)
-            B = sp.csr_array((np.ones(r.size), (ri, ci)), shape=(ur.size, uc.size))
-            row_cover, col_cover = min_vertex_cover(B)
-            post = col_cover[ci]
+            post = cover_split(r, c)
             cols_q = np.unique(c[post])               # sorted global ids, sent as X rows
             rows_q = np.unique(r[~post])              # my rows that get partial sums
             post_counts[q], pre_counts[q] = cols_q.size, rows_q.size
@@ -117,33 +126,33 @@ class PrePost1D(DistSpMM):
         m_vals = _alltoallv(comm, _cat(moved_val, np.float64), moved_counts, MPI.DOUBLE)
         moved_from = np.empty(k, dtype=np.int64)
         comm.Alltoall(moved_counts, moved_from)
-        # my send buffer, grouped by receiver p: [X rows p needs ; partial sums of p's rows]
-        seg = post_from + pre_from
-        seg_start = displacements(seg)
-        col_at = displacements(post_from)
+        # my send buffer: [the X rows any receiver needs, once each ; per receiver p the
+        # partial sums of p's rows], so receivers on one node share the X rows (node-aware)
+        union = np.unique(got_cols)
+        pre_start = union.size + displacements(pre_from)
         nz_at = displacements(moved_from)
-        send_row, send_col, send_val = [], [], []
+        send_row, send_col, send_val = [np.arange(union.size)], [union - self.col_lo], \
+            [np.ones(union.size)]
         for p in range(k):
-            s = seg_start[p]
-            cols = got_cols[col_at[p]:col_at[p] + post_from[p]] - self.col_lo
-            send_row.append(s + np.arange(post_from[p]))
-            send_col.append(cols)
-            send_val.append(np.ones(post_from[p]))
             a, b = nz_at[p], nz_at[p] + moved_from[p]
-            send_row.append(s + post_from[p] + m_rows[a:b])
+            send_row.append(pre_start[p] + m_rows[a:b])
             send_col.append(m_cols[a:b] - self.col_lo)
             send_val.append(m_vals[a:b])
-        n_send = int(seg.sum())
+        n_send = int(union.size + pre_from.sum())
         self.M_send = LocalCSR(sp.csr_array(
             (_cat(send_val, np.float64), (_cat(send_row, np.int64), _cat(send_col, np.int64))),
             shape=(n_send, self.n_local_in)))
-        # the halo plan runs over the send buffers' rows: rank q "owns" its n_send rows
+        # the halo plan runs over the send buffers' rows: rank q "owns" its n_send rows; each
+        # receiver learns where its X rows and its partial sums sit in q's buffer
         sizes = np.array(comm.allgather(n_send), dtype=np.int64)
         self._virtual_offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+        at = _alltoallv(comm, np.searchsorted(union, got_cols), post_from, MPI.INT64_T)
         starts = np.empty(k, dtype=np.int64)
-        comm.Alltoall(seg_start.astype(np.int64), starts)  # where my segment starts in q's
+        comm.Alltoall(pre_start.astype(np.int64), starts)
+        post_at = displacements(post_counts)
         self._ghost_virtual = np.concatenate(
-            [self._virtual_offsets[q] + starts[q] + np.arange(self.recv_rows_from[q])
+            [self._virtual_offsets[q] + np.r_[at[post_at[q]:post_at[q] + post_counts[q]],
+                                              starts[q] + np.arange(pre_counts[q])]
              for q in range(k)] or [np.zeros(0, np.int64)]).astype(np.int64)
 
     def exchange_plans(self) -> list:

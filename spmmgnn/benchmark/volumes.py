@@ -19,6 +19,7 @@ theirs with :func:`register_volume`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -199,11 +200,19 @@ class Layout:
 class Phase:
     """One step of a call as the alpha-beta model prices it, per rank: ``latency`` message
     start-ups on the rank's critical path and ``bytes`` it moves (the larger of sent and
-    received, or a collective's per-rank share)."""
+    received, or a collective's per-rank share).
+
+    The two-tier model (``costs``) also reads ``tier`` ("intra", "inter", or "any": priced
+    as the network), ``node_bytes`` (an inter-node step: the larger of what the rank's node
+    sends and receives, for the shared links) and ``step``: phases of one step run at the
+    same time (the slower counts), steps one after the other (-1: a step of its own)."""
 
     name: str
     latency: np.ndarray
     bytes: np.ndarray
+    tier: str = "any"
+    step: int = -1
+    node_bytes: np.ndarray | None = None
 
 
 @dataclass
@@ -220,11 +229,21 @@ class Volumes:
     # the steps of a forward call, one after the other; empty: one exchange of
     # ``messages`` peers and max(sent, received) bytes (the all-to-allv algorithms)
     phases: list[Phase] = field(default_factory=list)
+    # bytes that cross between nodes (``node_volumes``; None: not modelled per tier) and the
+    # forward's phases by tier, for the two-tier model
+    sent_inter: np.ndarray | None = None
+    received_inter: np.ndarray | None = None
+    sent_t_inter: np.ndarray | None = None
+    received_t_inter: np.ndarray | None = None
+    tier_phases: list[Phase] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        d = {k: np.asarray(v).tolist() for k, v in self.__dict__.items() if k != "phases"}
-        d["phases"] = [dict(name=p.name, latency=np.asarray(p.latency).tolist(),
-                            bytes=np.asarray(p.bytes).tolist()) for p in self.phases]
+        d = {k: None if v is None else np.asarray(v).tolist() for k, v in self.__dict__.items()
+             if k not in ("phases", "tier_phases")}
+        for key in ("phases", "tier_phases"):
+            d[key] = [dict(name=p.name, latency=np.asarray(p.latency).tolist(),
+                           bytes=np.asarray(p.bytes).tolist(), tier=p.tier, step=p.step)
+                      for p in getattr(self, key)]
         return d
 
     def priced_phases(self) -> list[Phase]:
@@ -562,9 +581,56 @@ def register_volume(name: str, fn: VolumeFn, one_dimensional: bool = False,
 
 def predict(algorithm: str, layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
             codec: str | None = None, codec_backward: str | None = "same",
-            shape: tuple[int, ...] | None = None) -> Volumes:
+            shape: tuple[int, ...] | None = None, ranks_per_node: int | None = None,
+            exchange: str = "flat") -> Volumes:
     """Per-rank volumes of ``algorithm`` on a ``P/c x c`` grid, or on the 2D/3D grid
-    ``shape`` (None: the factors of P closest to a square or cube)."""
+    ``shape`` (None: the factors of P closest to a square or cube).
+
+    With ``ranks_per_node`` K (consecutive ranks, as ``ProcessGrid(ranks_per_node=K)``) the
+    sparse algorithms' bytes are split by tier (``sent_inter``...) and ``tier_phases`` filled;
+    ``exchange="node"`` predicts the node-aware exchange (its totals and its phases)."""
+    vol = _predict(algorithm, layout, P, c, f, itemsize, codec, codec_backward, shape)
+    if ranks_per_node is None and exchange == "flat":
+        return vol
+    return with_tiers(vol, algorithm, layout, P, c, f, itemsize, codec, codec_backward, shape,
+                      ranks_per_node or 1, exchange)
+
+
+def with_tiers(vol: Volumes, algorithm: str, layout: Layout, P: int, c: int, f: int,
+               itemsize: int, codec, codec_backward, shape, ranks_per_node: int,
+               exchange: str) -> Volumes:
+    """``vol`` with its bytes split by tier for ``exchange`` on nodes of ``ranks_per_node``
+    consecutive ranks (``node_volumes``); an algorithm without a halo exchange only takes
+    "flat" and is left as it is (its collectives are priced as the network's)."""
+    from .node_volumes import algorithm_needs, tier_bytes
+
+    shape3 = grid_shape(P, shape, GRID_ALGORITHMS[algorithm]) if algorithm in GRID_ALGORITHMS \
+        else None
+    steps = algorithm_needs(algorithm, layout, P, c, shape3)
+    if steps is None:
+        if exchange != "flat":
+            raise SpmmgnnError(f"{algorithm} has no halo exchange to make node-aware")
+        return vol
+    raw = f * itemsize
+    coded = row_bytes(f, itemsize, codec)
+    coded_t = coded if codec_backward == "same" else row_bytes(f, itemsize, codec_backward)
+    t = tier_bytes(steps, P, ranks_per_node, exchange, raw, coded, raw, coded_t)
+    phases = [Phase(name, messages, nbytes, tier, step, node_bytes)
+              for name, tier, step, messages, nbytes, node_bytes in t["phases"]]
+    out = dataclasses.replace(vol, sent_inter=t["sent_inter"],
+                              received_inter=t["received_inter"],
+                              sent_t_inter=t["sent_t_inter"],
+                              received_t_inter=t["received_t_inter"], tier_phases=phases)
+    if exchange == "node":
+        out = dataclasses.replace(out, sent=t["sent"], received=t["received"],
+                                  sent_t=t["sent_t"], received_t=t["received_t"],
+                                  phases=phases, messages=sum(p.latency for p in phases))
+    return out
+
+
+def _predict(algorithm: str, layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
+             codec: str | None = None, codec_backward: str | None = "same",
+             shape: tuple[int, ...] | None = None) -> Volumes:
     if algorithm not in VOLUMES:
         raise SpmmgnnError(f"no volume model for {algorithm!r}; known: {sorted(VOLUMES)}")
     if algorithm in ONE_D and c != 1:
