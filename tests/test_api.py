@@ -106,3 +106,16 @@ def test_capabilities_are_what_the_algorithm_does(name):
     else:
         with pytest.raises(SpmmgnnError):
             spmmgnn.DistSpMM.from_scipy(A, grid, algorithm=name, codec="int8")
+    # exchange="node" / "auto" exactly where takes_exchange says (the sparse algorithms)
+    assert cls.takes_exchange == cls.takes_codecs
+    for exchange in ("node", "auto"):
+        if cls.takes_exchange:
+            op = spmmgnn.DistSpMM.from_scipy(A, grid, algorithm=name, exchange=exchange)
+            x = op.scatter_rows(np.ones((40, 4)))
+            assert np.allclose(op.gather_rows(op.matmul(x)), A @ np.ones((40, 4)))
+            assert op.comm_stats()["exchange"]["option"] == exchange
+        else:
+            with pytest.raises(SpmmgnnError, match="no halo exchange to make node-aware"):
+                spmmgnn.DistSpMM.from_scipy(A, grid, algorithm=name, exchange=exchange)
+    with pytest.raises(SpmmgnnError, match="exchange must be one of flat, node, auto"):
+        spmmgnn.DistSpMM.from_scipy(A, grid, algorithm=name, exchange="tree")

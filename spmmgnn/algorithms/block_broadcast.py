@@ -18,21 +18,28 @@ from ..local_matrix import split_block_columns
 from ..stats import CommStats
 
 
-def count_stage(stats: CommStats, size: int, root: bool, block_bytes: int,
+def count_stage(stats: CommStats, far: np.ndarray, me: int, root: int, block_bytes: int,
                 into_root: bool) -> None:
-    """Logical bytes of one stage among ``size`` ranks. Broadcast: the root sends its block
-    to size-1 peers, each receives it once. Reduce (``into_root``): the reverse."""
-    fan = (size - 1) * block_bytes if root else block_bytes
-    sends = root != into_root
-    stats.count_exchange(fan if sends else 0, 0 if sends else fan)
+    """Logical bytes of one stage among the ranks of a communicator (``far``: per rank, on
+    another node than me). Broadcast: the root sends its block to each peer, each receives
+    it once. Reduce (``into_root``): the reverse."""
+    if me == root:
+        fan, inter = (far.size - 1) * block_bytes, int(far.sum()) * block_bytes
+    else:
+        fan, inter = block_bytes, block_bytes * int(far[root])
+    sends = (me == root) != into_root
+    stats.count_exchange(fan if sends else 0, 0 if sends else fan, 0,
+                         inter if sends else 0, 0 if sends else inter)
 
 
 class BlockBroadcast:
     """The stages (block columns) ``stages`` of one block row, multiplied by broadcasting."""
 
     def __init__(self, block_row: sp.csr_array, comm: MPI.Comm, col_offsets: np.ndarray,
-                 stages: range):
+                 stages: range, far: np.ndarray | None = None):
+        """``far``: per rank of ``comm``, on another node (bytes by tier; None: all)."""
         self.comm = comm
+        self.far = np.ones(comm.Get_size(), dtype=bool) if far is None else far
         self.stages = stages
         blocks = split_block_columns(block_row, col_offsets)
         self.blocks = {q: blocks[q] for q in stages}
@@ -57,7 +64,7 @@ class BlockBroadcast:
             src = x if q == me else buf[: self.sizes[q]]
             with stats.timing("seconds_exchange"):
                 comm.Bcast([src, mpitype], root=q)
-            count_stage(stats, comm.Get_size(), q == me, src.nbytes, into_root=False)
+            count_stage(stats, self.far, me, q, src.nbytes, into_root=False)
             with stats.timing("seconds_multiply"):
                 self.blocks[q].matmul(src, out, accumulate=True)
 
@@ -75,4 +82,4 @@ class BlockBroadcast:
                     out += part
                 else:
                     comm.Reduce([part, mpitype], None, op=MPI.SUM, root=q)
-            count_stage(stats, comm.Get_size(), q == me, part.nbytes, into_root=True)
+            count_stage(stats, self.far, me, q, part.nbytes, into_root=True)

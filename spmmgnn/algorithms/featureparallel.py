@@ -49,6 +49,7 @@ class FeatureParallel(DistSpMM):
                  memory_budget: int | None = None, **options):
         super().__init__(grid, partition, block_row, col_partition, **options)
         self.comm = grid.comm
+        self.far = ~grid.node_map(grid.comm).same   # peers on other nodes (bytes by tier)
         self.A = LocalCSR(_allgather_rows(self.comm, block_row, self.n))
         self.rows_in = np.diff(self.col_offsets)   # rows of X per rank
         self.rows_out = np.diff(self.row_offsets)  # rows of A @ X per rank
@@ -128,7 +129,8 @@ class FeatureParallel(DistSpMM):
             self.comm.Alltoallv([send, (sc, displacements(sc)), mpitype],
                                 [recv, (rc, displacements(rc)), mpitype])
         item = send.itemsize
-        stats.count_exchange(int(sc.sum() - sc[me]) * item, int(rc.sum() - rc[me]) * item)
+        stats.count_exchange(int(sc.sum() - sc[me]) * item, int(rc.sum() - rc[me]) * item, 0,
+                             int(sc[self.far].sum()) * item, int(rc[self.far].sum()) * item)
 
 
 

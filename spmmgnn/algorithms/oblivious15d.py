@@ -24,7 +24,8 @@ class Oblivious15D(DistSpMM):
         self.replication = Replication(grid)
         self.stages = self.replication.stages
         self.product = BlockBroadcast(block_row, grid.across_block_rows, self.col_offsets,
-                                      self.stages)
+                                      self.stages,
+                                      ~grid.node_map(grid.across_block_rows).same)
 
     def local_nnz(self) -> int:
         return self.product.nnz

@@ -19,7 +19,8 @@ class Oblivious1D(DistSpMM):
         super().__init__(grid, partition, block_row, col_partition, **options)
         self.stages = range(grid.n_block_rows)
         self.product = BlockBroadcast(block_row, grid.across_block_rows, self.col_offsets,
-                                      self.stages)
+                                      self.stages,
+                                      ~grid.node_map(grid.across_block_rows).same)
 
     def local_nnz(self) -> int:
         return self.product.nnz

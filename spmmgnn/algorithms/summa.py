@@ -52,6 +52,10 @@ class Summa:
         self.across_row = grid.comm_along("col")    # (i, ., l): tiles, to blocks / to rows
         self.across_col = grid.comm_along("row")    # (., j, l): dense blocks of H
         self.fiber = grid.comm_along("layer") if self.pl > 1 else None
+        # per rank of each communicator: on another node than me (bytes by tier)
+        self.far = {name: ~grid.node_map(comm).same
+                    for name, comm in (("row", self.across_row), ("col", self.across_col),
+                                       ("fiber", self.fiber)) if comm is not None}
         nnz = np.zeros(self.pr, dtype=np.int64)
         for k, m in held.items():
             nnz[k] = m.nnz
@@ -97,7 +101,8 @@ class Summa:
         buf = self._pack(k, dtype) if mine else self.received[:nbytes]
         with self.stats.timing("seconds_exchange"):
             self.across_row.Bcast([buf, MPI.BYTE], root=root)
-        count_stage(self.stats, self.pc, mine, nbytes, into_root=False)
+        count_stage(self.stats, self.far["row"], self.across_row.Get_rank(), root, nbytes,
+                    into_root=False)
         n = int(self.nnz[k])
         if mine:
             indptr = self.held[k][0]
@@ -117,8 +122,9 @@ class Summa:
         with self.stats.timing("seconds_exchange"):
             self.across_row.Alltoallv([send, (sc, displacements(sc)), mpitype],
                                       [recv, (rc, displacements(rc)), mpitype])
-        isz = send.itemsize
-        self.stats.count_exchange((sc.sum() - sc[me]) * isz, (rc.sum() - rc[me]) * isz)
+        isz, far = send.itemsize, self.far["row"]
+        self.stats.count_exchange((sc.sum() - sc[me]) * isz, (rc.sum() - rc[me]) * isz, 0,
+                                  sc[far].sum() * isz, rc[far].sum() * isz)
 
     def to_blocks(self, x: np.ndarray, rows: PartSet, bounds: np.ndarray) -> np.ndarray:
         """My rows (all features) -> H[U_il, F_j] (rows of process row i in my layer)."""
@@ -164,7 +170,7 @@ class Summa:
             hk = h if k == t.i else self._stage(k, fj, x.dtype)
             with stats.timing("seconds_exchange"):
                 self.across_col.Bcast([hk, mpitype], root=k)
-            count_stage(stats, self.pr, k == t.i, hk.nbytes, into_root=False)
+            count_stage(stats, self.far["col"], t.i, k, hk.nbytes, into_root=False)
             if tile is not None and fj:
                 with stats.timing("seconds_multiply"):
                     indptr, indices, data = tile
@@ -197,7 +203,7 @@ class Summa:
                     self.across_col.Reduce([part, mpitype], [mine, mpitype], op=MPI.SUM, root=k)
                 else:
                     self.across_col.Reduce([part, mpitype], None, op=MPI.SUM, root=k)
-            count_stage(stats, self.pr, k == t.i, part.nbytes, into_root=True)
+            count_stage(stats, self.far["col"], t.i, k, part.nbytes, into_root=True)
         self.to_rows(mine, t.in_rows, bounds, out)
 
     # ---------------------------------------------------------------- layers (3D)
@@ -214,8 +220,9 @@ class Summa:
         mpitype = mpi_float_type(z.dtype)
         with self.stats.timing("seconds_exchange"):
             self.fiber.Reduce_scatter([z, mpitype], [mine, mpitype], counts, op=MPI.SUM)
-        own = int(counts[l]) * z.itemsize
-        self.stats.count_exchange(z.nbytes - own, own * (self.pl - 1))
+        own, far = int(counts[l]) * z.itemsize, self.far["fiber"]
+        self.stats.count_exchange(z.nbytes - own, own * (self.pl - 1), 0,
+                                  int(counts[far].sum()) * z.itemsize, own * int(far.sum()))
         return mine
 
     def _layers_gather(self, block: np.ndarray) -> np.ndarray:
@@ -228,7 +235,10 @@ class Summa:
         with self.stats.timing("seconds_exchange"):
             self.fiber.Allgatherv([block, mpitype], [full, (counts, displacements(counts)),
                                                      mpitype])
-        self.stats.count_exchange(block.nbytes * (self.pl - 1), full.nbytes - block.nbytes)
+        far = self.far["fiber"]
+        self.stats.count_exchange(block.nbytes * (self.pl - 1), full.nbytes - block.nbytes, 0,
+                                  block.nbytes * int(far.sum()),
+                                  int(counts[far].sum()) * block.itemsize)
         return full
 
     @property
