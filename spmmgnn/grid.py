@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from mpi4py import MPI
 
 from .errors import agree
@@ -139,6 +140,13 @@ class ProcessGrid:
         nodes = NodeMap(comm, self.node)
         self._node_maps.append((comm, nodes))
         return nodes
+
+    @property
+    def block_rows_per_node(self) -> int:
+        """Block rows of the dense matrices on one node (the largest): the ranks per node
+        over the replication c (a two-level partition's parts per node)."""
+        per_node = self.ranks_per_node or int(np.bincount(self.nodes).max())
+        return max(1, per_node // self.replication)
 
     def node_label(self) -> str:
         """``4 ranks/node`` (simulated), or ``nodes by shared memory`` (run headers)."""

@@ -14,46 +14,81 @@ Per rank r and call (the slowest rank sets the time, as in a bulk-synchronous st
 
 An epoch of an L-layer GCN is ``2L`` SpMMs of width f (forward and backward, no first-layer
 cache, as in the paper's ``T = 2L (...)``); dense layers are not modelled.
+
+**Two tiers** (``Machine.two_tier``, ``spmmgnn model --ranks-per-node K``): the sparse
+algorithms' phases carry their tier (``volumes.Phase``); inside a node they cost
+``alpha_intra, beta_intra``, between nodes ``alpha, beta`` with the node's links shared by its
+ranks (the max-rate model of ``spmmgnn.tiers``). A flat exchange's intra- and inter-node
+messages travel at the same time (the slower part counts), the node-aware exchange's three
+legs one after the other. The collectives of the other algorithms are priced at the network's
+alpha and beta as before.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from .volumes import Layout, Volumes, predict
+from ..tiers import NETWORKS, Network, inter_seconds, intra_seconds  # noqa: F401
+from .volumes import Layout, Phase, Volumes, predict
 
 
 @dataclass
 class Machine:
-    alpha: float        # seconds per message
-    beta: float         # seconds per byte
-    rate: float         # local kernel: non-zeros x columns per second (one rank)
-
-
-@dataclass(frozen=True)
-class Network:
-    """A named interconnect for the model: per-message latency alpha (s) and seconds per
-    byte beta between nodes. Nominal figures, not measurements: beta from the link's data
-    rate, alpha the one-way MPI latency of a small message typical of the fabric
-    (osu_latency-style ping-pong). ``spmmgnn bench --network`` measures a real machine."""
+    """The model's machine: the network's alpha (s per message) and beta (s per byte), the
+    local kernel's rate (non-zeros x columns per second, one rank) and, for the two-tier
+    model, the ranks per node and the intra-node alpha and beta (``nics`` network links per
+    node; ``spmmgnn.tiers``)."""
 
     alpha: float
     beta: float
-    source: str
+    rate: float
+    ranks_per_node: int | None = None
+    alpha_intra: float | None = None
+    beta_intra: float | None = None
+    nics: int = 1
+
+    @property
+    def two_tier(self) -> bool:
+        return self.ranks_per_node is not None
+
+    def network(self) -> Network:
+        """The tiers as a ``tiers.Network`` (intra figures: the nominal shared memory's
+        unless given)."""
+        net = Network(self.alpha, self.beta, "", nics=self.nics)
+        if self.alpha_intra is not None:
+            net = dataclasses.replace(net, alpha_intra=self.alpha_intra)
+        if self.beta_intra is not None:
+            net = dataclasses.replace(net, beta_intra=self.beta_intra)
+        return net
 
 
-NETWORKS = {
-    "ib-hdr": Network(1.5e-6, 1 / 25e9, "InfiniBand HDR, 200 Gb/s = 25 GB/s per direction "
-                                        "per port; ~1.5 us MPI latency"),
-    "ib-edr": Network(1.5e-6, 1 / 12.5e9, "InfiniBand EDR, 100 Gb/s = 12.5 GB/s; ~1.5 us"),
-    "slingshot": Network(2.0e-6, 1 / 25e9, "HPE Slingshot 11, 200 Gb/s NIC = 25 GB/s; ~2 us"),
-    "ethernet-25g": Network(10e-6, 1 / 3.125e9, "25 Gb Ethernet with TCP, 3.125 GB/s; "
-                                                "~10 us through the kernel's stack"),
-}
+def phase_seconds(ph: Phase, m: Machine) -> np.ndarray:
+    """Per-rank seconds of one phase: by its tier on a two-tier machine, else at the
+    network's alpha and beta."""
+    if m.two_tier and ph.tier == "intra":
+        return intra_seconds(m.network(), ph.latency, ph.bytes)
+    if m.two_tier and ph.tier == "inter":
+        node = ph.bytes if ph.node_bytes is None else ph.node_bytes
+        return inter_seconds(m.network(), ph.latency, ph.bytes, node, m.ranks_per_node)
+    return m.alpha * np.asarray(ph.latency) + m.beta * np.asarray(ph.bytes)
+
+
+def exchange_seconds(vol: Volumes, m: Machine) -> np.ndarray:
+    """Per-rank seconds of a call's exchanges: phases of one step at the same time (the
+    slower counts), steps one after the other. A two-tier machine prices the tier phases
+    where the volume model has them."""
+    phases = vol.tier_phases if m.two_tier and vol.tier_phases else vol.priced_phases()
+    steps: dict = {}
+    for k, ph in enumerate(phases):
+        key = ("own", k) if ph.step < 0 else ("step", ph.step)
+        t = phase_seconds(ph, m)
+        steps[key] = t if key not in steps else np.maximum(steps[key], t)
+    return sum(steps.values()) if steps else np.zeros(vol.sent.size)
 
 
 def _log2(n: int) -> int:
@@ -64,56 +99,98 @@ def spmm_time(algorithm: str, layout: Layout, vol: Volumes, P: int, c: int, f: i
               itemsize: int, m: Machine) -> dict:
     """Predicted seconds of one SpMM: the slowest rank's total and its parts."""
     local = vol.nnz * f / m.rate
-    exchange = sum(m.alpha * ph.latency + m.beta * ph.bytes for ph in vol.priced_phases())
+    exchange = exchange_seconds(vol, m)
     allreduce = (2 * m.alpha * _log2(c) + 2 * m.beta * vol.allreduce * (c - 1) / c
                  if c > 1 else np.zeros(P))
     total = local + exchange + allreduce
     r = int(np.argmax(total))
+    inter = vol.sent if vol.sent_inter is None else vol.sent_inter
     return dict(seconds=float(total[r]), local=float(local[r]), exchange=float(exchange[r]),
                 allreduce=float(allreduce[r]), max_bytes_sent=int(vol.sent.max()),
                 avg_bytes_sent=float(vol.sent.mean()),
-                max_allreduce_bytes=int(vol.allreduce.max()))
+                max_allreduce_bytes=int(vol.allreduce.max()),
+                inter_bytes_sent=int(inter.sum()), max_inter_bytes_sent=int(inter.max()))
 
 
-def build_layout(A, k: int, partitioner: str = "none", seed: int = 0) -> Layout:
-    """A's layout on k block rows by ``partitioner`` ('none': contiguous blocks)."""
+def build_layout(A, k: int, partitioner: str = "none", seed: int = 0,
+                 parts_per_node: int | None = None) -> Layout:
+    """A's layout on k block rows by ``partitioner`` ('none': contiguous blocks;
+    ``parts_per_node``: for the two-level methods, the block rows of one node)."""
     from ..partitioners import partition
 
-    return Layout.build(A, partition(A, k, method=partitioner, seed=seed), k)
+    extra = {} if parts_per_node is None else dict(parts_per_node=parts_per_node)
+    return Layout.build(A, partition(A, k, method=partitioner, seed=seed, **extra), k)
 
 
-def cached_layout(layouts: dict[int, Layout], A, k: int, partitioner: str, seed: int,
-                  log=None) -> Layout:
-    """``build_layout`` once per k in ``layouts`` (partitioning is the expensive part)."""
-    if k not in layouts:
+def cached_layout(layouts: dict, A, k: int, partitioner: str, seed: int, log=None,
+                  parts_per_node: int | None = None) -> Layout:
+    """``build_layout`` once per k (and parts per node of a two-level partitioner) in
+    ``layouts`` (partitioning is the expensive part)."""
+    from ..partitioners.twolevel import is_two_level
+
+    key = (k, parts_per_node) if is_two_level(partitioner) else k
+    if key not in layouts:
         t0 = time.perf_counter()
-        layouts[k] = build_layout(A, k, partitioner, seed)
+        layouts[key] = build_layout(A, k, partitioner, seed,
+                                    parts_per_node if is_two_level(partitioner) else None)
         if log:
             log(f"layout k={k}: {time.perf_counter() - t0:.1f} s")
-    return layouts[k]
+    return layouts[key]
 
 
 def predict_all(A, Ps: list[int], cs: list[int], algorithms: list[str], f: int,
                 itemsize: int, m: Machine, spmms_per_epoch: int, partitioner: str = "none",
                 seed: int = 0, log=None, layouts: dict[int, Layout] | None = None,
-                grids: list | None = None) -> list[dict]:
+                grids: list | None = None,
+                exchanges: tuple[str, ...] = ("flat", "node")) -> list[dict]:
     """Predictions for every runnable (P, c or grid shape, algorithm): one dict each
     (``grid``: the 2D/3D shape, else None). ``layouts`` (by k) is filled and reused when
-    given; ``grids``: the 2D/3D shapes to model (default: closest to a square / cube)."""
+    given; ``grids``: the 2D/3D shapes to model (default: closest to a square / cube).
+
+    On a two-tier machine (``m.ranks_per_node``) an algorithm with a halo exchange has one
+    row per ``exchanges`` ("flat", "node"; ``exchange`` names it, None for the others)."""
+    from ..algorithms import ALGORITHMS
     from ..grid import format_shape
     from .volumes import grid_points
 
     layouts = {} if layouts is None else layouts
+    K = m.ranks_per_node
     rows = []
     for P in Ps:
         for algo in algorithms:
+            cls = ALGORITHMS.get(algo)
+            options = (exchanges if K is not None and cls is not None and cls.takes_exchange
+                       else (None,))
             for c, shape in grid_points(algo, P, cs, grids):
-                layout = cached_layout(layouts, A, P // c, partitioner, seed, log)
-                vol = predict(algo, layout, P, c, f, itemsize, shape=shape)
-                t = spmm_time(algo, layout, vol, P, c, f, itemsize, m)
-                rows.append(dict(P=P, c=c, grid=shape and format_shape(shape), algorithm=algo,
-                                 f=f, **t, epoch_seconds=spmms_per_epoch * t["seconds"]))
+                per_node = max(1, K // c) if K is not None else None
+                layout = cached_layout(layouts, A, P // c, partitioner, seed, log, per_node)
+                for exchange in options:
+                    vol = predict(algo, layout, P, c, f, itemsize, shape=shape,
+                                  ranks_per_node=K, exchange=exchange or "flat")
+                    t = spmm_time(algo, layout, vol, P, c, f, itemsize, m)
+                    rows.append(dict(P=P, c=c, grid=shape and format_shape(shape),
+                                     algorithm=algo, exchange_kind=exchange, f=f, **t,
+                                     epoch_seconds=spmms_per_epoch * t["seconds"]))
     return sorted(rows, key=lambda r: (r["P"], r["c"]))
+
+
+def exchange_notes(rows: list[dict]) -> list[str]:
+    """Per (P, algorithm, grid): the node-aware exchange against the flat one, and the one
+    ``exchange="auto"`` picks (the faster)."""
+    flat = {(r["P"], r["algorithm"], r["c"], r["grid"]): r for r in rows
+            if r.get("exchange_kind") == "flat"}
+    out = []
+    for r in rows:
+        key = (r["P"], r["algorithm"], r["c"], r["grid"])
+        if r.get("exchange_kind") != "node" or key not in flat:
+            continue
+        f = flat[key]
+        pick = "node" if r["seconds"] < f["seconds"] else "flat"
+        out.append(f"P={r['P']} {r['algorithm']} {r['grid'] or 'c=' + str(r['c'])}: "
+                   f"node-aware {f['seconds'] / max(r['seconds'], 1e-30):.2f}x the flat "
+                   f"exchange's speed, inter-node bytes "
+                   f"{r['inter_bytes_sent'] / max(f['inter_bytes_sent'], 1):.2f}x; auto: {pick}")
+    return out
 
 
 def delayed_rows(A, Ps: list[int], r: int, f: int, itemsize: int, m: Machine, layers: int,
@@ -149,10 +226,15 @@ def delayed_rows(A, Ps: list[int], r: int, f: int, itemsize: int, m: Machine, la
 
 def crossovers(rows: list[dict]) -> list[str]:
     """Per c: the smallest P where the sparse algorithm beats the oblivious one; per P: the
-    best (algorithm, c)."""
+    best (algorithm, c). An algorithm priced with both exchanges counts with the faster
+    (what ``exchange="auto"`` runs)."""
     out = []
     for c in sorted({r["c"] for r in rows}):
-        sel = {(r["P"], r["algorithm"]): r["seconds"] for r in rows if r["c"] == c}
+        sel: dict = {}
+        for r in rows:
+            if r["c"] == c:
+                key = (r["P"], r["algorithm"])
+                sel[key] = min(sel.get(key, r["seconds"]), r["seconds"])
         pairs = [("sparse1d", "oblivious1d"), ("sparse2d", "oblivious2d"),
                  ("sparse3d", "oblivious3d")] if c == 1 else []
         pairs.append(("sparse15d", "oblivious15d"))
@@ -171,8 +253,9 @@ def crossovers(rows: list[dict]) -> list[str]:
                 out.append(f"c={c}: {sparse} beats {obl} only at P in {wins} of {Ps}")
     for P in sorted({r["P"] for r in rows}):
         best = min((r for r in rows if r["P"] == P), key=lambda r: r["seconds"])
-        out.append(f"P={P}: best {best['algorithm']} {best.get('grid') or 'c=' + str(best['c'])} "
-                   f"({best['epoch_seconds'] * 1e3:.2f} ms/epoch)")
+        how = f" {best['exchange_kind']} exchange" if best.get("exchange_kind") else ""
+        out.append(f"P={P}: best {best['algorithm']} {best.get('grid') or 'c=' + str(best['c'])}"
+                   f"{how} ({best['epoch_seconds'] * 1e3:.2f} ms/epoch)")
     return out
 
 

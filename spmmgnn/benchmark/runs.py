@@ -30,13 +30,16 @@ class PartitionCache:
     def __init__(self):
         self._parts: dict = {}
 
-    def get(self, comm: MPI.Comm, graph_spec: str, A, k: int, method: str, seed: int):
-        """Collective: the root's ``Partition`` and its seconds."""
-        key = (graph_spec, k, method, seed)
+    def get(self, comm: MPI.Comm, graph_spec: str, A, k: int, method: str, seed: int,
+            parts_per_node: int | None = None):
+        """Collective: the root's ``Partition`` and its seconds (``parts_per_node``: the
+        block rows of one node, for the ``twolevel:`` methods)."""
+        key = (graph_spec, k, method, seed, parts_per_node)
         if key not in self._parts:
             from ..partitioners import partition
 
-            got = check_on_root(comm, 0, lambda: partition(A, k, method=method, seed=seed))
+            got = check_on_root(comm, 0, lambda: partition(A, k, method=method, seed=seed,
+                                                           parts_per_node=parts_per_node))
             self._parts[key] = (got, got.seconds if got is not None else 0.0)
         return self._parts[key]
 
@@ -47,10 +50,13 @@ def spmm_run(comm: MPI.Comm, run: dict, A, parts: PartitionCache) -> dict | None
     from ..algorithms import ALGORITHMS, DistSpMM
     from .graphs import features_for
 
-    grid = ALGORITHMS[run["algorithm"]].grid_for(comm, run["c"], run.get("grid"))
+    grid = ALGORITHMS[run["algorithm"]].grid_for(comm, run["c"], run.get("grid"),
+                                                 run.get("ranks_per_node"))
     part, part_seconds = parts.get(comm, run["graph"], A, grid.n_block_rows,
-                                   run["partitioner"], run["seed"])
+                                   run["partitioner"], run["seed"], grid.block_rows_per_node)
     opts = {} if run["codec"] == "none" else dict(codec=run["codec"])
+    if run.get("exchange", "flat") != "flat":
+        opts["exchange"] = run["exchange"]
     op = DistSpMM.from_scipy(A, grid, algorithm=run["algorithm"], partition=part,
                              validate=False, **opts)
     X = features_for(A.shape[0], run["f"], run["seed"], run["dtype"]) if comm.rank == 0 else None
@@ -67,6 +73,8 @@ def spmm_run(comm: MPI.Comm, run: dict, A, parts: PartitionCache) -> dict | None
     mine = dict(local=s["seconds_multiply"] / r, exchange=s["seconds_exchange"] / r,
                 allreduce=s["seconds_allreduce"] / r, codec=s["seconds_codec"] / r,
                 bytes_sent=s["bytes_sent"] // r, bytes_received=s["bytes_received"] // r,
+                bytes_sent_inter=s["bytes_sent_by_tier"]["inter"] // r,
+                bytes_received_inter=s["bytes_received_by_tier"]["inter"] // r,
                 allreduce_bytes=s["allreduce_bytes"] // r, nnz=op.local_nnz(),
                 rows=op.n_local, kernels=s["kernels"])
     ranks = comm.gather(mine, root=0)
@@ -81,8 +89,10 @@ def spmm_run(comm: MPI.Comm, run: dict, A, parts: PartitionCache) -> dict | None
     breakdown["other"] = max(0.0, wall - sum(breakdown.values()))
     return dict(seconds=wall, unit="spmm", breakdown=breakdown, max_rel_error=err,
                 n=int(A.shape[0]), nnz=int(A.nnz), partition_seconds=part_seconds,
-                kernels=[q["kernels"] for q in ranks],
+                kernels=[q["kernels"] for q in ranks], exchange=s["exchange"],
                 per_rank={k: [q[k] for q in ranks] for k in ("bytes_sent", "bytes_received",
+                                                              "bytes_sent_inter",
+                                                              "bytes_received_inter",
                                                               "allreduce_bytes", "nnz",
                                                               "rows")})
 
@@ -101,7 +111,8 @@ def train_spec(run: dict):
         raise SpmmgnnError(f"train mode needs features and labels: graph {run['graph']!r} "
                            "has none (use csbm:... or a graph file with features)")
     return RunSpec(**data, algorithm=run["algorithm"], replication=int(run["c"]),
-                   grid=run.get("grid"),
+                   grid=run.get("grid"), exchange=run.get("exchange", "flat"),
+                   ranks_per_node=run.get("ranks_per_node"),
                    partitioner=run["partitioner"], codec=run["codec"], hidden=int(run["f"]),
                    layers=int(run["layers"]), epochs=int(run["epochs"]),
                    eval_every=int(run["epochs"]), dtype=run["dtype"], seed=int(run["seed"]),
@@ -131,9 +142,14 @@ def train_run(comm: MPI.Comm, run: dict) -> dict | None:
                 best_accuracy=(result["best"] or {}).get("test_acc"), final=result["final"],
                 best=result["best"], diverged_at=result.get("diverged_at"),
                 n=int(result["n"]), nnz=int(result["nnz"]), epochs_run=result["epochs_run"],
+                exchange=result.get("exchange"),
                 per_rank=dict(bytes_sent=[q["bytes_sent"] // calls for q in result["ranks"]],
                               bytes_received=[q["bytes_received"] // calls
                                               for q in result["ranks"]],
+                              bytes_sent_inter=[q["bytes_sent_by_tier"]["inter"] // calls
+                                                for q in result["ranks"]],
+                              bytes_received_inter=[q["bytes_received_by_tier"]["inter"] // calls
+                                                    for q in result["ranks"]],
                               rows=[q["rows"] for q in result["ranks"]]),
                 kernels=[q.get("kernels", {}) for q in result["ranks"]],
                 bytes_note="per epoch (cumulative bytes / (epochs + 1 evaluation))")

@@ -21,7 +21,8 @@ from ..grid import format_shape, parse_grid
 
 MODES = ("spmm", "train")
 LIST_KEYS = ("graphs", "modes", "algorithms", "replication", "partitioners", "codecs",
-             "features", "grids")
+             "features", "grids", "exchanges")
+EXCHANGES = ("flat", "node", "auto")
 
 
 @dataclass
@@ -34,6 +35,10 @@ class SweepConfig:
     codecs: list[str] = field(default_factory=lambda: ["none"])
     features: list[int] = field(default_factory=lambda: [64])
     grids: list[str] = field(default_factory=list)   # "2x2", "2x2x2": the 2D/3D algorithms
+    # the halo exchanges of the sparse algorithms (the others run "flat" only), and the
+    # ranks per node (0: the ranks that share memory)
+    exchanges: list[str] = field(default_factory=lambda: ["flat"])
+    ranks_per_node: int = 0
     repeat: int = 10
     epochs: int = 20
     layers: int = 2
@@ -104,6 +109,11 @@ class SweepConfig:
             raise SpmmgnnError("sweep: replication and features must be positive")
         if self.repeat < 1 or self.epochs < 1 or self.layers < 1:
             raise SpmmgnnError("sweep: repeat, epochs and layers must be positive")
+        if set(self.exchanges) - set(EXCHANGES):
+            raise SpmmgnnError(f"sweep: exchanges must be among {EXCHANGES}, got "
+                               f"{self.exchanges}")
+        if self.ranks_per_node < 0:
+            raise SpmmgnnError("sweep: ranks_per_node must be positive (0: by shared memory)")
         if self.dtype not in ("float32", "float64"):
             raise SpmmgnnError(f"sweep: dtype must be float32 or float64, got {self.dtype}")
         return self
@@ -111,27 +121,38 @@ class SweepConfig:
 
 def runs(cfg: SweepConfig, P: int) -> list[dict]:
     """Every runnable configuration of the sweep at P ranks, in a stable order."""
+    from ..algorithms import ALGORITHMS
     from .volumes import CODEC_ALGORITHMS, grid_points
 
     out = []
-    for graph, mode, algo, part, codec, f in itertools.product(
-            cfg.graphs, cfg.modes, cfg.algorithms, cfg.partitioners, cfg.codecs, cfg.features):
+    for graph, mode, algo, part, codec, f, exchange in itertools.product(
+            cfg.graphs, cfg.modes, cfg.algorithms, cfg.partitioners, cfg.codecs, cfg.features,
+            cfg.exchanges):
         if codec != "none" and algo not in CODEC_ALGORITHMS:
             continue
+        if exchange != "flat" and not ALGORITHMS[algo].takes_exchange:
+            if "flat" in cfg.exchanges:
+                continue
+            exchange = "flat"  # the oblivious algorithms have only the one exchange
         for c, shape in grid_points(algo, P, cfg.replication, cfg.grids):
             out.append(_run(cfg, graph, mode, algo, P, c, shape and format_shape(shape), part,
-                            codec, f))
-    return out
+                            codec, f, exchange))
+    return list({r["run_id"]: r for r in out}.values())
 
 
 def _run(cfg: SweepConfig, graph: str, mode: str, algo: str, P: int, c: int,
-         shape: str | None, part: str, codec: str, f: int) -> dict:
+         shape: str | None, part: str, codec: str, f: int, exchange: str = "flat") -> dict:
     """One run's configuration, with its ``run_id`` (the 1D/1.5D runs carry no grid key,
-    so their ids are those of earlier sweeps)."""
+    and the flat exchange on nodes by shared memory no exchange or nodes key, so their ids
+    are those of earlier sweeps)."""
     run = dict(graph=graph, mode=mode, algorithm=algo, P=P, c=c, partitioner=part,
                codec=codec, f=int(f), dtype=cfg.dtype, seed=cfg.seed)
     if shape is not None:
         run["grid"] = shape
+    if exchange != "flat":
+        run["exchange"] = exchange
+    if cfg.ranks_per_node:
+        run["ranks_per_node"] = cfg.ranks_per_node
     if mode == "spmm":
         run["repeat"] = cfg.repeat
     else:

@@ -13,6 +13,14 @@ def grid_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+RANKS_PER_NODE_HELP = ("group consecutive ranks K at a time into nodes (a cluster simulated "
+                       "on one machine; default: the ranks that share memory); the node-aware "
+                       "exchange and the bytes per tier use it")
+EXCHANGE_HELP = ("the halo exchange of the sparse algorithms: 'flat' (every rank sends every "
+                 "peer its rows), 'node' (a row crosses between two nodes once: gathered in "
+                 "the node, sent once per node pair, distributed in the node) or 'auto' "
+                 "(the two-tier model picks per row width; docs/algorithms/node-aware.md)")
+
 GRID_HELP = ("the 2D (PRxPC) or 3D (PRxPCxPL) grid of the 2D/3D algorithms; default: the "
              "factors of P closest to a square (cube)")
 

@@ -19,7 +19,7 @@ from mpi4py import MPI
 
 from ..atomic import check_writable
 from ..errors import SpmmgnnError, check_on_root
-from . import grid_arg
+from . import EXCHANGE_HELP, RANKS_PER_NODE_HELP, grid_arg
 
 PRESETS = {
     # every algorithm (the 2D/3D ones on the grid closest to a square / cube), c = 1, 2,
@@ -55,6 +55,9 @@ def add_parser(sub) -> None:
     s.add_argument("--grid", dest="grids", nargs="+", type=grid_arg, metavar="PRxPC[xPL]",
                    help="2D/3D grid shapes of the 2D/3D algorithms (those whose product is P "
                         "run; default: the factors of P closest to a square or cube)")
+    s.add_argument("--exchange", dest="exchanges", nargs="+", choices=["flat", "node", "auto"],
+                   help=EXCHANGE_HELP + "; several: one run each")
+    s.add_argument("--ranks-per-node", type=int, metavar="K", help=RANKS_PER_NODE_HELP)
     s.add_argument("--partitioner", dest="partitioners", nargs="+",
                    help="'none' (contiguous blocks) or spmmgnn.partitioners methods")
     s.add_argument("--codec", dest="codecs", nargs="+", help="'none' or codec names")

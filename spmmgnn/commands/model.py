@@ -4,10 +4,14 @@ launching them.
     spmmgnn model rmat:scale=17,edge_factor=8 --P 4 16 64 256 1024 --alpha 2e-6 --beta 4e-11
     spmmgnn model graph.mtx --P 64 256 --network results.jsonl -o model.png
     spmmgnn model csbm:n=100000 --memory --P 2 4 8 64 -f 128 --hidden 64 --classes 8
+    spmmgnn model rmat:scale=16 --P 64 1024 --preset ib-hdr --ranks-per-node 4 32
 
 Per-rank bytes are exact (computed from the partition, as ``comm_stats()`` would count them);
 times use the alpha-beta costs of ICPP'24 section 4 and the local kernel rate measured here.
-``--memory`` prints the bytes the largest rank holds while training a GCN, by component
+``--ranks-per-node K`` prices two tiers (inside a node, between nodes: ``spmmgnn.tiers``) and
+the sparse algorithms with the flat and the node-aware exchange, and says which
+``--exchange auto`` would pick. ``--memory`` prints the bytes the largest rank holds while
+training a GCN, by component
 (block-row CSR, halo index lists, exchange buffers, its rows of the data, activations and
 gradients, weights with Adam's moments); ``spmmgnn.benchmark.memory`` says what each counts.
 """
@@ -46,6 +50,17 @@ def add_parser(sub) -> None:
     p.add_argument("--preset", choices=sorted(NETWORK_NAMES),
                    help="take alpha and beta from a named interconnect (nominal figures: "
                         "docs/scaling.md)")
+    p.add_argument("--ranks-per-node", type=int, nargs="+", metavar="K",
+                   help="two tiers: consecutive ranks K at a time share a node; the sparse "
+                        "algorithms are priced with the flat and the node-aware exchange "
+                        "(several K: one table each)")
+    p.add_argument("--alpha-intra", type=float,
+                   help="with --ranks-per-node: latency inside a node (default: the "
+                        "preset's, else the nominal shared-memory figure, docs/scaling.md)")
+    p.add_argument("--beta-intra", type=float,
+                   help="with --ranks-per-node: seconds per byte inside a node")
+    p.add_argument("--exchange", nargs="+", choices=["flat", "node"], default=["flat", "node"],
+                   help="with --ranks-per-node: the exchanges to price")
     p.add_argument("--rate", type=float,
                    help="local kernel rate in non-zeros x columns per second (default: "
                         "from the --compare runs of this graph and width at one thread per "
@@ -88,8 +103,13 @@ def _positive(name: str, value: float | None) -> None:
 
 
 def _check_args(args) -> None:
-    for name in ("alpha", "beta", "rate"):
-        _positive(name, getattr(args, name))
+    for name in ("alpha", "beta", "rate", "alpha_intra", "beta_intra"):
+        _positive(name.replace("_", "-"), getattr(args, name))
+    if args.ranks_per_node and min(args.ranks_per_node) < 1:
+        raise SpmmgnnError(f"--ranks-per-node must be positive, got {args.ranks_per_node}")
+    if (args.alpha_intra or args.beta_intra) and not args.ranks_per_node:
+        raise SpmmgnnError("--alpha-intra / --beta-intra price the intra-node tier: give "
+                           "--ranks-per-node K")
     if (min(args.P) < 1 or min(args.c) < 1 or (args.features or 1) < 1 or args.layers < 1
             or args.hidden < 1 or (args.classes is not None and args.classes < 1)):
         raise SpmmgnnError("--P, --c, --features, --layers, --hidden and --classes must be "
@@ -123,6 +143,18 @@ def _alpha_beta(args) -> tuple[float, float, str]:
                                "--network)")
         return nets[-1]["alpha"], nets[-1]["beta"], f"measured ({args.network})"
     raise SpmmgnnError("give --alpha and --beta, --network RESULTS.jsonl or --preset NAME")
+
+
+def _intra(args) -> tuple[float, float, int, str]:
+    """(alpha_intra, beta_intra, network links per node, where they come from)."""
+    from ..tiers import NETWORKS, SHARED_MEMORY
+
+    net = NETWORKS.get(args.preset) if args.preset else None
+    alpha = args.alpha_intra or (net.alpha_intra if net else SHARED_MEMORY[0])
+    beta = args.beta_intra or (net.beta_intra if net else SHARED_MEMORY[1])
+    given = args.alpha_intra is not None and args.beta_intra is not None
+    source = "given" if given else (net.intra_source if net else SHARED_MEMORY[2])
+    return alpha, beta, net.nics if net else 1, source
 
 
 def _algorithms(args) -> list[str]:
@@ -204,25 +236,31 @@ def _work(args) -> dict:
           f"beta={beta:.3g} s/B ({source}); local rate {rate / 1e9:.3f} G nnz*col/s; "
           f"f={args.features}, epoch = {2 * args.layers} SpMMs", flush=True)
     layouts: dict = {}
-    rows = costs.predict_all(A, args.P, args.c, algorithms, args.features, itemsize, m,
-                             2 * args.layers, args.partitioner, layouts=layouts,
-                             grids=args.grids)
-    notes = costs.crossovers(rows)
-    if args.staleness:
-        stale = costs.delayed_rows(A, args.P, args.staleness, args.features, itemsize, m,
-                             args.layers, args.delayed_backward, args.partitioner,
-                             layouts=layouts)
-        notes += costs.delayed_notes(rows, stale)
-        rows += stale
-    print(f"{'P':>5} {'grid':>7} {'algorithm':>13} {'max MB sent':>12} {'avg MB':>9} "
-          f"{'local ms':>9} {'exch ms':>9} {'allred ms':>9} {'SpMM ms':>9} {'epoch ms':>9}")
-    for r in rows:
-        print(f"{r['P']:>5} {r.get('grid') or 'c=' + str(r['c']):>7} {r['algorithm']:>13} "
-              f"{r['max_bytes_sent'] / 1e6:>12.3f}"
-              f" {r['avg_bytes_sent'] / 1e6:>9.3f} {r['local'] * 1e3:>9.3f} "
-              f"{r['exchange'] * 1e3:>9.3f} {r['allreduce'] * 1e3:>9.3f} "
-              f"{r['seconds'] * 1e3:>9.3f} {r['epoch_seconds'] * 1e3:>9.2f}")
-    print("\n".join(notes), flush=True)
+    rows, notes = [], []
+    for K in args.ranks_per_node or [None]:
+        if K is not None:
+            a_in, b_in, nics, where = _intra(args)
+            m = costs.Machine(alpha=alpha, beta=beta, rate=rate, ranks_per_node=K,
+                              alpha_intra=a_in, beta_intra=b_in, nics=nics)
+            print(f"\n{K} ranks per node: inside a node alpha={a_in:.3g} s, beta={b_in:.3g} "
+                  f"s/B ({where}); between nodes the figures above, {nics} link(s) per node "
+                  "shared by its ranks", flush=True)
+        got = costs.predict_all(A, args.P, args.c, algorithms, args.features, itemsize, m,
+                                2 * args.layers, args.partitioner, layouts=layouts,
+                                grids=args.grids, exchanges=tuple(args.exchange))
+        for r in got:
+            r["ranks_per_node"] = K
+        mine = costs.crossovers(got) + costs.exchange_notes(got)
+        if args.staleness:
+            stale = costs.delayed_rows(A, args.P, args.staleness, args.features, itemsize, m,
+                                       args.layers, args.delayed_backward, args.partitioner,
+                                       layouts=layouts)
+            mine += costs.delayed_notes(got, stale)
+            got += stale
+        _print_rows(got, two_tier=K is not None)
+        print("\n".join(mine), flush=True)
+        rows += got
+        notes += mine
     out = dict(graph=args.graph, n=int(A.shape[0]), nnz=int(A.nnz), alpha=alpha, beta=beta,
                alpha_beta_source=source, rate=rate, f=args.features, layers=args.layers,
                partitioner=args.partitioner, predictions=rows, summary=notes)
@@ -239,6 +277,21 @@ def _work(args) -> dict:
     return out
 
 
+def _print_rows(rows: list[dict], two_tier: bool) -> None:
+    """The prediction table (with the exchange and the inter-node bytes on two tiers)."""
+    extra = f" {'exch':>5} {'inter MB':>9}" if two_tier else ""
+    print(f"{'P':>5} {'grid':>7} {'algorithm':>13}{extra} {'max MB sent':>12} {'avg MB':>9} "
+          f"{'local ms':>9} {'exch ms':>9} {'allred ms':>9} {'SpMM ms':>9} {'epoch ms':>9}")
+    for r in rows:
+        extra = (f" {r.get('exchange_kind') or '-':>5} {r.get('inter_bytes_sent', 0) / 1e6:>9.3f}"
+                 if two_tier else "")
+        print(f"{r['P']:>5} {r.get('grid') or 'c=' + str(r['c']):>7} {r['algorithm']:>13}"
+              f"{extra} {r['max_bytes_sent'] / 1e6:>12.3f}"
+              f" {r['avg_bytes_sent'] / 1e6:>9.3f} {r['local'] * 1e3:>9.3f} "
+              f"{r['exchange'] * 1e3:>9.3f} {r['allreduce'] * 1e3:>9.3f} "
+              f"{r['seconds'] * 1e3:>9.3f} {r['epoch_seconds'] * 1e3:>9.2f}")
+
+
 def _plot(rows: list[dict], args, path: str) -> None:
     from ..benchmark.report import pyplot
 
@@ -247,6 +300,10 @@ def _plot(rows: list[dict], args, path: str) -> None:
     lines: dict[str, list] = {}   # per algorithm and c (2D/3D: the shape varies with P)
     for r in rows:
         name = r["algorithm"] if r.get("grid") else f"{r['algorithm']} c={r['c']}"
+        if r.get("exchange_kind"):
+            name += f" {r['exchange_kind']}"
+        if r.get("ranks_per_node"):
+            name += f" K={r['ranks_per_node']}"
         lines.setdefault(name, []).append((r["P"], r["epoch_seconds"] * 1e3))
     for name, pts in sorted(lines.items()):
         pts.sort()

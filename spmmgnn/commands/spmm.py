@@ -12,7 +12,7 @@ from ..algorithms import ALGORITHMS, DistSpMM
 from ..atomic import write_text_atomic
 from ..errors import agree, collective_error
 from ..threads import default_threads, set_threads
-from . import GRID_HELP, HelpFormatter, grid_arg
+from . import EXCHANGE_HELP, GRID_HELP, RANKS_PER_NODE_HELP, HelpFormatter, grid_arg
 
 
 def add_parser(sub) -> None:
@@ -30,6 +30,9 @@ def add_parser(sub) -> None:
     p.add_argument("--replication", type=int, default=1,
                    help="c of the P/c x c grid (1D and 1.5D algorithms)")
     p.add_argument("--grid", type=grid_arg, metavar="PRxPC[xPL]", help=GRID_HELP)
+    p.add_argument("--ranks-per-node", type=int, metavar="K", help=RANKS_PER_NODE_HELP)
+    p.add_argument("--exchange", choices=["flat", "node", "auto"], default="flat",
+                   help=EXCHANGE_HELP + " (the other algorithms run flat)")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32",
                    help="precision of A and X")
     p.add_argument("--repeat", type=int, default=10, help="timed SpMMs (after one warm-up)")
@@ -52,19 +55,24 @@ def run(args) -> int:
              else random_graph(args.n, args.degree, seed=args.seed))
         X = np.random.default_rng(args.seed).standard_normal((A.shape[0], args.features))
         X = X.astype(args.dtype)
-    grids = {algo: ALGORITHMS[algo].grid_for(comm, args.replication, args.grid)
+    grids = {algo: ALGORITHMS[algo].grid_for(comm, args.replication, args.grid,
+                                             args.ranks_per_node)
              for algo in args.algorithm}
     if comm.rank == 0:
         graph = (f"R-MAT scale {args.scale}" if args.graph == "rmat" else
                  f"random graph (n={args.n}, degree {args.degree:g})")
         print(f"spmmgnn spmm: {graph}: n={A.shape[0]} nnz={A.nnz} f={args.features} "
               f"{args.dtype} | P={comm.size} contiguous block rows | "
-              f"threads/rank={threads} | {args.repeat} timed SpMMs after one warm-up",
+              f"threads/rank={threads} | exchange={args.exchange}, "
+              f"{grids[args.algorithm[0]].node_label()} | {args.repeat} timed SpMMs after "
+              "one warm-up",
               flush=True)
     results = []
     for algo in args.algorithm:
         grid = grids[algo]
-        op = DistSpMM.from_scipy(A, grid, algorithm=algo)
+        takes = ALGORITHMS[algo].takes_exchange
+        op = DistSpMM.from_scipy(A, grid, algorithm=algo,
+                                 exchange=args.exchange if takes else "flat")
         x = op.scatter_rows(X)
         y = op.matmul(x)  # warm-up (and numba compilation)
         op.reset_stats()
@@ -86,11 +94,19 @@ def run(args) -> int:
                        max_rel_error=err,
                        max_bytes_sent_per_spmm=max(s["bytes_sent"] for s in stats) / args.repeat,
                        total_bytes_per_spmm=sum(s["bytes_sent"] for s in stats) / args.repeat,
+                       inter_bytes_per_spmm=sum(s["bytes_sent_by_tier"]["inter"]
+                                                for s in stats) / args.repeat,
+                       exchange=stats[0]["exchange"],
                        kernels=[s["kernels"] for s in stats])
             results.append(row)
+            chosen = row["exchange"]["chosen"]
+            how = (f"  exchange {row['exchange']['option']}"
+                   + (f" ({', '.join(f'{k}: {v}' for k, v in chosen.items())})" if chosen else "")
+                   if takes else "")
             print(f"{algo:>12} {grid.label():>10}: {seconds * 1e3:8.2f} ms/SpMM  max bytes "
                   "sent/rank "
-                  f"{row['max_bytes_sent_per_spmm'] / 1e6:8.3f} MB  rel. error {err:.1e}",
+                  f"{row['max_bytes_sent_per_spmm'] / 1e6:8.3f} MB  inter-node "
+                  f"{row['inter_bytes_per_spmm'] / 1e6:8.3f} MB  rel. error {err:.1e}{how}",
                   flush=True)
         err = comm.bcast(err if comm.rank == 0 else None, root=0)
         if err > (1e-4 if args.dtype == "float32" else 1e-10):

@@ -76,6 +76,7 @@ from .metrics import PartitionMetrics, metrics
 from .model import ColumnNet, as_square_csr, load_cap, row_loads
 from .multilevel import refine_multilevel
 from .simple import block_parts, random_parts
+from .twolevel import is_two_level, two_level
 
 BASE_METHODS = ("block", "random", "metis-cut", "metis-vol", "metis", "kahypar", "mtkahypar",
                 "mtkahypar-fast", "kaminpar")
@@ -160,7 +161,7 @@ def _check_non_negative(name: str, value) -> None:
 def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, seed: int = 0,
               threads: int | None = None, time_budget: float | None = None,
               progress: Callable[[str], None] | None = None,
-              **refine_options) -> Partition:
+              parts_per_node: int | None = None, **refine_options) -> Partition:
     """Partition the rows of square sparse ``A`` (the matrix the SpMM applies; a ``Graph``
     means its ``adj``) into ``k`` block rows of balanced non-zeros, minimizing the total
     communication volume and, with ``+maxsend``, the maximum send volume.
@@ -174,7 +175,13 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     ``PROGRESS_AFTER`` seconds (the command line prints them on stderr). ``refine_options``
     go to ``maxsend.refine_max_send`` (through ``multilevel.refine_multilevel`` for
     ``+multilevel``).
+    ``twolevel:<method>`` partitions into nodes of ``parts_per_node`` parts first
+    (``twolevel``).
     """
+    if is_two_level(method):
+        return two_level(A, k, method, parts_per_node, epsilon=epsilon, seed=seed,
+                         threads=threads, time_budget=time_budget, progress=progress,
+                         **refine_options)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise SpmmgnnError(f"the number of parts k must be a positive integer, got {k!r}")
     k = int(k)

@@ -93,13 +93,15 @@ def _check_learnable(g: Graph) -> Graph:
     return g
 
 
-def make_partition(A, k: int, method: str, seed: int = 0):
-    """A Partition of A's rows into k blocks (``none``: near-equal contiguous blocks); a
+def make_partition(A, k: int, method: str, seed: int = 0, parts_per_node: int | None = None):
+    """A Partition of A's rows into k blocks (``none``: near-equal contiguous blocks;
+    ``parts_per_node``: the block rows of one node, for the ``twolevel:`` methods); a
     partition that takes more than a few seconds reports its steps on stderr."""
     from ..partitioners import partition
     from ..partitioners.api import stderr_progress
 
-    return partition(A, k, method=method, seed=seed, progress=stderr_progress)
+    return partition(A, k, method=method, seed=seed, progress=stderr_progress,
+                     parts_per_node=parts_per_node)
 
 
 def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
@@ -126,7 +128,8 @@ def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
                                "Inf values; negative edge weights can make a degree 0 or "
                                "negative")
         part = (partition if partition is not None
-                else make_partition(A_hat, grid.n_block_rows, partitioner, seed))
+                else make_partition(A_hat, grid.n_block_rows, partitioner, seed,
+                                    grid.block_rows_per_node))
         given = [s for s in SPLITS if s in g.masks]
         packed = np.column_stack([g.labels.astype(np.float64)]
                                  + [g.masks[s].astype(np.float64) for s in given])

@@ -61,6 +61,8 @@ class RunSpec:
     algorithm: str = "sparse1d"
     replication: int = 1
     grid: str | None = None
+    ranks_per_node: int | None = None
+    exchange: str = "flat"
     partitioner: str = "none"
     threads: int = 0
     codec: str = "none"
@@ -99,6 +101,8 @@ def op_options(spec: RunSpec) -> dict:
     """DistSpMM options of a run (codecs only when asked for, so every algorithm works
     without them)."""
     options = {} if spec.reorder == "none" else dict(reorder=spec.reorder)
+    if spec.exchange != "flat":
+        options["exchange"] = spec.exchange
     if spec.codec == "none" and spec.codec_backward in ("same", "none"):
         return options
     return dict(options, codec=spec.codec, codec_backward=spec.codec_backward,
@@ -144,7 +148,8 @@ def grid_of(spec: RunSpec, comm: MPI.Comm) -> ProcessGrid:
 
     agree(comm, None if spec.algorithm in ALGORITHMS else
           f"unknown algorithm {spec.algorithm!r}; choose one of {sorted(ALGORITHMS)}")
-    return ALGORITHMS[spec.algorithm].grid_for(comm, spec.replication, spec.grid)
+    return ALGORITHMS[spec.algorithm].grid_for(comm, spec.replication, spec.grid,
+                                               spec.ranks_per_node)
 
 
 def run_training(spec: RunSpec, comm: MPI.Comm | None = None,
@@ -200,7 +205,7 @@ def header(spec: RunSpec, data, grid: ProcessGrid, threads: int) -> str:
             f"classes={data.num_classes} | {spec.model} {spec.layers}x{spec.hidden} "
             f"{spec.dtype} | {spec.algorithm} P={grid.size} {grid.label()} "
             f"partitioner={partition_label(spec, data.info)} codec={codec} "
-            f"{exact} | threads/rank={threads}")
+            f"{exact} | exchange={spec.exchange}, {grid.node_label()} | threads/rank={threads}")
 
 
 def partition_label(spec: RunSpec, info: dict) -> str:
@@ -228,7 +233,20 @@ def results_text(result: dict) -> str:
     if best:
         text += (f"\nbest-validation epoch {best['epoch']}: val {best['val_acc']:.4f}  "
                  f"test {best['test_acc']:.4f}")
-    return text
+    return text + exchange_line(result)
+
+
+def exchange_line(result: dict) -> str:
+    """How the bytes split between the tiers, and what ``--exchange auto`` chose (rank 0's
+    plans), or "" (no ranks gathered)."""
+    ranks, ex = result.get("ranks"), result.get("exchange")
+    if not ranks or not ex:
+        return ""
+    sent = sum(r["bytes_sent"] for r in ranks)
+    inter = sum(r["bytes_sent_by_tier"]["inter"] for r in ranks)
+    chosen = ", ".join(f"{k}: {v}" for k, v in ex["chosen"].items())
+    return (f"\nexchange {ex['option']}{f' ({chosen})' if chosen else ''}: "
+            f"{sent / 1e6:.1f} MB sent by all ranks, {inter / 1e6:.1f} MB of it between nodes")
 
 
 def done_line(result: dict) -> str:

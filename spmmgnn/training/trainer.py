@@ -406,6 +406,8 @@ class Trainer:
         per_rank = dict(rank=self.grid.rank, block_row=self.grid.block_row, rows=op.n_local,
                         breakdown=mine, bytes_sent=stats["bytes_sent"],
                         bytes_received=stats["bytes_received"], kernels=stats["kernels"],
+                        bytes_sent_by_tier=stats["bytes_sent_by_tier"],
+                        bytes_received_by_tier=stats["bytes_received_by_tier"],
                         train_bytes_per_epoch=float(np.mean([r["bytes_sent"] for r in ran]))
                         if ran else 0.0,
                         epoch_seconds=_mean(r["seconds"] for r in steady),
@@ -417,6 +419,7 @@ class Trainer:
             nnz=self.data.nnz, num_features=self.data.num_features,
             num_classes=self.data.num_classes, counts=self.data.counts,
             P=self.grid.size, c=self.grid.replication, algorithm=op.name,
+            exchange=stats["exchange"], ranks_per_node=self.grid.ranks_per_node,
             grid=None if self.grid.kind in ("1d", "1.5d") else list(self.grid.shape),
             data_info=self.data.info,
             epochs_run=len(ran), wall_seconds=wall,
