@@ -48,9 +48,21 @@ def sent(r: dict) -> np.ndarray:
     return np.asarray(r.get("per_rank", {}).get("bytes_sent", [0]), dtype=float)
 
 
+def inter(r: dict) -> np.ndarray:
+    """Bytes each rank sent to other nodes (records before the tiers: all of them)."""
+    per = r.get("per_rank", {})
+    return np.asarray(per.get("bytes_sent_inter", per.get("bytes_sent", [0])), dtype=float)
+
+
 def grid_key(r: dict) -> str:
-    """``c=2`` for the 1D/1.5D runs, the shape (``2x2``) for the 2D/3D ones."""
-    return r.get("grid") or f"c={r['c']}"
+    """``c=2`` for the 1D/1.5D runs, the shape (``2x2``) for the 2D/3D ones; the exchange
+    and the ranks per node when not the defaults."""
+    key = r.get("grid") or f"c={r['c']}"
+    if r.get("exchange", "flat") != "flat" and isinstance(r.get("exchange"), str):
+        key += f" {r['exchange']}"
+    if r.get("ranks_per_node"):
+        key += f" K={r['ranks_per_node']}"
+    return key
 
 
 def label(r: dict) -> str:
@@ -263,7 +275,8 @@ def _accuracy(r: dict) -> float:
 def _table(runs: list[dict]) -> list[str]:
     lines = ["| mode | algorithm | P | grid | partitioner | codec | f | ms | local | exchange "
              "| all-reduce | codec | dense | other | max MB sent | avg MB sent | max/avg "
-             "| accuracy (final / best-val) |", "|" + " --- |" * 18]
+             "| inter-node MB (all ranks) | accuracy (final / best-val) |",
+             "|" + " --- |" * 19]
     for r in sorted(runs, key=lambda r: (r["mode"], r["P"], r["f"], r["algorithm"],
                                          grid_key(r), r["partitioner"], r["codec"])):
         s = sent(r) / MB
@@ -279,7 +292,8 @@ def _table(runs: list[dict]) -> list[str]:
             f"{r['partitioner']} | "
             f"{r['codec']} | {r['f']} | {r['seconds'] * 1e3:.2f} | "
             + " | ".join(f"{b.get(p, 0) * 1e3:.2f}" for p in PHASES)
-            + f" | {s.max():.3f} | {s.mean():.3f} | {ratio} | {acc} |")
+            + f" | {s.max():.3f} | {s.mean():.3f} | {ratio} | {inter(r).sum() / MB:.3f} "
+            f"| {acc} |")
     return lines
 
 
@@ -296,7 +310,9 @@ def summary(records: list[dict], by_graph: dict[str, list[dict]],
                   f"{n['all_to_all']['alpha'] * 1e6:.2f} us, beta = "
                   f"{n['all_to_all']['beta'] * 1e9:.4f} ns/B per pair.", ""]
     lines += ["Times are the slowest rank's per phase (ms per SpMM or per epoch); bytes sent "
-              "per call (SpMM) or per epoch (training); accuracy is a training run's test "
+              "per call (SpMM) or per epoch (training), inter-node: to ranks on other nodes "
+              "(grid `node`: the node-aware exchange, `K=`: ranks per node); accuracy is a "
+              "training run's test "
               "accuracy at its final epoch / at its best-validation epoch, or the SpMM's max "
               "relative error against scipy.", ""]
     for graph, runs in by_graph.items():
