@@ -8,12 +8,13 @@ legs, each a ``halo.Route`` (Bienz, Gropp and Olson's node-aware SpMV; SHIRO's h
 strategy):
 
 1. *gather inside A* (node communicator): each owner sends the rows node B needs of it to the
-   rank of A that carries the pair (A, B), ``nodes.stager`` (node pairs are spread round
-   robin over the node's ranks); the rows my own node's ranks need of me go to them in the
-   same message, and never leave the node again;
+   rank of A that carries them to B (``nodes.carriers``: node pairs spread round robin over
+   the node's ranks, split into lanes when a node has more ranks than there are other
+   nodes); the rows my own node's ranks need of me go to them in the same message, and never
+   leave the node again;
 2. *between nodes* (the exchange's communicator): each carrier sends the distinct rows of
-   (A, B) once, to the rank of B that carries (A, B); this is the only leg that crosses the
-   network, and the only one a codec compresses;
+   its lane of (A, B) once, to B's carrier of that lane; this is the only leg that crosses
+   the network, and the only one a codec compresses;
 3. *distribute inside B* (node communicator): that rank hands each rank of B the rows it
    asked for.
 
@@ -43,7 +44,7 @@ from .codecs import Codec
 from .errors import agree
 from .halo import NO_INDEX, HaloPlan, Route, check_ghosts, displacements
 from .hashing import mix64
-from .nodes import NodeMap, stager
+from .nodes import NodeMap, carriers
 from .stats import CommStats
 
 EXCHANGES = ("flat", "node", "auto")
@@ -95,21 +96,21 @@ class NodePlan:
         local = nodes.local_comm()
         mine = nodes.members(nodes.my_node)          # local rank i = comm rank mine[i]
         L = mine.size
-        owner_node = nodes.node[np.searchsorted(offsets, ghost_ids, side="right") - 1]
-        direct = owner_node == nodes.my_node
-        # -- I ask the carrier t(A, B) of my node for my rows of each other node A
+        group = np.zeros(size, dtype=np.int64)       # one communicator
+        owner = np.searchsorted(offsets, ghost_ids, side="right") - 1
+        direct = nodes.node[owner] == nodes.my_node
+        # -- I ask my node's carrier of each row (``nodes.carriers``) for it
         far = np.flatnonzero(~direct)
-        carrier = owner_node[far] % L                # local rank of t(A, my node)
+        _, t = carriers(group, nodes.node, owner[far], nodes.my_node)
+        carrier = np.searchsorted(mine, t)           # its local rank
         order = np.argsort(carrier, kind="stable")
         self.pos_far = far[order]                    # where leg 3's rows land, in order
         asked, asked_counts = _alltoallv_ids(local, ghost_ids[self.pos_far],
                                              np.bincount(carrier, minlength=L).astype(np.int64))
         # -- as a carrier: the distinct rows of each (A, my node), in order of A's carrier
         wanted = np.unique(asked)
-        from_node = nodes.node[np.searchsorted(offsets, wanted, side="right") - 1]
-        uniq, which = np.unique(from_node, return_inverse=True)
-        sender = np.array([stager(nodes.members(a), nodes.my_node) for a in uniq],
-                          dtype=np.int64)[which.reshape(-1)]
+        sender, _ = carriers(group, nodes.node,
+                             np.searchsorted(offsets, wanted, side="right") - 1, nodes.my_node)
         order = np.lexsort((wanted, sender))
         recv2_ids = wanted[order]
         recv2_counts = np.bincount(sender[order], minlength=size).astype(np.int64)

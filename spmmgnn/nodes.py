@@ -71,9 +71,43 @@ class NodeMap:
         return cls(comm, int(nodes[comm.Get_rank()]))
 
 
-def stager(members: np.ndarray, to_node: int) -> int:
-    """The rank among ``members`` (the ranks of one node, in order) that carries the rows
-    this node sends to node ``to_node``, or receives from it: node pairs are spread over the
-    node's ranks round robin (Bienz, Gropp and Olson's node-aware SpMV), so no single rank
-    carries every pair. The volume model uses the same rule."""
-    return int(members[int(to_node) % members.size])
+def carriers(group: np.ndarray, node: np.ndarray, owner: np.ndarray,
+             to_node: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+    """Who carries rows between nodes in the node-aware exchange: for rows owned by ranks
+    ``owner`` bound for node ``to_node``, the rank of the owner's node that sends them
+    (``s``) and the rank of ``to_node`` that receives them (``t``). ``group`` and ``node``
+    give each rank its communicator (ranks of one group exchange with each other) and its
+    node; the plans (one communicator: one group) and the volume model (every
+    communicator of a grid at once) call this same function.
+
+    The node pairs are spread over the node's ranks round robin (Bienz, Gropp and Olson's
+    node-aware SpMV): pair (A, B) is carried by A's rank B mod |A| and B's rank A mod |B|.
+    When a node has more ranks than there are other nodes, each pair gets
+    ``L = |A| // (nodes - 1)`` lanes, an owner's rows taking lane ``its index in A mod L``, so
+    the ranks of a node share the pairs instead of a few carrying all (with two nodes every
+    owner sends its own rows: no gather inside A)."""
+    node = np.asarray(node, dtype=np.int64)
+    group = np.asarray(group, dtype=np.int64)
+    owner = np.asarray(owner, dtype=np.int64)
+    width = int(node.max(initial=0)) + 1
+    key = group * width + node
+    order = np.lexsort((np.arange(node.size), key))
+    keys = key[order]
+    index = np.empty(node.size, dtype=np.int64)
+    index[order] = np.arange(node.size) - np.searchsorted(keys, keys)
+    present = np.unique(keys)
+    nodes_in = np.bincount(present // width, minlength=int(group.max(initial=0)) + 1)
+
+    def ranks_of(k: np.ndarray):
+        start = np.searchsorted(keys, k, side="left")
+        return start, np.searchsorted(keys, k, side="right") - start
+
+    frm, g = node[owner], group[owner]
+    to = np.broadcast_to(np.asarray(to_node, dtype=np.int64), owner.shape)
+    start_a, size_a = ranks_of(g * width + frm)
+    start_b, size_b = ranks_of(g * width + to)
+    lanes = np.maximum(1, size_a // np.maximum(1, nodes_in[g] - 1))
+    lane = index[owner] % lanes
+    s = order[start_a + (to * lanes + lane) % size_a]
+    t = order[start_b + (frm * lanes + lane) % size_b]
+    return s, t

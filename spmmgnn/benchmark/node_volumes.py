@@ -9,9 +9,9 @@ of one color exchange with each other). From them, exactly as the plans count
 * flat: the owner sends each need's row to the needer; it is inter-node when their nodes
   differ;
 * node-aware: for needs between nodes A != B (in one communicator), each distinct row of
-  (A, B) goes once from the carrier ``stager(A's ranks, B)`` to ``stager(B's ranks, A)``
-  (leg 2, inter-node); the owner sends it to A's carrier (leg 1, with the rows its own node
-  needs, each (owner, rank, row) once), and B's carrier hands it to every needer (leg 3).
+  (A, B) goes once from its carrier in A to its carrier in B (``nodes.carriers``; leg 2,
+  inter-node); the owner sends it to A's carrier (leg 1, with the rows its own node needs,
+  each (owner, rank, row) once), and B's carrier hands it to every needer (leg 3).
   A rank's copies to itself are not counted.
 
 The reduce moves the same rows backwards. ``needs_1d`` (``sparse1d``/``sparse15d``: block row
@@ -29,7 +29,7 @@ from numba import njit
 
 from ..algorithms.prepost1d import cover_split
 from ..hashing import hash_ids
-from ..nodes import node_of_rank
+from ..nodes import carriers, node_of_rank
 from ..stages import stage_ranges
 
 
@@ -216,12 +216,10 @@ def exchange_rows(needs: Needs, node: np.ndarray, P: int) -> dict:
     far = nd != no
     flat = [_leg("intra", needs.owner[~far], needs.needer[~far], P),
             _leg("inter", needs.owner[far], needs.needer[far], P)]
-    table = _carrier_table(needs.rank_color, node)
-    A, B, ids = no[far], nd[far], needs.ids[far]
-    c = needs.rank_color[needs.needer[far]]
-    s = table(c, A, B)
-    t = table(c, B, A)
-    uniq = _first(c, A, B, ids)
+    B, ids = nd[far], needs.ids[far]
+    s, t = carriers(needs.rank_color, node, needs.owner[far], B)
+    color = needs.rank_color[needs.needer[far]]
+    uniq = _first(color, B, ids)   # in one communicator a row has one owner: one lane
     leg2 = _leg("inter", s[uniq], t[uniq], P)
     leg3 = _leg("intra", t, needs.needer[far], P)
     # leg 1: direct rows and staged rows, each (owner, rank, row) once
@@ -231,24 +229,6 @@ def exchange_rows(needs: Needs, node: np.ndarray, P: int) -> dict:
     once = _first(src, dst, rid)
     leg1 = _leg("intra", src[once], dst[once], P)
     return dict(flat=flat, node=[leg1, leg2, leg3])
-
-
-def _carrier_table(rank_color: np.ndarray, node: np.ndarray):
-    """``carrier(color, from_node, to_node)``, vectorized: of the ranks of one communicator
-    (``rank_color``) on ``from_node``, in rank order, the ``to_node mod count``-th
-    (``nodes.stager``)."""
-    width = int(node.max(initial=0)) + 1
-    key = rank_color * width + node
-    order = np.lexsort((np.arange(key.size), key))
-    keys = key[order]
-
-    def carrier(color: np.ndarray, frm: np.ndarray, to: np.ndarray) -> np.ndarray:
-        k = color * width + frm
-        start = np.searchsorted(keys, k, side="left")
-        count = np.searchsorted(keys, k, side="right") - start
-        return order[start + to % count]
-
-    return carrier
 
 
 def tier_volumes(needs_list: list[Needs], P: int, ranks_per_node: int) -> dict:

@@ -58,7 +58,7 @@ def grid_key(r: dict) -> str:
     """``c=2`` for the 1D/1.5D runs, the shape (``2x2``) for the 2D/3D ones; the exchange
     and the ranks per node when not the defaults."""
     key = r.get("grid") or f"c={r['c']}"
-    if r.get("exchange", "flat") != "flat" and isinstance(r.get("exchange"), str):
+    if r.get("exchange", "flat") != "flat":
         key += f" {r['exchange']}"
     if r.get("ranks_per_node"):
         key += f" K={r['ranks_per_node']}"

@@ -89,7 +89,7 @@ def spmm_run(comm: MPI.Comm, run: dict, A, parts: PartitionCache) -> dict | None
     breakdown["other"] = max(0.0, wall - sum(breakdown.values()))
     return dict(seconds=wall, unit="spmm", breakdown=breakdown, max_rel_error=err,
                 n=int(A.shape[0]), nnz=int(A.nnz), partition_seconds=part_seconds,
-                kernels=[q["kernels"] for q in ranks], exchange=s["exchange"],
+                kernels=[q["kernels"] for q in ranks], exchange_report=s["exchange"],
                 per_rank={k: [q[k] for q in ranks] for k in ("bytes_sent", "bytes_received",
                                                               "bytes_sent_inter",
                                                               "bytes_received_inter",
@@ -142,7 +142,7 @@ def train_run(comm: MPI.Comm, run: dict) -> dict | None:
                 best_accuracy=(result["best"] or {}).get("test_acc"), final=result["final"],
                 best=result["best"], diverged_at=result.get("diverged_at"),
                 n=int(result["n"]), nnz=int(result["nnz"]), epochs_run=result["epochs_run"],
-                exchange=result.get("exchange"),
+                exchange_report=result.get("exchange"),
                 per_rank=dict(bytes_sent=[q["bytes_sent"] // calls for q in result["ranks"]],
                               bytes_received=[q["bytes_received"] // calls
                                               for q in result["ranks"]],
