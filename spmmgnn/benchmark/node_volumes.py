@@ -253,21 +253,22 @@ def algorithm_needs(algorithm: str, layout, P: int, c: int, shape3=None) -> list
 
 
 def tier_bytes(steps: list[tuple], P: int, ranks_per_node: int, exchange: str,
-               raw: int, coded: int, raw_t: int, coded_t: int) -> dict:
+               raw: int, coded: int, raw_t: int, coded_t: int, rows: list | None = None) -> dict:
     """Per-rank bytes of one forward and one transpose call with the ``exchange`` ("flat" or
     "node"): ``sent``, ``received``, ``sent_inter``, ``received_inter`` (and ``*_t``), and
     the forward's ``phases`` as ``(name, tier, step, messages, bytes, node_bytes)``: bytes
     the larger of sent and received, node_bytes (inter-node steps) the larger of what the
     rank's node sends and receives. ``raw``/``coded``: bytes per row without / with the
     codec (the flat exchange codes every row, the node-aware one its inter-node leg);
-    ``*_t`` those of the transpose."""
+    ``*_t`` those of the transpose. ``rows``: ``exchange_rows`` of each step, if known."""
     node = node_of_rank(P, ranks_per_node)
+    rows = rows or [exchange_rows(needs, node, P) for needs, _ in steps]
     z = np.zeros(P, dtype=np.int64)
     out = {k: z.copy() for k in ("sent", "received", "sent_inter", "received_inter",
                                   "sent_t", "received_t", "sent_t_inter", "received_t_inter")}
     phases, step = [], 0
-    for needs, reduce in steps:
-        legs = exchange_rows(needs, node, P)[exchange]
+    for (needs, reduce), both in zip(steps, rows, strict=True):
+        legs = both[exchange]
         for t, (rb, rbc, sfx, back) in enumerate(((raw, coded, "", reduce),
                                                   (raw_t, coded_t, "_t", not reduce))):
             for at, leg in enumerate(legs):

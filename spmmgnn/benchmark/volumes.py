@@ -602,11 +602,20 @@ def with_tiers(vol: Volumes, algorithm: str, layout: Layout, P: int, c: int, f: 
     """``vol`` with its bytes split by tier for ``exchange`` on nodes of ``ranks_per_node``
     consecutive ranks (``node_volumes``); an algorithm without a halo exchange only takes
     "flat" and is left as it is (its collectives are priced as the network's)."""
-    from .node_volumes import algorithm_needs, tier_bytes
+    from ..nodes import node_of_rank
+    from .node_volumes import Needs, algorithm_needs, exchange_rows, tier_bytes
 
     shape3 = grid_shape(P, shape, GRID_ALGORITHMS[algorithm]) if algorithm in GRID_ALGORITHMS \
         else None
-    steps = algorithm_needs(algorithm, layout, P, c, shape3)
+    key = ("tiers", algorithm, P, c, shape3, ranks_per_node)
+    if key not in layout.cache:   # both exchanges of one point share the (costly) counting
+        steps = algorithm_needs(algorithm, layout, P, c, shape3)
+        node = node_of_rank(P, ranks_per_node)
+        layout.cache[key] = None if steps is None else (
+            [(Needs(n.name, *(np.zeros(0, np.int64),) * 3, n.rank_color), reduce)
+             for n, reduce in steps],   # the names only: the needs are large
+            [exchange_rows(n, node, P) for n, _ in steps])
+    steps, rows = layout.cache[key] or (None, None)
     if steps is None:
         if exchange != "flat":
             raise SpmmgnnError(f"{algorithm} has no halo exchange to make node-aware")
@@ -614,7 +623,7 @@ def with_tiers(vol: Volumes, algorithm: str, layout: Layout, P: int, c: int, f: 
     raw = f * itemsize
     coded = row_bytes(f, itemsize, codec)
     coded_t = coded if codec_backward == "same" else row_bytes(f, itemsize, codec_backward)
-    t = tier_bytes(steps, P, ranks_per_node, exchange, raw, coded, raw, coded_t)
+    t = tier_bytes(steps, P, ranks_per_node, exchange, raw, coded, raw, coded_t, rows)
     phases = [Phase(name, messages, nbytes, tier, step, node_bytes)
               for name, tier, step, messages, nbytes, node_bytes in t["phases"]]
     out = dataclasses.replace(vol, sent_inter=t["sent_inter"],
