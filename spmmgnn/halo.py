@@ -13,7 +13,12 @@ later with the same ``finish()`` for both directions, so the caller multiplies i
 block while the rows travel. The statistics and the codecs are bound when the plan is built.
 Counts and displacements are fixed at plan time; rows travel as a contiguous MPI type so
 counts never depend on the feature width, and buffers are reused across calls (one set per
-``slot``, so several exchanges may be in flight at once). Every byte is counted.
+``slot``, so several exchanges may be in flight at once). Every byte is counted, split by
+tier (the peer on my node or on another: ``nodes``).
+
+Underneath, a ``Route`` is one ``Alltoallv`` of indexed rows (per peer, which rows of a source
+buffer to send; per peer, how many land in a destination buffer), forward and backward; the
+halo plan is one route, the node-aware plan (``node_exchange.NodePlan``) three.
 """
 
 from __future__ import annotations
