@@ -115,6 +115,16 @@ def check_ghosts(comm: MPI.Comm, owner_offsets, ghost_ids):
     return owner_offsets, ghost_ids, counts
 
 
+def encode_rows(codec: Codec, x: np.ndarray, idx: np.ndarray, buf: np.ndarray,
+                stats: CommStats, comm: MPI.Comm, key: int) -> np.ndarray:
+    """Collective over ``comm``: encode ``x[idx]`` into ``buf`` (timed as codec work); NaN or
+    Inf on any rank is one error on every rank."""
+    with stats.timing("seconds_codec"):
+        bad = codec.encode(x, idx, buf, key)
+    agree(comm, f"{bad} row(s) with NaN or Inf reached the {codec.name} codec" if bad else None)
+    return buf
+
+
 class Route:
     """Rows moved over one communicator by one ``Alltoallv``: per-peer lists of rows to send
     out of a source buffer (``send_idx``, grouped by peer, ``send_counts``) and per-peer
@@ -251,11 +261,8 @@ class HaloPlan(Route):
 
         ``key`` selects the stochastic-rounding stream: the same key gives the same bits."""
         buf = self.buffer(name, rows, codec.row_bytes(x.shape[1]), np.uint8, slot)
-        with self.stats.timing("seconds_codec"):
-            bad = codec.encode(x, idx, buf, mix64(self._key_base, key))
-        agree(self.comm, f"{bad} row(s) with NaN or Inf reached the {codec.name} codec"
-              if bad else None)
-        return buf
+        return encode_rows(codec, x, idx, buf, self.stats, self.comm,
+                           mix64(self._key_base, key))
 
     def start_bcast(self, x_local: np.ndarray, ghost: np.ndarray, key: int = 0,
                     slot: int = 0) -> Exchange:

@@ -42,7 +42,7 @@ from mpi4py import MPI
 from . import kernels, tiers
 from .codecs import Codec
 from .errors import agree
-from .halo import NO_INDEX, HaloPlan, Route, check_ghosts, displacements
+from .halo import NO_INDEX, HaloPlan, Route, check_ghosts, displacements, encode_rows
 from .hashing import mix64
 from .nodes import NodeMap, carriers
 from .stats import CommStats
@@ -170,11 +170,8 @@ class NodePlan:
     def _encode(self, codec: Codec, x: np.ndarray, idx: np.ndarray, rows: int, name: str,
                 key: int, slot: int) -> np.ndarray:
         buf = self.buffer(name, rows, codec.row_bytes(x.shape[1]), np.uint8, slot)
-        with self.stats.timing("seconds_codec"):
-            bad = codec.encode(x, idx, buf, mix64(self._key_base, key))
-        agree(self.comm, f"{bad} row(s) with NaN or Inf reached the {codec.name} codec"
-              if bad else None)
-        return buf
+        return encode_rows(codec, x, idx, buf, self.stats, self.comm,
+                           mix64(self._key_base, key))
 
     def _blocking(self, leg: Route, send: np.ndarray, recv: np.ndarray, forward: bool) -> None:
         request = leg.post(send, recv, forward)

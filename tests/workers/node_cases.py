@@ -130,7 +130,8 @@ class Run:
                 seen[exchange] = (outs, comm.gather(tiers(op)))
             if not ROOT:
                 continue
-            for t, ((zf, tf), (zn, tn)) in enumerate(zip(seen["flat"][0], seen["node"][0])):
+            pairs = zip(seen["flat"][0], seen["node"][0], strict=True)
+            for t, ((zf, tf), (zn, tn)) in enumerate(pairs):
                 self.check(np.array_equal(zf, zn), f"delayed {backward} K={K} call {t}: A X")
                 self.check(np.allclose(tf, tn, rtol=1e-12, atol=1e-12),
                            f"delayed {backward} K={K} call {t}: A^T Y")
