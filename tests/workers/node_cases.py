@@ -69,7 +69,8 @@ class Run:
         Y = np.random.default_rng(2).standard_normal((n, F))
         got, ranks = {}, {}
         opts = {} if codec is None else dict(codec=codec)
-        for exchange in ("flat", "node", "auto"):
+        auto = K == KS[P][-1] and codec is None   # auto: at one K per P (it builds both)
+        for exchange in ("flat", "node", "auto")[:3 if auto else 2]:
             op = spmmgnn.DistSpMM.from_scipy(A if ROOT else None, grid, algorithm=algorithm,
                                              partition=parts, exchange=exchange, **opts)
             x, y = op.scatter_rows(X), op.scatter_rows(Y, side="output")
@@ -103,8 +104,10 @@ class Run:
             self.check(bool(np.all(abs(zn - A @ X) <= bound)), f"{what}: int8 A X off")
         self.check(np.allclose(tn, tf, rtol=1e-12, atol=1e-12) or codec is not None,
                    f"{what}: A^T Y off the flat one beyond rounding")
-        za, ta = got["auto"]
-        self.check(np.allclose(za, zf, atol=1e-12) or codec is not None, f"{what}: auto A X")
+        if auto:
+            za, ta = got["auto"]
+            self.check(np.allclose(za, zf, atol=1e-12) and np.allclose(ta, tf, atol=1e-12),
+                       f"{what}: auto")
         self.runs.append(dict(case=label, algorithm=algorithm, K=K, c=c, shape=shape, f=F,
                               itemsize=8, codec=codec, ranks=ranks))
 
@@ -153,7 +156,8 @@ def main(out: str) -> None:
             if c == 1:
                 for algo in ("sparse1d", "prepost1d"):
                     run.spmm(f"k{k}", A, parts, grid, algo, K, c, None)
-                run.delayed(A, parts, grid, K)
+                if K != KS[P][-1]:
+                    run.delayed(A, parts, grid, K)
                 if K <= 2:
                     for codec in ("bfloat16", "int8"):
                         run.spmm(f"k{k}", A, parts, grid, "sparse1d", K, c, None, codec)
