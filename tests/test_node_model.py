@@ -108,3 +108,15 @@ def test_model_cli_prices_both_exchanges(tmp_path):
             rows[K, "sparse1d", "flat"]["inter_bytes_sent"]
     assert sum("auto:" in s for s in got["summary"]) == 2
     assert "inside a node alpha=4e-07" in proc.stdout
+
+
+def test_bad_node_options_are_one_error_on_every_rank():
+    """A ranks-per-node below 1 and a node-aware exchange on an algorithm without a halo
+    exchange: one readable line, status 2, no traceback, at P = 2."""
+    from .mpi import one_line_error
+
+    one_line_error(run_cli(2, "spmm", "--scale", "8", "--ranks-per-node", "0", "--repeat", "1"),
+                   "ranks_per_node must be a positive integer")
+    one_line_error(run_cli(2, "train", "--csbm-n", "500", "--epochs", "1", "--exchange", "node",
+                           "--algorithm", "oblivious1d"),
+                   "oblivious1d has no halo exchange to make node-aware")

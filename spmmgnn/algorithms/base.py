@@ -87,16 +87,18 @@ class DistSpMM:
                  col_partition: Partition | None = None, validate: bool = True,
                  exchange: str = "flat", exchange_model: str | None = None, **unknown):
         self.check_grid(grid)
+        # the options are agreed by every rank before construction: the same verdict on all
         if exchange not in EXCHANGES:
-            raise SpmmgnnError(f"exchange must be one of {', '.join(EXCHANGES)}, got "
-                               f"{exchange!r}")
+            raise collective_error(f"exchange must be one of {', '.join(EXCHANGES)}, got "
+                                   f"{exchange!r}")
         if exchange != "flat" and not self.takes_exchange:
-            raise SpmmgnnError(f"{self.name} has no halo exchange to make node-aware: "
-                               "exchange='flat' (the sparse algorithms take 'node', 'auto')")
+            raise collective_error(f"{self.name} has no halo exchange to make node-aware: "
+                                   "exchange='flat' (the sparse algorithms take 'node', "
+                                   "'auto')")
         try:
             network(exchange_model)
         except ValueError as exc:
-            raise SpmmgnnError(f"exchange_model: {exc}") from None
+            raise collective_error(f"exchange_model: {exc}") from None
         self.exchange, self.exchange_model = exchange, exchange_model
         if unknown:
             raise SpmmgnnError(f"{self.name}: unknown options {sorted(unknown)}"
