@@ -17,8 +17,8 @@ the two-tier model's projection to P = 1,024.
    shared memory inside, f = 128, a 2-layer GCN, from P = 16 to 1,024 with 4 and 32 ranks per
    node: epoch time flat vs node-aware, and what ``exchange="auto"`` picks.
 
-    flock /tmp/spmmgnn-bench.lock python bench/node_aware.py [--only volumes checked model]
-        [--quick]
+    python bench/node_aware.py --only volumes             # byte counts: no lock needed
+    flock /tmp/spmmgnn-bench.lock python bench/node_aware.py --only checked model --keep
 
 Writes ``bench/results/node-aware.{json,md}`` (the JSON beside the Markdown, not committed).
 """
@@ -26,6 +26,7 @@ Writes ``bench/results/node-aware.{json,md}`` (the JSON beside the Markdown, not
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -183,10 +184,13 @@ def model(quick: bool) -> dict:
 
 
 def render(data: dict) -> str:
+    runs = "; ".join(f"`--only {k}` {v['when']}, load before {v['load']}"
+                     for k, v in data.get("runs", {}).items())
     lines = ["# Node-aware exchanges (issue 37)", "",
-             f"`flock /tmp/spmmgnn-bench.lock python bench/node_aware.py` on "
-             f"{data['machine']['processor'] or 'this machine'} ({data['machine']['cores']} "
-             f"cores), {data['when']}; load before: {data['load']}.", ""]
+             f"`python bench/node_aware.py` on {data['machine']['processor'] or 'this machine'} "
+             f"({data['machine']['cores']} cores): {runs}. The byte counts (`volumes`) need no "
+             "quiet machine; `checked` and `model` (which times the local kernel) ran under "
+             "`flock /tmp/spmmgnn-bench.lock`.", ""]
     if "volumes" in data:
         vol = data["volumes"]
         lines += ["## Bytes between nodes, flat vs node-aware", "",
@@ -196,7 +200,11 @@ def render(data: dict) -> str:
                   "the busiest node's; K consecutive ranks per node. *flat*: every rank sends "
                   "each peer its rows; *node*: a row crosses from node A to node B once. "
                   "`metis-vol`: METIS's volume objective into P parts; `twolevel`: into P/K "
-                  "nodes first, then each node into its K ranks (`twolevel:metis-vol`).", ""]
+                  "nodes first, then each node into its K ranks (`twolevel:metis-vol`). "
+                  "P = K (one node, nothing crosses) is left out. Where node = flat, the "
+                  "exchange's communicator has one rank per node: `sparse15d` with c = K "
+                  "(a block row's replicas fill a node) and `sparse2d`'s expand along a "
+                  "process column when pc >= K (its fold stays inside the node).", ""]
         for graph in sorted({r["graph"] for r in vol["rows"]}):
             rs = [r for r in vol["rows"] if r["graph"] == graph]
             lines += [f"### {graph} (n = {rs[0]['n']:,}, nnz = {rs[0]['nnz']:,})", "",
@@ -205,6 +213,8 @@ def render(data: dict) -> str:
             for r in sorted(rs, key=lambda r: (r["P"], r["K"], r["algorithm"],
                                                r["partitioner"])):
                 f, n = r["flat"], r["node"]
+                if r["K"] >= r["P"]:
+                    continue   # one node: nothing crosses
                 ratio = n["inter_mb"] / f["inter_mb"] if f["inter_mb"] else float("nan")
                 g = f"{r['algorithm']}" + (f" c={r['c']}" if r["c"] > 1 else "")
                 lines.append(f"| {r['P']} | {r['K']} | {g} | {r['partitioner']} | "
@@ -279,7 +289,8 @@ def _partition_summary(rows: list[dict]) -> list[str]:
         cells = []
         for r in rows:
             if (r["graph"], r["algorithm"], r["partitioner"]) != (graph, "sparse1d",
-                                                                  "twolevel:metis-vol"):
+                                                                  "twolevel:metis-vol") \
+                    or r["K"] >= r["P"]:
                 continue
             flat = next(x for x in rows if (x["graph"], x["P"], x["K"], x["algorithm"],
                                             x["partitioner"]) == (graph, r["P"], r["K"],
@@ -295,10 +306,19 @@ def main() -> None:
     ap.add_argument("--only", nargs="+", choices=["volumes", "checked", "model"],
                     default=["volumes", "checked", "model"])
     ap.add_argument("--quick", action="store_true", help="small graphs, fewer P")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the other sections of an earlier run's JSON")
     args = ap.parse_args()
     load = Path("/proc/loadavg").read_text().split()[:3]
-    data = dict(machine=machine(), when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                load=" ".join(load))
+    name = "node-aware-quick" if args.quick else "node-aware"
+    data = {}
+    if args.keep and (RESULTS / f"{name}.json").exists():   # the sections not run again
+        data = json.loads((RESULTS / f"{name}.json").read_text())
+    runs = data.setdefault("runs", {})
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    for section in args.only:
+        runs[section] = dict(when=when, load=" ".join(load))
+    data.update(machine=machine(), when=when, load=" ".join(load))
     As = graphs(args.quick) if {"volumes", "checked"} & set(args.only) else {}
     if "volumes" in args.only:
         data["volumes"] = volumes(args.quick, As)
@@ -306,7 +326,6 @@ def main() -> None:
         data["checked"] = checked(args.quick, As)
     if "model" in args.only:
         data["model"] = model(args.quick)
-    name = "node-aware-quick" if args.quick else "node-aware"
     write_json(RESULTS / f"{name}.json", data)
     write_text_atomic(RESULTS / f"{name}.md", render(data))
     print(render(data))
