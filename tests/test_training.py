@@ -219,7 +219,8 @@ def test_hdf5_blocks_give_the_same_training(tmp_path):
         assert proc.returncode == 0, proc.stderr
         r = json.loads(out.read_text())
         curves.append([h["loss"] for h in r["history"]])
-        assert r["data_info"]["partition"] == ("file" if P == 3 else "contiguous")
+        # at P = 3 the file's own blocks, named by the method that wrote them
+        assert r["data_info"]["partition"] == ("file:contiguous" if P == 3 else "contiguous")
         warned = proc.stderr.count("is laid out for 3 block rows and this run has 2")
         assert warned == (P == 2), proc.stderr  # once, by rank 0, only when it is dropped
         assert r["n"] == 1500 and r["num_classes"] == 8
