@@ -38,6 +38,15 @@ def pyplot():
     return plt
 
 
+def save_png(fig, path) -> None:
+    """Write a figure atomically (``atomic.atomic_path``: never half a PNG, never a device
+    replaced)."""
+    from ..atomic import atomic_path
+
+    with atomic_path(path, "plot") as tmp:
+        fig.savefig(tmp, dpi=80, format="png")
+
+
 def runs_of(records: list[dict]) -> list[dict]:
     """Successful sweep runs (not network records, not failed runs)."""
     return [r for r in records if r.get("mode") in ("spmm", "train") and "error" not in r
@@ -101,7 +110,7 @@ def plot_time_vs_p(plt, runs, path: Path) -> None:
         ax.set(xlabel="P (MPI ranks)", ylabel=_unit(mode), title=f"{mode}: time vs P")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    save_png(fig, path)
     plt.close(fig)
 
 
@@ -125,7 +134,7 @@ def plot_breakdown(plt, runs, path: Path) -> None:
         ax.tick_params(axis="x", labelsize=6, rotation=90)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    save_png(fig, path)
     plt.close(fig)
 
 
@@ -164,7 +173,7 @@ def plot_partitioners(plt, runs, path: Path) -> None:
             _group_bars(ax, groups, series, f"{what} bytes sent (MB per call)")
             ax.set_title(f"partitioners: {what} send volume")
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    save_png(fig, path)
     plt.close(fig)
 
 
@@ -192,7 +201,7 @@ def plot_replication(plt, runs, path: Path) -> None:
         for ax in axes:
             ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    save_png(fig, path)
     plt.close(fig)
 
 
@@ -218,7 +227,7 @@ def plot_bytes_per_rank(plt, runs, path: Path) -> None:
         ax.set_xticks(ranks)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    save_png(fig, path)
     plt.close(fig)
 
 
@@ -250,7 +259,7 @@ def plot_codecs(plt, runs, path: Path) -> None:
                     "test accuracy (train) / 1 - max rel. error (SpMM)")
         axes[1].set_title("codecs: accuracy")
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    save_png(fig, path)
     plt.close(fig)
 
 

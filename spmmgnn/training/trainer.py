@@ -21,6 +21,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -31,7 +32,14 @@ from ..errors import SpmmgnnError, agree, collective_error
 from ..hashing import uniform_by_id
 from ..machine import peak_rss_bytes
 from ..nn.models import build_model
-from .checkpoint import load_checkpoint, restore, save_checkpoint, signature_diff
+from .checkpoint import (
+    load_checkpoint,
+    read_meta,
+    restore,
+    save_checkpoint,
+    signature_diff,
+    state_bytes,
+)
 from .data import LocalData
 from .metrics import evaluate, masked_loss_sum
 from .optim import Adam
@@ -70,6 +78,7 @@ class TrainConfig:
     checkpoint: str | None = None
     checkpoint_every: int = 0
     resume: bool = False
+    overwrite_checkpoint: bool = False
     cache_input_aggregation: bool = True
     progress: bool = True
     dtype: str = "float32"
@@ -107,6 +116,9 @@ class TrainConfig:
             problems.append("--checkpoint-every and --eval-every must be >= 0")
         if (self.resume or self.checkpoint_every) and not self.checkpoint:
             problems.append("--resume and --checkpoint-every need --checkpoint PATH")
+        if self.resume and self.overwrite_checkpoint:
+            problems.append("--resume continues the checkpoint and --overwrite-checkpoint "
+                            "replaces it: choose one")
         if not 0 <= self.label_propagation < 1:
             problems.append("--label-propagation must lie in [0, 1)")
         if self.staleness < 0 or (self.staleness and self.drop_remote):
@@ -185,6 +197,8 @@ class Trainer:
         self.best: dict = {}
         if config.resume:
             self._resume()
+        elif config.checkpoint and not config.overwrite_checkpoint:
+            self._check_overwrite()
 
     # ------------------------------------------------------------------ setup
     def _check_remote_share(self) -> None:
@@ -246,7 +260,8 @@ class Trainer:
                 self.comm.Bcast(buf, root=0)
 
     def _resume(self) -> None:
-        meta, arrays = load_checkpoint(self.config.checkpoint, self.comm)
+        meta, arrays = load_checkpoint(self.config.checkpoint, self.comm,
+                                       max_bytes=state_bytes(self.model))
         diff = signature_diff(meta["signature"], self.signature())
         agree(self.comm, None if not diff else
               f"checkpoint {self.config.checkpoint} is from a different run: "
@@ -257,6 +272,28 @@ class Trainer:
         self.history = list(meta["history"])
         self.start_epoch = int(meta["epoch"]) + 1
         self.best = meta.get("best", {}) or self._best_from_history()
+
+    def _check_overwrite(self) -> None:
+        """Collective: refuse to start over on the checkpoint of another run (another
+        signature: options, sizes or data fingerprint), or on a file that is no checkpoint;
+        a checkpoint of this same run is started over with a warning."""
+        path, error, held = self.config.checkpoint, None, None
+        if self.comm.Get_rank() == 0 and Path(path).exists():
+            try:
+                meta = read_meta(path)
+                diff = signature_diff(meta["signature"], self.signature())
+                held = meta["epoch"]
+                if diff:
+                    error = (f"checkpoint {path} holds another run ({'; '.join(diff)}); "
+                             "pass --overwrite-checkpoint to replace it, or choose another "
+                             "--checkpoint")
+            except SpmmgnnError as exc:
+                error = (f"{exc}; it is not replaced: pass --overwrite-checkpoint to replace "
+                         "it, or choose another --checkpoint")
+        agree(self.comm, error)
+        if held is not None:
+            warnings.warn(f"checkpoint {path} holds {held} epoch(s) of this same run; starting "
+                          "over replaces it (--resume continues it)", stacklevel=3)
 
     def _best_from_history(self) -> dict:
         rows = [r for r in self.history if "val_acc" in r]
@@ -391,8 +428,8 @@ class Trainer:
             try:
                 save_checkpoint(self.config.checkpoint, self.model, self.optimizer, epoch,
                                 self.history, self.signature())
-            except OSError as exc:
-                error = f"cannot write checkpoint {self.config.checkpoint}: {exc}"
+            except SpmmgnnError as exc:
+                error = str(exc)
         agree(self.comm, error)
 
     def summary(self, wall: float) -> dict:
