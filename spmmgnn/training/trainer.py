@@ -30,7 +30,8 @@ from mpi4py import MPI
 from ..algorithms.delayed import BACKWARDS, DelayedRemote
 from ..errors import SpmmgnnError, agree, collective_error
 from ..hashing import uniform_by_id
-from ..machine import peak_rss_bytes
+from ..machine import peak_rss_bytes, ranks_on_this_node
+from ..nn.memory import ModelShape, model_problem
 from ..nn.models import build_model
 from .checkpoint import (
     load_checkpoint,
@@ -169,6 +170,7 @@ class Trainer:
                                          config.delayed_backward, config.seed)
             self.layer_ops = self.delayed.views(config.layers)
             self._check_remote_share()
+        self._check_model_memory()
         self.model = build_model(
             config.model, data.num_features, config.hidden, data.num_classes, config.layers,
             config.dropout, config.input_dropout, config.layernorm, config.seed,
@@ -214,6 +216,16 @@ class Trainer:
                 "points below exact, both within 0.2 on a min-cut one: partition with "
                 "--partitioner metis-vol (or datasets --partitioner for HDF5 files)",
                 StaleRemoteWarning, stacklevel=2)
+
+    def _check_model_memory(self) -> None:
+        """Collective: one error on every rank, before the model is built, when its weights,
+        Adam's moments, activations and gradients (``nn.memory``) do not fit in the memory
+        this node has for its ranks (``--hidden 1000000000`` is not an OOM kill)."""
+        c, d = self.config, self.data
+        shape = ModelShape(features=d.num_features, hidden=c.hidden, classes=d.num_classes,
+                           layers=c.layers, itemsize=torch.empty(0, dtype=self.dtype).itemsize)
+        problem = model_problem(shape, d.op.n_local, ranks_on_this_node(self.comm))
+        agree(self.comm, problem and f"{problem}: lower --hidden or --layers, or use more nodes")
 
     def _label_propagation_split(self) -> None:
         """SuperGCN label propagation: a seeded fraction of the training vertices (chosen by
