@@ -141,16 +141,16 @@ def _open_in_place(path: Path, flags: int) -> int:
 
 @contextmanager
 def open_append(target: str | os.PathLike, what: str = "output") -> Iterator:
-    """A binary file object appending to ``target`` (created if missing; symbolic links
-    followed; a device or FIFO written in place, see the module docstring). Failing to open
-    it is one SpmmgnnError."""
+    """An unbuffered binary file object appending to ``target`` (created if missing;
+    symbolic links followed; a device or FIFO written in place, see the module docstring).
+    Failing to open it is one SpmmgnnError."""
     path, in_place = resolve(target, what)
     try:
-        if in_place:
-            fh = open(_open_in_place(path, os.O_WRONLY | os.O_APPEND), "wb")
+        if in_place:  # unbuffered: a failed write fails there, not again at close
+            fh = open(_open_in_place(path, os.O_WRONLY | os.O_APPEND), "wb", buffering=0)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fh = open(path, "a+b")
+            fh = open(path, "a+b", buffering=0)
     except OSError as exc:
         raise SpmmgnnError(f"cannot write {what} {target}: {exc.strerror or exc}") from None
     with fh:

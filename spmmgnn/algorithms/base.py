@@ -416,7 +416,7 @@ class DistSpMM:
         differ = _call_disagreement(spread[2:])
         if differ:  # every rank computed it from the same reduced values
             raise collective_error(differ)
-        if error is None and any(hi != lo for hi, lo in spread[:2]):
+        if error is None and not seen[0] and any(hi != lo for hi, lo in spread[:2]):
             error = f"{what}: ranks disagree on the number of columns or the dtype"
         agree(comm, error)
         return arr

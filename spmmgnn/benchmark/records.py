@@ -180,8 +180,9 @@ def append_record(path: str | Path, record: dict) -> None:
                 fh.seek(-1, 2)
                 if fh.read(1) != b"\n":
                     text = "\n" + text
-            fh.write(text.encode())
-            fh.flush()
+            data = text.encode()
+            while data:  # an unbuffered write may take part of it
+                data = data[fh.write(data):]
         except OSError as exc:
             raise SpmmgnnError(f"cannot append to results file {path}: "
                                f"{exc.strerror or exc}") from None

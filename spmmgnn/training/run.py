@@ -181,7 +181,7 @@ def run_training(spec: RunSpec, comm: MPI.Comm | None = None,
         held = trainer.start_epoch - 1
         raise collective_error(f"the checkpoint {spec.checkpoint} already holds {held} epochs; "
                                f"continue it with --epochs larger than {held}")
-    result = trainer.fit(on_epoch_end=on_epoch_end)
+    result = trainer.fit(on_epoch_end=on_epoch_end, keep_results=True)
     error = None
     if rank0:
         result["threads_per_rank"] = threads
@@ -191,6 +191,9 @@ def run_training(spec: RunSpec, comm: MPI.Comm | None = None,
         if spec.json:
             error = save_results(spec.json, json.dumps(result, indent=1))
     agree(comm, error)
+    if trainer.save_error:  # the results are out: now the final checkpoint's failure
+        raise collective_error(trainer.save_error + (f"; the results are in {spec.json}"
+                                                     if spec.json else ""))
     return result
 
 

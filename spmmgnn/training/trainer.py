@@ -290,7 +290,7 @@ class Trainer:
         signature: options, sizes or data fingerprint), or on a file that is no checkpoint;
         a checkpoint of this same run is started over with a warning."""
         path, error, held = self.config.checkpoint, None, None
-        if self.comm.Get_rank() == 0 and Path(path).exists():
+        if self.comm.Get_rank() == 0 and Path(path).is_file():  # a device holds no run
             try:
                 meta = read_meta(path)
                 diff = signature_diff(meta["signature"], self.signature())
@@ -400,7 +400,12 @@ class Trainer:
         return evaluate(logits, d.labels, d.masks, d.counts, self.reduce_comm)
 
     # ------------------------------------------------------------------ the loop
-    def fit(self, on_epoch_end: Callable[[int, dict, Trainer], None] | None = None) -> dict:
+    def fit(self, on_epoch_end: Callable[[int, dict, Trainer], None] | None = None,
+            keep_results: bool = False) -> dict:
+        """Train (collective); returns the summary. ``keep_results``: if the final
+        checkpoint cannot be written, return the summary anyway with the error line in
+        ``self.save_error`` (the caller saves the results, then reports it) instead of
+        raising it."""
         c = self.config
         rank0 = self.comm.Get_rank() == 0
         progress = Progress(c.epochs, enabled=c.progress and rank0, start=self.start_epoch - 1)
@@ -429,8 +434,14 @@ class Trainer:
         if self.delayed is not None:
             self.delayed.close()
         wall = time.perf_counter() - t_start
+        self.save_error = None
         if c.checkpoint and self.history:
-            self.save(self.history[-1]["epoch"])
+            try:
+                self.save(self.history[-1]["epoch"])
+            except SpmmgnnError as exc:  # collective (save agrees)
+                if not keep_results:
+                    raise
+                self.save_error = str(exc)
         return self.summary(wall)
 
     def save(self, epoch: int) -> None:
