@@ -192,7 +192,8 @@ def atomic_path(target: str | os.PathLike, what: str = "output", remove_stale: b
             raise SpmmgnnError(f"cannot write {what} {target}: it needs about "
                                f"{size / 2**20:,.1f} MiB and {folder} has {free / 2**20:,.1f} "
                                "MiB free (disk space or ulimit -f)")
-        tmp = _temp_in(folder, path.name)
+        with signals.deferred():  # a signal between creating and naming it would leak it
+            tmp = _temp_in(folder, path.name)
         yield tmp
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())

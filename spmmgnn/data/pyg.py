@@ -49,10 +49,13 @@ def edge_index_adjacency(edge_index, num_nodes: int, edge_weight=None,
     if ei.ndim != 2 or ei.shape[0] != 2 or ei.dtype.kind not in "iu":
         raise SpmmgnnError(f"{what}: edge_index must be an integer array of shape (2, E), "
                            f"got {ei.dtype} {tuple(ei.shape)}")
-    if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) \
-            or num_nodes < 0:
+    try:
+        n = int(num_nodes)
+        ok = not isinstance(num_nodes, bool) and n == num_nodes and n >= 0
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
         raise SpmmgnnError(f"{what}: num_nodes must be an integer >= 0, got {num_nodes!r}")
-    n = int(num_nodes)
     # the CSR's row pointers and the COO -> CSR conversion (and a normalized copy)
     check_memory(3 * 8.0 * (n + 1) + 64.0 * ei.shape[1],
                  f"{what}: the {n}-vertex adjacency (num_nodes={n})")
