@@ -56,3 +56,18 @@ def test_weights_near_1e308_normalize_to_finite_values(disagree):
     for kind in ("gcn", "mean", "gcn_block_rows", "mean_block_rows"):
         got = disagree["huge_weights"][kind]
         assert got["finite"] and got["error"] < 1e-15, (kind, got)
+
+
+def test_bad_data_on_the_block_row_path_and_a_model_too_large(disagree):
+    """Every rank reads only its block row of the HDF5 file, yet all get the same line."""
+    cases = disagree["operators"]["data"]["cases"]
+    words = dict(perm_duplicate=["perm is not a permutation of 0..299", "1 id(s) appear more "
+                                 "than once (first: 17)"],
+                 perm_1e12=["perm is not a permutation of 0..299", "= 1000000000000"],
+                 negative_weights=["'gcn' normalization is undefined", "first vertex 200 with",
+                                   "make the edge weights non-negative"],
+                 hidden_1e9=["the model (2 layers 8 -> 1000000000 -> 4", "per rank x 2 ranks "
+                             "on this node and this node has", "lower --hidden or --layers"])
+    for case, ws in words.items():
+        assert all(m and m.startswith("collective=True") and all(w in m for w in ws)
+                   for m in cases[case]), (case, cases[case])

@@ -222,30 +222,51 @@ def test_outputs_on_a_full_device_keep_the_results(tmp_path):
     finally:
         saved.unlink()
     assert _is_char_device(Path("/dev/full")) and link.is_symlink()
+    from mpi4py import MPI
+
+    from spmmgnn.training.run import RunSpec, run_training
+
     out = tmp_path / "out.json"  # the final checkpoint fails: the results are written first
-    proc = run_cli(2, "train", "--csbm-n", "300", "--epochs", "2", *EPOCH, "--json", str(out),
-                   "--checkpoint", str(link))
-    one_line_error(proc, "cannot write checkpoint", "No space left on device",
-                   f"the results are in {out}")
+    spec = RunSpec(csbm_n=300, epochs=2, hidden=8, quiet=True, json=str(out),
+                   checkpoint=str(link))
+    with pytest.raises(SpmmgnnError, match=f"cannot write checkpoint .*No space left on "
+                                           f"device; the results are in {out}"):
+        run_training(spec, MPI.COMM_SELF)
     assert json.loads(out.read_text())["epochs_run"] == 2
+
+
+def _trainer(checkpoint: Path, **overrides):
+    """A one-rank trainer on a small CSBM (in this process: no launch needed for what is
+    decided before training)."""
+    from mpi4py import MPI
+
+    from spmmgnn import ProcessGrid
+    from spmmgnn.data.csbm import csbm
+    from spmmgnn.training import TrainConfig, Trainer, distribute_graph
+
+    data = distribute_graph(csbm(n=300, seed=1), ProcessGrid(MPI.COMM_SELF), "gcn")
+    cfg = dict(epochs=2, hidden=8, progress=False, checkpoint=str(checkpoint))
+    cfg.update(overrides)
+    return Trainer(data, TrainConfig(**cfg))
 
 
 def test_a_checkpoint_of_another_run_is_not_overwritten(tmp_path):
     ck = tmp_path / "ck.npz"
-    base = ["train", "--csbm-n", "300", "--epochs", "2", "--quiet", "--checkpoint", str(ck)]
-    assert run_cli(2, *base, "--hidden", "8").returncode == 0
+    _trainer(ck).fit()
     before = ck.read_bytes()
-    proc = run_cli(2, *base, "--hidden", "16")
-    one_line_error(proc, f"checkpoint {ck} holds another run (hidden 8 != 16)",
-                   "--overwrite-checkpoint")
+    with pytest.raises(SpmmgnnError, match=r"ck.npz holds another run \(hidden 8 != 16\); "
+                                           "pass --overwrite-checkpoint"):
+        _trainer(ck, hidden=16)
     assert ck.read_bytes() == before
+    with pytest.warns(UserWarning, match="holds 2 epoch\\(s\\) of this same run; starting over"):
+        _trainer(ck)
     not_one = tmp_path / "notes.npz"
     not_one.write_bytes(OLD)
-    proc = run_cli(2, *base[:-1], str(not_one), "--hidden", "16")
-    one_line_error(proc, "is not readable", "it is not replaced", "--overwrite-checkpoint")
+    with pytest.raises(SpmmgnnError, match="is not readable.*it is not replaced: pass "
+                                           "--overwrite-checkpoint"):
+        _trainer(not_one)
     assert not_one.read_bytes() == OLD
-    proc = run_cli(2, *base, "--hidden", "16", "--overwrite-checkpoint")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    _trainer(ck, hidden=16, overwrite_checkpoint=True).fit()
     assert ck.read_bytes() != before
 
 
@@ -287,8 +308,18 @@ def test_a_signal_during_an_hdf5_write_keeps_the_old_file(tmp_path, command, sig
     proc = subprocess.Popen([sys.executable, "-m", "spmmgnn.cli", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     end = time.monotonic() + 120
-    while not _no_temps(tmp_path, "g.h5") and proc.poll() is None and time.monotonic() < end:
-        time.sleep(0.005)
+
+    def writing() -> bool:  # HDF5 has started writing the temporary (0.4 s before it ends)
+        for p in _no_temps(tmp_path, "g.h5"):
+            try:
+                if p.stat().st_size > 0:
+                    return True
+            except FileNotFoundError:
+                pass
+        return False
+
+    while not writing() and proc.poll() is None and time.monotonic() < end:
+        time.sleep(0.002)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err[-3000:]
@@ -327,21 +358,21 @@ def test_results_files_are_bounded_before_reading(tmp_path):
 
 def test_checkpoints_are_bounded_before_reading(tmp_path):
     """A member declaring more than the model's state is refused before it is read (the
-    campaign's 8 GiB member; 64 MiB here to keep the test small), through the command line;
-    the memory check's line names both sizes."""
+    campaign's 8 GiB member; 64 MiB here to keep the test small) when resuming; the memory
+    check's line names both sizes."""
     import zipfile
 
     from spmmgnn.data.limits import read_npz
     from spmmgnn.machine import check_memory
 
     ck = tmp_path / "ck.npz"
-    flags = ["--csbm-n", "300", *EPOCH, "--checkpoint", str(ck)]
-    assert run_cli(2, "train", *flags, "--epochs", "2").returncode == 0
+    _trainer(ck).fit()
     with zipfile.ZipFile(ck, "a", compression=zipfile.ZIP_DEFLATED) as zf, \
             zf.open("param/extra.npy", "w") as fh:
         np.lib.format.write_array(fh, np.zeros(2**23))  # 64 MiB declared, 64 KiB stored
-    proc = run_cli(2, "train", *flags, "--epochs", "3", "--resume")
-    one_line_error(proc, "declares 64.", "MiB of arrays where at most")
+    with pytest.raises(SpmmgnnError, match=r"declares 64.0 MiB of arrays where at most "
+                                           r"[\d.]+ KiB are expected"):
+        _trainer(ck, epochs=3, resume=True)
     assert read_npz(ck, "checkpoint", ("meta",))["meta"].ndim == 0  # the rest is fine
     with pytest.raises(SpmmgnnError, match=r"reading it needs about [\d,.]+ TiB and this node "
                                            r"has [\d,.]+ [GMT]iB available"):

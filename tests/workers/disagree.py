@@ -10,15 +10,16 @@ while rank 1 calls ``gather_rows``; a bfloat16 tensor on rank 0 only, a meta ten
 only. After the errors, a correct ``matmul`` is compared with scipy (no rank was left behind,
 the operator still works). Then ``from_edge_index`` with a bfloat16 / meta edge_index, 10**12
 vertices, negative weights under gcn normalization, and weights near 1e308 (normalized: must
-be finite and equal to the scaled problem's, on the root and the block-row path). Rank 0
-writes {case: [message per rank]} and
-the numeric checks.
+be finite and equal to the scaled problem's, on the root and the block-row path); HDF5 files
+with a bad perm or negative weights, and a model too large for the node. Rank 0 writes
+{case: [message per rank]} and the numeric checks.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -119,12 +120,44 @@ def huge_weights() -> dict:
     return out
 
 
+def data_cases(folder: Path) -> dict:
+    """Bad data on the HDF5 block-row path (a perm with a duplicate id, one with ids of
+    10**12, negative weights in rank 1's block row) and a model too large for the node."""
+    from spmmgnn.data.csbm import csbm
+    from spmmgnn.data.h5graph import write_graph
+    from spmmgnn.training import TrainConfig, Trainer, distribute_graph, load_h5_distributed
+
+    g = csbm(n=300, avg_degree=6, num_features=8, num_classes=4, seed=5)
+    A = g.adj.astype(np.float64)
+    A.data[A.indptr[200]:A.indptr[201]] = -3.0  # vertex 200: rank 1's rows
+    files = dict(perm_duplicate=dict(perm=np.r_[np.arange(299), 17]),
+                 perm_1e12=dict(perm=np.arange(300) + 10**12),
+                 negative_weights=dict(adj=A))
+    if rank == 0:
+        for name, change in files.items():
+            arrays = dict(adj=g.adj, features=g.features, labels=g.labels, masks=g.masks,
+                          num_classes=4)
+            arrays.update(change)
+            write_graph(folder / f"{name}.h5", arrays.pop("adj"), offsets=[0, 130, 300],
+                        **arrays)
+    comm.Barrier()
+    grid = spmmgnn.ProcessGrid(comm)
+    out = {name: caught(lambda name=name: load_h5_distributed(folder / f"{name}.h5", grid,
+                                                              "gcn"))
+           for name in files}
+    data = distribute_graph(g if rank == 0 else None, grid, "gcn")
+    out["hidden_1e9"] = caught(lambda: Trainer(data, TrainConfig(hidden=10**9,
+                                                                 progress=False)))
+    return out
+
+
 def main(path: str) -> None:
     rng = np.random.default_rng(4)
     A = sp.random(37, 37, density=0.15, random_state=5, format="csr")  # A != A.T
     X = rng.standard_normal((37, 3))
     result = {name: operator_cases(name, A, X) for name in ALGORITHMS}
     result["edge_index"] = dict(cases=edge_index_cases(), error=0.0)
+    result["data"] = dict(cases=data_cases(Path(path).parent), error=0.0)
     weights = huge_weights()
     messages = comm.gather(result, root=0)
     if rank == 0:
