@@ -186,8 +186,8 @@ def atomic_path(target: str | os.PathLike, what: str = "output", remove_stale: b
     try:
         folder = Path(tempfile.gettempdir()) if in_place else path.parent
         folder.mkdir(parents=True, exist_ok=True)
-        if remove_stale and not in_place:
-            _remove_stale(path)
+        if remove_stale:
+            _remove_stale(folder / path.name)
         if size is not None and size > (free := free_bytes(folder)):
             raise SpmmgnnError(f"cannot write {what} {target}: it needs about "
                                f"{size / 2**20:,.1f} MiB and {folder} has {free / 2**20:,.1f} "

@@ -16,6 +16,8 @@ WORDS = dict(
     gather_root="gather_rows: the ranks pass different root= (0 and 1)",
     gather_side="gather_rows: the ranks pass different side= (input and output)",
     scatter_root="scatter_rows: the ranks pass different root= (0 and 1)",
+    gather_bad_side="gather_rows: side must be 'input' or 'output', got 'bogus' (rank 1)",
+    gather_bad_root="gather_rows: root must be a rank of the grid's 2, got 5 (rank 0)",
     scatter_vs_gather="call different methods at the same time (gather_rows and scatter_rows)",
     bfloat16="matmul: a torch bfloat16 tensor has no numpy equivalent",
     meta="gather_rows: a meta tensor has a shape but no values",

@@ -280,9 +280,9 @@ class DistSpMM:
         ``side="input"``: X has n rows (the input of ``matmul``); ``"output"``: m rows (the
         input of ``matmul_t``)."""
         comm = self.grid.comm
-        part, n_local = self._side(side)
-        if self.validate:  # the same call on every rank before root's checks
+        if self.validate:  # the same call, side and root on every rank before root's checks
             self.check_local(np.zeros((0, 0)), "scatter_rows", 0, side, root)
+        part, n_local = self._side(side)
 
         def check():
             error = _grad_error(X, "scatter_rows")
@@ -309,8 +309,9 @@ class DistSpMM:
         """Collective. The full matrix in original order on root, None elsewhere.
 
         ``side="output"``: this rank's rows of ``A @ X``; ``"input"``: of ``A.T @ Y``."""
+        rows = self._side(side)[1] if side in SIDES else 0  # a bad side: check_local says so
+        z = self.check_local(Z_local, "gather_rows", rows, side, root)
         part, n_local = self._side(side)
-        z = self.check_local(Z_local, "gather_rows", n_local, side, root)
         comm = self.grid.comm
         full = np.empty((part.n, z.shape[1]), dtype=z.dtype) if comm.Get_rank() == root else None
         self._rows_collective(full, z, part.offsets, root, scatter=False)
@@ -392,18 +393,23 @@ class DistSpMM:
             arr = to_numpy(x, what)
         except SpmmgnnError as exc:  # a meta or bfloat16 tensor: refused on every rank
             arr, error = np.zeros((0, 0)), error or str(exc)
+        comm = self.grid.comm
+        if side is not None and side not in SIDES:
+            error = error or f"{what}: side must be 'input' or 'output', got {side!r}"
+        if isinstance(root, bool) or not isinstance(root, (int, np.integer)) \
+                or not 0 <= root < comm.Get_size():
+            error = error or (f"{what}: root must be a rank of the grid's "
+                              f"{comm.Get_size()}, got {root!r}")
+            root = -1
         if what != "scatter_rows":
             error = error or _rows_error(arr, what, rows)
-        comm = self.grid.comm
-        if not 0 <= root < comm.Get_size():
-            error = error or f"{what}: root {root} is not a rank of the grid's {comm.Get_size()}"
         if comm.Get_size() == 1:
             agree(comm, error)
             return arr
         # one MAX reduction of (error, v, -v) for v = width, itemsize, call, side, root
         # gives each v's largest and smallest value over the ranks
         mine = (arr.shape[1] if arr.ndim == 2 else 0, arr.itemsize, CALLS.index(what),
-                SIDES.index(side) if side in SIDES else -1, root)
+                SIDES.index(side) if side in SIDES else -1 if side is None else -2, root)
         probe = np.empty(11, dtype=np.int64)
         probe[0] = error is not None
         probe[1::2] = mine
@@ -509,10 +515,10 @@ def _call_disagreement(spread: list[tuple[int, int]]) -> str | None:
         return (f"the ranks call different methods at the same time ({CALLS[call_lo]} and "
                 f"{CALLS[call_hi]}): every rank must make the same collective call")
     what = CALLS[call_hi]
-    if side_hi != side_lo:
+    if side_hi != side_lo and side_lo >= 0:  # (a bad side is that rank's own error)
         return (f"{what}: the ranks pass different side= ({SIDES[side_lo]} and "
                 f"{SIDES[side_hi]}); every rank must pass the same side")
-    if root_hi != root_lo:
+    if root_hi != root_lo and root_lo >= 0:
         return (f"{what}: the ranks pass different root= ({root_lo} and {root_hi}); every "
                 "rank must pass the same root")
     return None

@@ -56,6 +56,8 @@ def operator_cases(name: str, A, X) -> dict:
         gather_side=caught(lambda: op.gather_rows(z) if rank == 0 else
                            op.gather_rows(np.ones((op.n_local_in, 3)), side="input")),
         scatter_root=caught(lambda: op.scatter_rows(full, root=rank)),
+        gather_bad_side=caught(lambda: op.gather_rows(z, side="bogus" if rank else "output")),
+        gather_bad_root=caught(lambda: op.gather_rows(z, root=5 if rank == 0 else 0)),
         scatter_vs_gather=caught(lambda: op.scatter_rows(full) if rank == 0 else
                                  op.gather_rows(z)),
         bfloat16=caught(lambda: op.matmul(torch.from_numpy(x).to(torch.bfloat16)
