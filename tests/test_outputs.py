@@ -301,7 +301,7 @@ def test_a_signal_during_an_hdf5_write_keeps_the_old_file(tmp_path, command, sig
         args = ["datasets", "csbm", "--n", "150000", "--out", str(out)]
     else:
         src = tmp_path / "src.h5"
-        assert run_cli(1, "datasets", "csbm", "--n", "150000", "--out",
+        assert run_cli(1, "datasets", "csbm", "--n", "80000", "--out",
                        str(src)).returncode == 0
         args = ["partition", str(src), "-k", "2", "--method", "metis-vol", "-o", str(out)]
     env = dict(os.environ, SPMMGNN_THREADS="1")
