@@ -408,17 +408,18 @@ class DistSpMM:
             return arr
         # one MAX reduction of (error, v, -v) for v = width, itemsize, call, side, root
         # gives each v's largest and smallest value over the ranks
-        mine = (arr.shape[1] if arr.ndim == 2 else 0, arr.itemsize, CALLS.index(what),
-                SIDES.index(side) if side in SIDES else -1 if side is None else -2, root)
-        probe = np.empty(11, dtype=np.int64)
-        probe[0] = error is not None
-        probe[1::2] = mine
-        probe[2::2] = [-v for v in mine]
+        f = arr.shape[1] if arr.ndim == 2 else 0
+        n = arr.itemsize
+        c = CALLS.index(what)
+        s = SIDES.index(side) if side in SIDES else -1 if side is None else -2
+        probe = np.array([error is not None, f, -f, n, -n, c, -c, s, -s, root, -root],
+                         dtype=np.int64)
         seen = np.empty_like(probe)
         comm.Allreduce(probe, seen, op=MPI.MAX)
-        if not seen[0] and np.array_equal(seen[1::2], -seen[2::2]):
+        got = seen.tolist()
+        if not got[0] and all(got[i] == -got[i + 1] for i in range(1, 11, 2)):
             return arr
-        spread = list(zip(seen[1::2].tolist(), (-seen[2::2]).tolist(), strict=True))
+        spread = [(got[i], -got[i + 1]) for i in range(1, 11, 2)]
         differ = _call_disagreement(spread[2:])
         if differ:  # every rank computed it from the same reduced values
             raise collective_error(differ)
