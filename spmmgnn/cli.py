@@ -13,8 +13,10 @@ Failures never leave a rank hanging, whatever ``$SPMMGNN_ABORT_ON_EXCEPTION`` sa
 - SIGINT / SIGTERM (``mpiexec`` forwards both to every rank): the first rank to handle it
   prints ``rank r: interrupted by SIGINT`` (``terminated by SIGTERM``) and aborts the job with
   status 130 / 143; a rank blocked inside an MPI call at that moment is ended by the abort
-  before Python can run its handler, so it may print nothing.
-  Open atomic writes remove their temporary files.
+  before Python can run its handler, so it may print nothing. A signal that arrives while
+  Python runs a finalizer or a C library's callback is not lost (``spmmgnn.signals``): it
+  ends the command once that returns. Open atomic writes remove their temporary files and
+  keep the old target.
 """
 
 from __future__ import annotations
@@ -22,25 +24,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
-import signal
 import sys
 import traceback
 import warnings
 
+from . import signals
 from .errors import RankFailed, SpmmgnnError
+from .signals import Terminated
 
 DESCRIPTION = ("Distributed sparse x dense matrix multiplication (SpMM) over MPI and full-batch "
                "GNN training built on it. Run under mpiexec (mpiexec -n P spmmgnn COMMAND ...);"
                " 'spmmgnn COMMAND --help' lists a command's options.")
-
-
-class Terminated(BaseException):
-    """Raised in the main thread by SIGTERM (a BaseException, like KeyboardInterrupt, so
-    ``except Exception`` blocks do not swallow it)."""
-
-
-def _on_sigterm(signum, frame):
-    raise Terminated()
 
 
 def _world_rank() -> int:
@@ -99,11 +93,11 @@ def _end(comm, code: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    previous = signals.install()
     try:
         return _main(argv)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signals.uninstall(previous)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -120,7 +114,9 @@ def _main(argv: list[str] | None) -> int:
         prog = f"spmmgnn {args.command}"
         with warnings.catch_warnings():
             warnings.showwarning = _warning_printer(prog)
-            return _collective(int(args.func(args) or 0))
+            code = int(args.func(args) or 0)
+            signals.check()  # a signal swallowed by a finalizer still ends the command
+            return _collective(code)
     except SpmmgnnError as exc:
         if exc.collective or size == 1:  # every rank has it: rank 0 says it, all exit
             if rank == 0:

@@ -6,6 +6,8 @@ import sys
 
 import numpy as np
 
+from .errors import SpmmgnnError
+
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -16,13 +18,24 @@ def is_torch(x) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
 
 
-def to_numpy(x) -> np.ndarray:
-    """A C-contiguous numpy view (or copy) of an array or CPU tensor."""
+def to_numpy(x, what: str = "input") -> np.ndarray:
+    """A C-contiguous numpy view (or copy) of an array or tensor (copied to the CPU).
+    SpmmgnnError naming ``what`` and the fix for a tensor numpy cannot hold: a meta tensor
+    (no values) or a dtype without a numpy equivalent (bfloat16, ...)."""
     if is_torch(x):
+        if x.device.type == "meta":
+            raise SpmmgnnError(f"{what}: a meta tensor has a shape but no values; pass a "
+                               "tensor that holds data (e.g. created with device='cpu')")
         x = x.detach()
         if x.device.type != "cpu":
             x = x.cpu()
-        x = x.numpy()
+        try:
+            x = x.numpy()
+        except (TypeError, RuntimeError) as exc:
+            kind = str(x.dtype).removeprefix("torch.")
+            raise SpmmgnnError(f"{what}: a torch {kind} tensor has no numpy equivalent "
+                               f"({str(exc).splitlines()[0]}); convert it first, e.g. "
+                               "x.double() or x.float()") from None
     return np.ascontiguousarray(x)
 
 

@@ -1,5 +1,6 @@
 """What the machine has and what this process uses: the last-level cache, node memory,
-the ranks sharing the node, peak resident memory (the one home of these probes)."""
+the ranks sharing the node, peak resident memory (the one home of these probes), and the
+memory preflight: ``check_memory`` before an allocation whose size a flag or a file decides."""
 
 from __future__ import annotations
 
@@ -24,6 +25,35 @@ def available_bytes() -> int | None:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def format_bytes(n: float) -> str:
+    """``1.5 GiB``, ``12.0 MiB``, ``512 B``."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def memory_problem(need: float, what: str, ranks: int = 1) -> str | None:
+    """The one-line refusal of ``what`` when it needs more than ``need`` bytes on each of
+    ``ranks`` ranks of this node than the node has available (None: it fits, or the
+    available memory is unknown)."""
+    have = available_bytes()
+    if have is None or need * ranks <= have:
+        return None
+    per = f" per rank x {ranks} ranks on this node" if ranks > 1 else ""
+    return (f"{what} needs about {format_bytes(need)}{per} and this node has "
+            f"{format_bytes(have)} available")
+
+
+def check_memory(need: float, what: str, ranks: int = 1) -> None:
+    """SpmmgnnError (``memory_problem``) before allocating ``need`` bytes; not collective."""
+    from .errors import SpmmgnnError
+
+    problem = memory_problem(need, what, ranks)
+    if problem:
+        raise SpmmgnnError(problem)
 
 
 def peak_rss_bytes() -> int:

@@ -306,7 +306,7 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(checkpoint.np, "savez", broken)
-    with pytest.raises(OSError):
+    with pytest.raises(checkpoint.SpmmgnnError, match="cannot write checkpoint .*: disk full"):
         checkpoint.save_checkpoint(path, model, opt, 2, [], {"a": 1})
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["ck.npz"]

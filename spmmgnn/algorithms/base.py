@@ -34,6 +34,7 @@ from ..tiers import network
 
 ALGORITHMS: dict[str, type[DistSpMM]] = {}
 SIDES = ("input", "output")
+CALLS = ("matmul", "matmul_t", "gather_rows", "scatter_rows")  # what check_local agrees on
 
 
 def _check_matrix(A, k: int, partition, col_partition, reorder: str | None = None):
@@ -298,13 +299,15 @@ class DistSpMM:
         ``side="input"``: X has n rows (the input of ``matmul``); ``"output"``: m rows (the
         input of ``matmul_t``)."""
         comm = self.grid.comm
+        if self.validate:  # the same call, side and root on every rank before root's checks
+            self.check_local(np.zeros((0, 0)), "scatter_rows", 0, side, root)
         part, n_local = self._side(side)
 
         def check():
             error = _grad_error(X, "scatter_rows")
             if error:
                 raise SpmmgnnError(error)
-            x = to_numpy(X)
+            x = to_numpy(X, "scatter_rows")
             if x.ndim == 1:
                 x = x.reshape(-1, 1)
             if x.ndim != 2 or x.shape[0] != part.n:
@@ -325,8 +328,9 @@ class DistSpMM:
         """Collective. The full matrix in original order on root, None elsewhere.
 
         ``side="output"``: this rank's rows of ``A @ X``; ``"input"``: of ``A.T @ Y``."""
+        rows = self._side(side)[1] if side in SIDES else 0  # a bad side: check_local says so
+        z = self.check_local(Z_local, "gather_rows", rows, side, root)
         part, n_local = self._side(side)
-        z = self.check_local(Z_local, "gather_rows", n_local)
         comm = self.grid.comm
         full = np.empty((part.n, z.shape[1]), dtype=z.dtype) if comm.Get_rank() == root else None
         self._rows_collective(full, z, part.offsets, root, scatter=False)
@@ -390,30 +394,57 @@ class DistSpMM:
     def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
         raise NotImplementedError
 
-    def check_local(self, x, what: str, rows: int) -> np.ndarray:
+    def check_local(self, x, what: str, rows: int, side: str | None = None,
+                    root: int = 0) -> np.ndarray:
         """Validate this rank's rows; collective (one small allreduce) unless validate=False,
-        so a wrong shape on one rank is an error everywhere instead of a hang. A tensor that
-        requires grad is refused even then (detaching it would make its gradient wrong)."""
+        so a wrong shape on one rank, or ranks in different calls (``what``: matmul,
+        matmul_t, gather_rows, scatter_rows) or with another ``side`` or ``root``, is an
+        error everywhere instead of a hang or wrong rows. A tensor that requires grad is
+        refused even then (detaching it would make its gradient wrong). With validate=False
+        the caller guarantees that every rank makes the same call with the same width,
+        dtype, side and root."""
         error = _grad_error(x, what)
         if not self.validate:
             if error:
                 raise SpmmgnnError(error)
-            return to_numpy(x)
-        arr = to_numpy(x)
-        error = error or _rows_error(arr, what, rows)
+            return to_numpy(x, what)
+        try:
+            arr = to_numpy(x, what)
+        except SpmmgnnError as exc:  # a meta or bfloat16 tensor: refused on every rank
+            arr, error = np.zeros((0, 0)), error or str(exc)
         comm = self.grid.comm
+        if side is not None and side not in SIDES:
+            error = error or f"{what}: side must be 'input' or 'output', got {side!r}"
+        if isinstance(root, bool) or not isinstance(root, (int, np.integer)) \
+                or not 0 <= root < comm.Get_size():
+            error = error or (f"{what}: root must be a rank of the grid's "
+                              f"{comm.Get_size()}, got {root!r}")
+            root = -1
+        if what != "scatter_rows":
+            error = error or _rows_error(arr, what, rows)
         if comm.Get_size() == 1:
             agree(comm, error)
             return arr
+        # one MAX reduction of (error, v, -v) for v = width, itemsize, call, side, root
+        # gives each v's largest and smallest value over the ranks
         f = arr.shape[1] if arr.ndim == 2 else 0
-        probe = np.array([error is not None, f, -f, arr.itemsize, -arr.itemsize], dtype=np.int64)
+        n = arr.itemsize
+        c = CALLS.index(what)
+        s = SIDES.index(side) if side in SIDES else -1 if side is None else -2
+        probe = np.array([error is not None, f, -f, n, -n, c, -c, s, -s, root, -root],
+                         dtype=np.int64)
         seen = np.empty_like(probe)
         comm.Allreduce(probe, seen, op=MPI.MAX)
-        mismatch = seen[1] != -seen[2] or seen[3] != -seen[4]
-        if seen[0] or mismatch:
-            if error is None and mismatch:
-                error = f"{what}: ranks disagree on the number of columns or the dtype"
-            agree(comm, error)
+        got = seen.tolist()
+        if not got[0] and all(got[i] == -got[i + 1] for i in range(1, 11, 2)):
+            return arr
+        spread = [(got[i], -got[i + 1]) for i in range(1, 11, 2)]
+        differ = _call_disagreement(spread[2:])
+        if differ:  # every rank computed it from the same reduced values
+            raise collective_error(differ)
+        if error is None and not seen[0] and any(hi != lo for hi, lo in spread[:2]):
+            error = f"{what}: ranks disagree on the number of columns or the dtype"
+        agree(comm, error)
         return arr
 
     def probe_symmetry(self, seed: int = 12345) -> bool:
@@ -519,6 +550,23 @@ def kernel_counts(choices: list[dict]) -> dict[str, int]:
         key = f"{c['op']} {c['variant']} ({c['source']})"
         counts[key] = counts.get(key, 0) + 1
     return dict(sorted(counts.items()))
+
+
+def _call_disagreement(spread: list[tuple[int, int]]) -> str | None:
+    """The error when the ranks are in different calls, sides or roots: ``spread`` holds
+    the (largest, smallest) call index, side index and root over the ranks."""
+    (call_hi, call_lo), (side_hi, side_lo), (root_hi, root_lo) = spread
+    if call_hi != call_lo:
+        return (f"the ranks call different methods at the same time ({CALLS[call_lo]} and "
+                f"{CALLS[call_hi]}): every rank must make the same collective call")
+    what = CALLS[call_hi]
+    if side_hi != side_lo and side_lo >= 0:  # (a bad side is that rank's own error)
+        return (f"{what}: the ranks pass different side= ({SIDES[side_lo]} and "
+                f"{SIDES[side_hi]}); every rank must pass the same side")
+    if root_hi != root_lo and root_lo >= 0:
+        return (f"{what}: the ranks pass different root= ({root_lo} and {root_hi}); every "
+                "rank must pass the same root")
+    return None
 
 
 def _rows_error(arr: np.ndarray, what: str, rows: int) -> str | None:

@@ -37,39 +37,11 @@ import numpy as np
 
 from ..codecs import CastCodec, get_codec
 from ..errors import SpmmgnnError
-from ..nn.layers import aggregate_first, aggregation_chunk, trained_widths
+from ..nn.memory import DENSE, ModelShape, dense_bytes
 from ..stages import stage_ranges
 from .volumes import CODEC_ALGORITHMS, Layout, predict
 
-COMPONENTS = ("matrix", "halo", "buffers", "codec", "features", "activations", "gradients",
-              "parameters", "optimizer")
-SPLITS = 3  # train / val / test masks, one bool per row each
-
-
-@dataclass
-class ModelShape:
-    """The GCN the memory is modelled for: widths ``f -> hidden x (layers - 1) -> classes``."""
-
-    features: int
-    hidden: int = 64
-    classes: int = 8
-    layers: int = 2
-    itemsize: int = 4  # the training dtype (float32)
-
-    @property
-    def widths(self) -> list[int]:
-        return [self.features] + [self.hidden] * (self.layers - 1) + [self.classes]
-
-    def spmm_widths(self, codec: bool = False) -> list[tuple[int, bool]]:
-        """(width, has a backward SpMM) of each SpMM an epoch runs: the first layer's
-        aggregation of X is cached (no gradient; in column chunks without a codec), later
-        layers ship the narrower side."""
-        first = self.features if codec else aggregation_chunk(self.widths)
-        return [(first, False)] + [(w, True) for w in trained_widths(self.widths)]
-
-    def parameters(self) -> int:
-        d = self.widths
-        return sum(a * b + b for a, b in zip(d[:-1], d[1:], strict=True))
+COMPONENTS = ("matrix", "halo", "buffers", "codec", *DENSE)
 
 
 def _csr(rows: np.ndarray, nnz: np.ndarray, index_bytes: int, itemsize: int) -> np.ndarray:
@@ -300,21 +272,8 @@ def predict_memory(algorithm: str, layout: Layout, P: int, c: int, shape: ModelS
         dense, coded = _buffer_bytes(held, w, s, backward, fwd, bwd)
         buffers, codec_bytes = buffers + dense, codec_bytes + coded
     _, rows, _ = _rows_of(layout, P, c)
-    d = shape.widths
-    features = rows * (d[0] * s + 8 + 8 + SPLITS)
-    saved = d[0] + sum(d[1:-1]) + d[-1]  # cached A X, hidden outputs, logits
-    for l in range(1, shape.layers):
-        if aggregate_first(d[l], d[l + 1], True, True):
-            saved += d[l]  # the aggregated input the layer's GEMM keeps
-    # the backward of the widest layer: its output's and input's gradients, twice each
-    # (the incoming one and the one computed from it)
-    transient = max((2 * d[l] + 2 * d[l + 1] for l in range(1, shape.layers)),
-                    default=2 * d[-1])
-    weights = shape.parameters() * s
     out = dict(matrix=held.matrix, halo=held.halo, buffers=buffers, codec=codec_bytes,
-               features=features, activations=rows * saved * s,
-               gradients=rows * transient * s, parameters=np.full(P, 2 * weights),
-               optimizer=np.full(P, 2 * weights))
+               **dense_bytes(shape, rows))
     out = {k: np.broadcast_to(np.asarray(v, dtype=np.int64), (P,)).copy()
            for k, v in out.items()}
     out["total"] = sum(out[k] for k in COMPONENTS)

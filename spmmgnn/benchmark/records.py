@@ -18,9 +18,12 @@ import math
 import warnings
 from pathlib import Path
 
+from ..atomic import open_append
+from ..data.limits import check_input_file
 from ..errors import SpmmgnnError
 
 _NUMBER = (int, float)
+JSON_INFLATION = 8  # bytes of Python objects per byte of JSON text, about
 
 # Keys of a sweep run's configuration (written for failed runs too) and of its result.
 RUN_KEYS: dict[str, type | tuple] = dict(
@@ -95,12 +98,18 @@ def check_record(rec, where: str) -> dict:
     return rec
 
 
-def _lines(path: str | Path) -> list[str] | None:
+def _lines(path: str | Path, appending: bool = False) -> list[str] | None:
+    """The file's lines (None: no such file), its size checked first (``JSON_INFLATION``
+    times it must fit in memory). A device or FIFO is refused, except when ``appending``
+    (``bench -o /dev/null``): it holds no records then."""
     p = Path(path)
+    if not p.exists():
+        return None
+    if appending and not p.is_file() and not p.is_dir():
+        return []
+    check_input_file(p, "results file", JSON_INFLATION)
     try:
         data = p.read_bytes()
-    except FileNotFoundError:
-        return None
     except OSError as exc:
         raise SpmmgnnError(f"cannot read {path}: {exc.strerror}") from None
     try:
@@ -152,7 +161,7 @@ def latest(records: list[dict]) -> list[dict]:
 def done_ids(path: str | Path) -> tuple[set[str], int]:
     """(run_ids whose newest record succeeded, number of runs whose newest record failed);
     a missing file has neither. Failed runs are retried by a restart."""
-    lines = _lines(path)
+    lines = _lines(path, appending=True)
     if lines is None:
         return set(), 0
     newest = latest(_parse(path, lines))
@@ -162,15 +171,18 @@ def done_ids(path: str | Path) -> tuple[set[str], int]:
 
 
 def append_record(path: str | Path, record: dict) -> None:
-    """Append one JSON line (never rewrites the file); a torn previous line is closed first."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
+    """Append one JSON line (never rewrites the file); a torn previous line is closed first.
+    A device or FIFO is written in place (``atomic.open_append``)."""
     text = json.dumps(record, sort_keys=True) + "\n"
-    with open(p, "a+b") as fh:
-        fh.seek(0, 2)
-        if fh.tell():
-            fh.seek(-1, 2)
-            if fh.read(1) != b"\n":
-                text = "\n" + text
-        fh.write(text.encode())
-        fh.flush()
+    with open_append(path, "results file") as fh:
+        try:
+            if fh.seekable() and fh.seek(0, 2):
+                fh.seek(-1, 2)
+                if fh.read(1) != b"\n":
+                    text = "\n" + text
+            data = text.encode()
+            while data:  # an unbuffered write may take part of it
+                data = data[fh.write(data):]
+        except OSError as exc:
+            raise SpmmgnnError(f"cannot append to results file {path}: "
+                               f"{exc.strerror or exc}") from None

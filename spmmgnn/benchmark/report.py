@@ -38,6 +38,15 @@ def pyplot():
     return plt
 
 
+def save_png(fig, path) -> None:
+    """Write a figure atomically (``atomic.atomic_path``: never half a PNG, never a device
+    replaced)."""
+    from ..atomic import atomic_path
+
+    with atomic_path(path, "plot") as tmp:
+        fig.savefig(tmp, dpi=80, format="png")
+
+
 def runs_of(records: list[dict]) -> list[dict]:
     """Successful sweep runs (not network records, not failed runs)."""
     return [r for r in records if r.get("mode") in ("spmm", "train") and "error" not in r
@@ -113,7 +122,7 @@ def plot_time_vs_p(plt, runs, path: Path) -> None:
         ax.set(xlabel="P (MPI ranks)", ylabel=_unit(mode), title=f"{mode}: time vs P")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    save_png(fig, path)
     plt.close(fig)
 
 
@@ -137,7 +146,7 @@ def plot_breakdown(plt, runs, path: Path) -> None:
         ax.tick_params(axis="x", labelsize=6, rotation=90)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    save_png(fig, path)
     plt.close(fig)
 
 
@@ -176,7 +185,7 @@ def plot_partitioners(plt, runs, path: Path) -> None:
             _group_bars(ax, groups, series, f"{what} bytes sent (MB per call)")
             ax.set_title(f"partitioners: {what} send volume")
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    save_png(fig, path)
     plt.close(fig)
 
 
@@ -204,7 +213,7 @@ def plot_replication(plt, runs, path: Path) -> None:
         for ax in axes:
             ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    save_png(fig, path)
     plt.close(fig)
 
 
@@ -230,7 +239,7 @@ def plot_bytes_per_rank(plt, runs, path: Path) -> None:
         ax.set_xticks(ranks)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    save_png(fig, path)
     plt.close(fig)
 
 
@@ -262,7 +271,7 @@ def plot_codecs(plt, runs, path: Path) -> None:
                     "test accuracy (train) / 1 - max rel. error (SpMM)")
         axes[1].set_title("codecs: accuracy")
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    save_png(fig, path)
     plt.close(fig)
 
 

@@ -221,12 +221,11 @@ def run_sweep(comm: MPI.Comm, cfg, results: str, threads: int,
             if not exc.collective and comm.size > 1:
                 raise
             error, result = str(exc), {}
-        if comm.rank == 0:
-            rec = dict(r, **info, time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-            rec.update(result or {})
-            if error:
-                rec["error"] = error
-            append_record(results, rec)
+        rec = dict(r, **info, time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        rec.update(result or {})
+        if error:
+            rec["error"] = error
+        check_on_root(comm, 0, lambda rec=rec: append_record(results, rec))
         ran += 1
         failed += error is not None
         bar.step(label)

@@ -16,6 +16,7 @@ import itertools
 import json
 from dataclasses import asdict, dataclass, field, fields
 
+from ..data.limits import check_input_file
 from ..errors import SpmmgnnError
 from ..grid import format_shape, parse_grid
 
@@ -53,6 +54,7 @@ class SweepConfig:
             import tomllib
         except ImportError:  # Python 3.10
             raise SpmmgnnError("TOML sweep files need Python >= 3.11 (tomllib)") from None
+        check_input_file(path, "sweep file", 8)
         try:
             with open(path, "rb") as fh:
                 data = tomllib.load(fh)

@@ -18,6 +18,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from ..atomic import check_writable
 from ..data.csbm import DEFAULTS
 from ..data.partitioned import write_partitioned
 from ..errors import check_on_root
@@ -112,6 +113,7 @@ def run(args) -> int:
 
         if args.dataset_command == "info":
             return info(args.path)
+        check_writable(args.out, "graph file")
         t0 = time.perf_counter()
         g = _build(args)
         t1 = time.perf_counter()

@@ -206,7 +206,7 @@ def _memory(args) -> dict:
     if args.json:
         from ..atomic import write_text_atomic
 
-        write_text_atomic(args.json, json.dumps(out, indent=1))
+        write_text_atomic(args.json, json.dumps(out, indent=1), "--json output")
     return out
 
 
@@ -273,7 +273,7 @@ def _work(args) -> dict:
     if args.json:
         from ..atomic import write_text_atomic
 
-        write_text_atomic(args.json, json.dumps(out, indent=1))
+        write_text_atomic(args.json, json.dumps(out, indent=1), "--json output")
     return out
 
 
@@ -293,7 +293,7 @@ def _print_rows(rows: list[dict], two_tier: bool) -> None:
 
 
 def _plot(rows: list[dict], args, path: str) -> None:
-    from ..benchmark.report import pyplot
+    from ..benchmark.report import pyplot, save_png
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -314,7 +314,7 @@ def _plot(rows: list[dict], args, path: str) -> None:
            title=f"model: {args.graph}, f={args.features}")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    save_png(fig, path)
     plt.close(fig)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from mpi4py import MPI
 
-from ..atomic import write_text_atomic
+from ..atomic import check_writable, write_text_atomic
 from ..errors import SpmmgnnError, check_on_root
 
 ROWS = [("total volume (rows per SpMM)", "total_volume", "{:,}"),
@@ -71,6 +71,9 @@ def _partition(args) -> dict:
         raise SpmmgnnError("the output file must differ from the input graph")
     if args.method in CONTIGUOUS:
         raise SpmmgnnError(f"--method {args.method} does not partition; choose a partitioner")
+    for path, what in ((args.output, "graph file"), (args.json, "--json output")):
+        if path:
+            check_writable(path, what)
     g = load_graph(args.graph)
     refine = {} if args.volume_slack is None else dict(volume_slack=args.volume_slack)
     if args.time_budget is not None:
@@ -92,7 +95,7 @@ def _partition(args) -> dict:
     print(f"  {'block rows (vertices)':<{width}}  {int(sizes.min()):,} .. {int(sizes.max()):,}")
     print(f"wrote {args.output}", flush=True)
     if args.json:
-        write_text_atomic(args.json, json.dumps(report, indent=2))
+        write_text_atomic(args.json, json.dumps(report, indent=2), "--json output")
     return report
 
 

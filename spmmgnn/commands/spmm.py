@@ -9,8 +9,9 @@ import numpy as np
 from mpi4py import MPI
 
 from ..algorithms import ALGORITHMS, DistSpMM
-from ..atomic import write_text_atomic
-from ..errors import agree, collective_error
+from ..atomic import check_writable, write_text_atomic
+from ..errors import agree, check_on_root, collective_error
+from ..machine import check_memory
 from ..threads import default_threads, set_threads
 from . import EXCHANGE_HELP, GRID_HELP, RANKS_PER_NODE_HELP, HelpFormatter, grid_arg
 
@@ -47,14 +48,21 @@ def run(args) -> int:
 
     comm = MPI.COMM_WORLD
     threads = set_threads(args.threads or default_threads(comm))
-    agree(comm, None if args.repeat >= 1 and args.features >= 1 else
-          "--repeat and --features must be positive")
-    A = X = None
-    if comm.rank == 0:
+    agree(comm, None if args.repeat >= 1 and args.features >= 1 and args.n >= 1 else
+          "--repeat, --features and --n must be positive")
+    if args.json:
+        check_on_root(comm, 0, lambda: check_writable(args.json, "--json output"))
+
+    def build():
         A = (rmat(args.scale, int(args.degree), seed=args.seed) if args.graph == "rmat"
              else random_graph(args.n, args.degree, seed=args.seed))
+        # X in float64 and its cast, the gathered result and the reference
+        check_memory(8 * float(A.shape[0]) * args.features * 3, f"the {A.shape[0]} x "
+                     f"{args.features} dense input and result (-f {args.features})")
         X = np.random.default_rng(args.seed).standard_normal((A.shape[0], args.features))
-        X = X.astype(args.dtype)
+        return A, X.astype(args.dtype)
+
+    A, X = check_on_root(comm, 0, build) or (None, None)
     grids = {algo: ALGORITHMS[algo].grid_for(comm, args.replication, args.grid,
                                              args.ranks_per_node)
              for algo in args.algorithm}
@@ -111,6 +119,7 @@ def run(args) -> int:
         err = comm.bcast(err if comm.rank == 0 else None, root=0)
         if err > (1e-4 if args.dtype == "float32" else 1e-10):
             raise collective_error(f"{algo} disagrees with scipy (relative error {err:.2e})")
-    if comm.rank == 0 and args.json:
-        write_text_atomic(args.json, json.dumps(results, indent=2))
+    if args.json:
+        check_on_root(comm, 0, lambda: write_text_atomic(args.json, json.dumps(results, indent=2),
+                                                         "--json output"))
     return 0

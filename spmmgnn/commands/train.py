@@ -106,6 +106,9 @@ def add_parser(sub) -> None:
     io.add_argument("--checkpoint", help="checkpoint file (.npz, written atomically)")
     io.add_argument("--checkpoint-every", type=int, default=0, help="epochs between checkpoints")
     io.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    io.add_argument("--overwrite-checkpoint", action="store_true",
+                    help="start over on a --checkpoint that holds another run (by default "
+                         "refused: its options or data fingerprint differ)")
     io.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=run)
 

@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SpmmgnnError
+from .generators import check_size
 from .graph import Graph
 from .splits import random_split
 
@@ -35,6 +36,9 @@ def csbm(n: int = DEFAULTS["n"], avg_degree: float = DEFAULTS["avg_degree"],
         raise SpmmgnnError("csbm needs n >= 2, classes >= 1, features >= 1, degree >= 0")
     if not 0.0 <= homophily <= 1.0:
         raise SpmmgnnError(f"homophily must lie in [0, 1], got {homophily}")
+    # the edges, x in float64 and float32, and the class means
+    check_size("csbm", n, n * avg_degree,
+               (12 * float(n) + 8 * float(num_classes)) * num_features)
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, num_classes, n).astype(np.int64)
     by_class = np.argsort(labels, kind="stable")

@@ -2,8 +2,30 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
+
+from ..errors import SpmmgnnError
+from ..machine import check_memory
+
+# bytes a generator holds at its peak per drawn entry (int64 row and column, their
+# filtered and mirrored copies, the COO -> CSR conversion) and per vertex
+BYTES_PER_ENTRY = 96
+BYTES_PER_VERTEX = 24
+
+
+def check_size(what: str, n, entries, extra_bytes: float = 0.0) -> None:
+    """SpmmgnnError before generating ``n`` vertices and ``entries`` drawn entries (and
+    ``extra_bytes`` of other arrays): a count that is negative or not finite, or more memory
+    than this node has."""
+    if not all(isinstance(v, (int, float, np.integer, np.floating)) and math.isfinite(v)
+               and v >= 0 for v in (n, entries)):
+        raise SpmmgnnError(f"{what}: the vertex and edge counts must be finite and >= 0, "
+                           f"got n={n}, entries={entries}")
+    check_memory(BYTES_PER_ENTRY * float(entries) + BYTES_PER_VERTEX * float(n) + extra_bytes,
+                 f"{what} ({float(n):.3g} vertices, {float(entries):.3g} entries)")
 
 
 def _coo_to_csr(rows, cols, n: int, vals=None, dtype=np.float64) -> sp.csr_array:
@@ -17,6 +39,7 @@ def _coo_to_csr(rows, cols, n: int, vals=None, dtype=np.float64) -> sp.csr_array
 def random_graph(n: int, avg_degree: float, seed: int = 0, directed: bool = True,
                  self_loops: bool = False) -> sp.csr_array:
     """Erdos-Renyi-like graph with ~n*avg_degree non-zeros (duplicates merged)."""
+    check_size("random graph", n, n * avg_degree * (1 if directed else 2))
     rng = np.random.default_rng(seed)
     m = int(n * avg_degree)
     rows = rng.integers(0, n, m)
@@ -48,6 +71,10 @@ def rmat(scale: int, edge_factor: int = 16, seed: int = 0, abcd=(0.57, 0.19, 0.1
     """R-MAT power-law graph (Graph500 parameters): 2**scale vertices, edge_factor*n edges
     drawn, self loops and duplicates removed, optionally symmetrized and randomly relabelled
     (R-MAT's vertex ids carry its recursive structure, which flatters block partitions)."""
+    if not 0 <= scale <= 62 or edge_factor < 0:
+        raise SpmmgnnError(f"R-MAT needs 0 <= scale <= 62 and edge_factor >= 0, got scale "
+                           f"{scale}, edge_factor {edge_factor}")
+    check_size(f"R-MAT scale {scale}", 2.0**scale, edge_factor * 2.0**scale * 2)
     rng = np.random.default_rng(seed)
     n = 1 << scale
     m = edge_factor * n
@@ -96,6 +123,9 @@ def sbm(n: int, communities: int = 100, avg_degree: float = 16.0, mixing: float 
     (so vertex ids carry no structure); ~n*avg_degree/2 edges, a fraction ``mixing`` of them
     between uniformly random vertices, the rest inside one group (a group is picked with
     probability proportional to its size). Self loops and duplicates removed."""
+    if communities < 1:
+        raise SpmmgnnError(f"sbm needs communities >= 1, got {communities}")
+    check_size("sbm", n + communities, n * avg_degree)
     rng = np.random.default_rng(seed)
     group = rng.integers(0, communities, n)
     order = np.argsort(group, kind="stable")

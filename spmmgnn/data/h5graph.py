@@ -19,14 +19,19 @@ rank loads the whole graph.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import h5py
 import numpy as np
 import scipy.sparse as sp
+from mpi4py import MPI
 
-from ..atomic import atomic_path
-from ..errors import SpmmgnnError
+from .. import signals
+from ..atomic import SinkFile, atomic_path
+from ..errors import SpmmgnnError, collective_error
+from ..halo import displacements
 from .limits import MAX_INFLATION
 
 FORMAT = "spmmgnn-graph"
@@ -66,7 +71,7 @@ def write_graph(path, adj, offsets=None, perm=None, features=None, labels=None, 
     offsets = np.asarray([0, n] if offsets is None else offsets, dtype=np.int64)
     if offsets[0] != 0 or offsets[-1] != n or np.any(np.diff(offsets) < 0):
         raise SpmmgnnError("block offsets must rise from 0 to n")
-    with atomic_path(path) as tmp, h5py.File(tmp, "w") as h:
+    with h5_writer(path, _file_bytes(adj, offsets, features, labels, masks)) as h:
         h.attrs.update(format=FORMAT, version=VERSION, n=n, nnz=int(adj.nnz),
                        k=offsets.size - 1, directed=bool(directed))
         if partition:
@@ -89,6 +94,37 @@ def write_graph(path, adj, offsets=None, perm=None, features=None, labels=None, 
                                          else labels.max() + 1)
         for name, m in (masks or {}).items():
             h[f"masks/{name}"] = np.asarray(m, dtype=bool)
+
+
+def _file_bytes(adj: sp.csr_array, offsets, features, labels, masks) -> int:
+    """An upper bound on the bytes ``write_graph`` writes: its arrays as stored, 2 % for
+    chunk indexes and 1 MiB for HDF5's own metadata."""
+    n, nnz = adj.shape[0], int(adj.nnz)
+    size = 8 * (offsets.size + n + n + 1) + nnz * (4 if n < 2**31 - 1 else 8)
+    size += 0 if np.all(adj.data == 1) else 8 * nnz
+    size += 0 if features is None else 4 * int(np.prod(np.shape(features)))
+    size += (0 if labels is None else 8 * n) + n * len(masks or {})
+    return size + size // 50 + 2**20
+
+
+@contextmanager
+def h5_writer(path, size: int) -> Iterator[h5py.File]:
+    """An HDF5 file open for writing that replaces ``path`` atomically once complete.
+
+    ``size`` (bytes, an upper bound) is checked against the free space first. HDF5 writes
+    through ``atomic.SinkFile``, so a disk that fills up anyway (or a signal) never makes a
+    write fail inside HDF5 -- which ends in a segmentation fault when it happens while h5py
+    closes a dataset -- and signals wait until HDF5 has closed the file; either then ends as
+    one error (or the signal's exit) with the old file kept and no temporary left."""
+    with atomic_path(path, "graph file", size=size) as tmp, signals.deferred():
+        sink = SinkFile(tmp)
+        try:
+            with h5py.File(sink, "w") as h:
+                yield h
+        except BaseException:
+            sink.close(quiet=True)
+            raise
+        sink.close()
 
 
 # h5py raises these (and OSError) for corrupt files; readers turn them into SpmmgnnError
@@ -182,13 +218,20 @@ def _block_row(h: h5py.File, path, lo, hi, block, whole_perm: bool) -> BlockRow:
     stored = _dataset(h, path, "perm", n, "iu") if "perm" in h else None
     ids = (stored[lo:hi].astype(np.int64) if stored is not None
            else np.arange(lo, hi, dtype=np.int64))
+    if ids.size and (ids.min() < 0 or ids.max() >= n):
+        bad = int(np.flatnonzero((ids < 0) | (ids >= n))[0])
+        raise SpmmgnnError(f"{path}: perm is not a permutation of 0..{n - 1}: perm[{lo + bad}]"
+                           f" = {int(ids[bad])}")
+    whole = stored[...].astype(np.int64) if stored is not None and whole_perm else None
+    if whole is not None:
+        _check_permutation(path, whole, n)
     return BlockRow(
         lo=lo, hi=hi, n=n, adj=_adjacency(h, path, n, lo, hi), features=features,
         labels=_dataset(h, path, "labels", n, "iu")[lo:hi] if "labels" in h else None,
         masks={m: _dataset(h, path, f"masks/{m}", n, "biu")[lo:hi].astype(bool)
                for m in MASKS if f"masks/{m}" in h},
         num_classes=int(h.attrs.get("num_classes", 0)),
-        offsets=offsets, perm=stored[...] if stored is not None and whole_perm else None,
+        offsets=offsets, perm=whole,
         directed=bool(h.attrs.get("directed", False)), ids=ids,
         partition_method=_text_attr(h, "partition_method"),
     )
@@ -199,6 +242,43 @@ def _text_attr(h: h5py.File, key: str) -> str | None:
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
     return value if isinstance(value, str) else None
+
+
+def _perm_error(path, n: int, count: int, first: int) -> str:
+    return (f"{path}: perm is not a permutation of 0..{n - 1}: {count} id(s) appear more than "
+            f"once (first: {first}); the file is damaged or was not written by spmmgnn: "
+            "write it again (spmmgnn datasets / partition)")
+
+
+def _check_permutation(path, perm: np.ndarray, n: int) -> None:
+    """SpmmgnnError unless ``perm`` (ids already checked to lie in 0..n-1) holds each id
+    once."""
+    seen = np.bincount(perm, minlength=n)
+    if np.any(seen > 1):
+        dup = np.flatnonzero(seen > 1)
+        raise SpmmgnnError(_perm_error(path, n, int(dup.size), int(dup[0])))
+
+
+def check_perm_distributed(comm: MPI.Comm, path, ids: np.ndarray, n: int) -> None:
+    """Collective over ``comm`` (one rank per block row, together holding perm's n ids, each
+    already in 0..n-1): the same error on every rank unless every id appears once. Each id
+    goes to the rank owning its range of near-equal id ranges (one ``Alltoallv``), which
+    counts its ids: O(n / P) time and memory per rank."""
+    k, me = comm.Get_size(), comm.Get_rank()
+    bounds = np.linspace(0, n, k + 1).astype(np.int64)
+    ids = np.sort(np.asarray(ids, dtype=np.int64))
+    send = np.diff(np.searchsorted(ids, bounds)).astype(np.int64)
+    recv = np.empty(k, dtype=np.int64)
+    comm.Alltoall(send, recv)
+    mine = np.empty(int(recv.sum()), dtype=np.int64)
+    comm.Alltoallv([ids, (send, displacements(send)), MPI.INT64_T],
+                   [mine, (recv, displacements(recv)), MPI.INT64_T])
+    seen = np.bincount(mine - bounds[me], minlength=int(bounds[me + 1] - bounds[me]))
+    dup = np.flatnonzero(seen > 1) + bounds[me]
+    count = comm.allreduce(int(dup.size), op=MPI.SUM)
+    if count:
+        first = comm.allreduce(int(dup[0]) if dup.size else n, op=MPI.MIN)
+        raise collective_error(_perm_error(path, n, count, first))
 
 
 def read_block_row(path, lo: int | None = None, hi: int | None = None,

@@ -23,7 +23,6 @@ Every reader turns malformed input into one SpmmgnnError naming the file.
 from __future__ import annotations
 
 import gzip
-import zipfile
 import zlib
 from pathlib import Path
 
@@ -34,7 +33,7 @@ import scipy.sparse as sp
 from ..errors import SpmmgnnError
 from .graph import Graph
 from .h5graph import read_block_row
-from .limits import MAX_INFLATION, check_vertices, data_bytes
+from .limits import NpzError, check_input_file, check_vertices, data_bytes, read_npz
 from .ogb import load_ogb
 from .pyg import load_pt
 
@@ -112,32 +111,11 @@ def load_mtx(path) -> Graph:
 
 
 # ------------------------------------------------------------------ scipy .npz
-def _npz_member(path, zf: zipfile.ZipFile, info: zipfile.ZipInfo, size: int) -> np.ndarray:
-    """One ``.npy`` member, after checking its declared sizes against the file's."""
-    if info.compress_size > size or info.file_size > MAX_INFLATION * info.compress_size + 1024:
-        _fail(path, f"member {info.filename} declares an impossible size")
-    with zf.open(info) as fh:
-        version = np.lib.format.read_magic(fh)
-        if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
-        elif version == (2, 0):
-            shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
-        else:
-            _fail(path, f"member {info.filename}: unsupported .npy version {version}")
-    if dtype.hasobject or int(np.prod(shape, dtype=np.float64)) * dtype.itemsize > info.file_size:
-        _fail(path, f"member {info.filename}: header does not match its data")
-    with zf.open(info) as fh:
-        return np.lib.format.read_array(fh, allow_pickle=False)
-
-
 def _read_npz(path) -> dict[str, np.ndarray]:
-    size = Path(path).stat().st_size
     try:
-        with zipfile.ZipFile(path) as zf:
-            return {info.filename.removesuffix(".npy"): _npz_member(path, zf, info, size)
-                    for info in zf.infolist()}
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, *DECODE_ERRORS, NotImplementedError) as exc:
-        _fail(path, f"not a scipy sparse .npz file ({type(exc).__name__}: {exc})")
+        return read_npz(path, "graph")
+    except NpzError as exc:
+        _fail(path, f"not a scipy sparse .npz file ({exc})")
 
 
 def _npz_matrix(path, arrays: dict[str, np.ndarray]):
@@ -288,6 +266,7 @@ def load_graph(path) -> Graph:
         raise SpmmgnnError(f"graph file {path} does not exist")
     if p.is_dir():
         return LOADERS["<dir>"](p).validate()
+    check_input_file(path, "graph file")
     suffixes = [s.lower() for s in p.suffixes]
     key = suffixes[-1] if suffixes else ""
     if key == ".gz" and len(suffixes) > 1:

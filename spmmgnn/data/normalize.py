@@ -7,6 +7,13 @@ Convention: rows are targets (row i aggregates its in-neighbours), as in ``Graph
   self loops"); this is PyTorch Geometric's ``gcn_norm`` for directed graphs too.
 - Mean: ``D^-1 A`` with ``D`` the row sums of A (vertices with no in-neighbour aggregate 0).
 
+Both are refused (one ``SpmmgnnError`` naming the first vertex) when a degree that has to be
+divided by or square-rooted is <= 0 in a row that holds a non-zero weight: negative edge
+weights make the normalization undefined, and returning zeros would train on biases alone.
+Both are invariant under scaling the weights, so when the weights are so large that a degree
+could overflow (``SCALE_ABOVE``), they are divided by a power of two first (exact): finite
+weights always give a finite normalized matrix, equal to the unscaled one where that is finite.
+
 Offline (``gcn_norm``/``mean_norm``) works on a whole CSR. Distributed
 (``gcn_norm_block_row``/``mean_norm_block_row``) works on one rank's block row (rows lo:hi,
 global columns): the row scaling is local; the column scaling of GCN needs the degrees of the
@@ -21,9 +28,13 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
+from ..errors import SpmmgnnError, collective_error
 from ..halo import displacements
 
 NORMALIZATIONS = ("gcn", "mean", "none")
+# weights above this are scaled down first: a row sum of up to 2**31 of them stays finite
+SCALE_ABOVE = 2.0**960
+NO_VERTEX = float(2**63)
 
 
 def _add_remaining_self_loops(A: sp.csr_array, lo: int = 0) -> sp.csr_array:
@@ -54,20 +65,70 @@ def _inv(d: np.ndarray, power: float) -> np.ndarray:
     return out
 
 
+def weight_scale(max_abs: float) -> float:
+    """The power of four (exact to divide by, exact under the square root) that brings
+    weights of magnitude up to ``max_abs`` near 1 when they exceed ``SCALE_ABOVE``; else 1."""
+    if not np.isfinite(max_abs) or max_abs <= SCALE_ABOVE:
+        return 1.0
+    exponent = int(np.frexp(max_abs)[1])  # max_abs < 2**exponent <= 2**1024
+    return float(np.ldexp(1.0, 2 * min(exponent // 2, 511)))
+
+
+def _max_abs(A: sp.csr_array) -> float:
+    finite = np.abs(A.data[np.isfinite(A.data)])
+    return float(finite.max(initial=0.0))
+
+
+def _degrees(A: sp.csr_array, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """(row sums of A / scale, rows whose sum is <= 0 although they hold a non-zero)."""
+    deg = np.asarray(_scaled(A, scale).sum(axis=1), dtype=np.float64).ravel()
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    nonzero = np.bincount(rows[A.data != 0], minlength=A.shape[0]) > 0
+    return deg, (deg <= 0) & nonzero
+
+
+def _degree_error(kind: str, count: int, vertex: int, degree: float) -> str:
+    what = "incoming edge weights plus the self loop" if kind == "gcn" else "incoming edge weights"
+    return (f"the {kind!r} normalization is undefined: {count} vertex(es) have a degree (the "
+            f"sum of the {what}) <= 0, first vertex {vertex} with {degree:.6g}; negative edge "
+            "weights cause it: make the edge weights non-negative (e.g. their absolute values)")
+
+
+def _check_degrees(kind: str, deg: np.ndarray, bad: np.ndarray, ids=None) -> None:
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        vertex = first if ids is None else int(np.asarray(ids)[first])
+        raise SpmmgnnError(_degree_error(kind, int(bad.sum()), vertex, deg[first]))
+
+
+def _scaled(A: sp.csr_array, scale: float) -> sp.csr_array:
+    if scale != 1.0:
+        A = A.copy()
+        A.data /= scale
+    return A
+
+
 def gcn_norm(A) -> sp.csr_array:
     """Offline ``D^-1/2 (A + I) D^-1/2`` of a whole square CSR matrix."""
     B = _add_remaining_self_loops(A)
-    s = _inv(np.asarray(B.sum(axis=1)).ravel(), 0.5)
-    B = _row_scale(B, s)
+    scale = weight_scale(_max_abs(B))
+    deg, bad = _degrees(B, scale)
+    _check_degrees("gcn", deg, bad)
+    s = _inv(deg, 0.5)
+    B = _row_scale(_scaled(B, scale), s)
     B.data *= s[B.indices]
     return B
 
 
-def mean_norm(A) -> sp.csr_array:
-    """Offline ``D^-1 A`` (row-stochastic mean aggregation)."""
+def mean_norm(A, ids=None) -> sp.csr_array:
+    """Offline ``D^-1 A`` (row-stochastic mean aggregation). Purely row-local, so it serves
+    block rows too (``ids``: the vertex id of each row, for the error)."""
     A = sp.csr_array(A, dtype=np.float64)
     A.sum_duplicates()
-    return _row_scale(A, _inv(np.asarray(A.sum(axis=1)).ravel(), 1.0))
+    scale = weight_scale(_max_abs(A))
+    deg, bad = _degrees(A, scale)
+    _check_degrees("mean", deg, bad, ids)
+    return _row_scale(_scaled(A, scale), _inv(deg, 1.0))
 
 
 def normalize(A, kind: str) -> sp.csr_array:
@@ -110,35 +171,70 @@ def fetch_owned_values(comm: MPI.Comm, offsets: np.ndarray, values: np.ndarray,
     return got[inverse.reshape(-1)]
 
 
+def _agree_on_degrees(comm: MPI.Comm, kind: str, deg: np.ndarray, bad: np.ndarray, ids,
+                      max_abs: float = 0.0) -> float:
+    """Collective: the largest ``max_abs`` over the ranks; the same error on every rank when
+    any rank has a row of undefined degree (``bad``), naming the smallest such vertex id."""
+    first = np.flatnonzero(bad)
+    vertex = float(np.asarray(ids)[first].min()) if first.size else NO_VERTEX
+    mine = np.array([max_abs, -vertex], dtype=np.float64)
+    comm.Allreduce(MPI.IN_PLACE, mine, op=MPI.MAX)
+    if -mine[1] < NO_VERTEX:
+        count = comm.allreduce(int(bad.sum()), op=MPI.SUM)
+        at = np.flatnonzero(np.asarray(ids) == -mine[1])
+        degree = comm.allreduce(float(deg[at[0]]) if at.size and bad[at[0]] else np.inf,
+                                op=MPI.MIN)
+        raise collective_error(_degree_error(kind, count, int(-mine[1]), degree))
+    return float(mine[0])
+
+
 def gcn_norm_block_row(block: sp.csr_array, offsets: np.ndarray, comm: MPI.Comm,
-                       block_index: int | None = None) -> sp.csr_array:
+                       block_index: int | None = None, ids=None) -> sp.csr_array:
     """Distributed GCN normalization of this rank's block row.
 
     ``comm`` has one rank per block row, rank b owning rows offsets[b]:offsets[b+1] (the
     grid's ``across_block_rows``); ``block`` holds rows lo:hi with global column ids.
+    ``ids``: the vertex id of each row for the error (default lo, lo+1, ...). The weight
+    scale (see the module docstring) is agreed over the ranks in the same reduction as the
+    degree check.
     """
     b = comm.Get_rank() if block_index is None else block_index
     lo = int(offsets[b])
+    ids = np.arange(lo, lo + block.shape[0]) if ids is None else ids
     B = _add_remaining_self_loops(block, lo)
-    deg = np.asarray(B.sum(axis=1)).ravel()
+    max_abs = _max_abs(B)
+    deg, bad = _degrees(B, weight_scale(max_abs))  # the sign does not depend on the scale
+    scale = weight_scale(_agree_on_degrees(comm, "gcn", deg, bad, ids, max_abs))
+    if scale != 1.0:
+        deg = _degrees(B, scale)[0]
     col_deg = fetch_owned_values(comm, offsets, deg, B.indices)
-    B = _row_scale(B, _inv(deg, 0.5))
+    B = _row_scale(_scaled(B, scale), _inv(deg, 0.5))
     B.data *= _inv(col_deg, 0.5)
     return B
 
 
-def mean_norm_block_row(block: sp.csr_array) -> sp.csr_array:
-    """Mean normalization of a block row: purely local (row scaling)."""
-    return mean_norm(block)
+def mean_norm_block_row(block: sp.csr_array, comm: MPI.Comm | None = None,
+                        ids=None) -> sp.csr_array:
+    """Mean normalization of a block row: local (row scaling); with ``comm`` the degree
+    check is agreed over the ranks (one small reduction)."""
+    if comm is None:
+        return mean_norm(block, ids)
+    A = sp.csr_array(block, dtype=np.float64)
+    A.sum_duplicates()
+    scale = weight_scale(_max_abs(A))
+    deg, bad = _degrees(A, scale)
+    _agree_on_degrees(comm, "mean", deg, bad, np.arange(A.shape[0]) if ids is None else ids)
+    return _row_scale(_scaled(A, scale), _inv(deg, 1.0))
 
 
 def normalize_block_row(block: sp.csr_array, kind: str, offsets: np.ndarray,
-                        comm: MPI.Comm) -> sp.csr_array:
-    """Distributed normalization by name (collective over ``comm`` for ``gcn``)."""
+                        comm: MPI.Comm, ids=None) -> sp.csr_array:
+    """Distributed normalization by name (collective over ``comm``). ``ids``: the vertex
+    id of each row, named by the error of an undefined degree."""
     if kind == "gcn":
-        return gcn_norm_block_row(block, offsets, comm)
+        return gcn_norm_block_row(block, offsets, comm, ids=ids)
     if kind == "mean":
-        return mean_norm_block_row(block)
+        return mean_norm_block_row(block, comm, ids)
     if kind == "none":
         return sp.csr_array(block, dtype=np.float64)
     raise ValueError(f"unknown normalization {kind!r}; choose one of {NORMALIZATIONS}")

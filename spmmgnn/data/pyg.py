@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 from ..convert import to_numpy
 from ..errors import SpmmgnnError
+from ..machine import check_memory
 from .graph import Graph
 from .limits import MAX_VERTICES, data_bytes, vertex_limit
 
@@ -33,7 +34,7 @@ def _get(data, key: str):
 def _array(value, what: str, kinds: str) -> np.ndarray:
     """``value`` as a numpy array whose dtype kind is one of ``kinds``, else SpmmgnnError."""
     try:
-        arr = to_numpy(value)
+        arr = to_numpy(value, what)
     except (TypeError, ValueError, RuntimeError) as exc:  # e.g. bfloat16 or sparse tensors
         raise SpmmgnnError(f"{what}: not convertible to a numpy array ({exc})") from None
     if arr.dtype.kind not in kinds:
@@ -48,7 +49,16 @@ def edge_index_adjacency(edge_index, num_nodes: int, edge_weight=None,
     if ei.ndim != 2 or ei.shape[0] != 2 or ei.dtype.kind not in "iu":
         raise SpmmgnnError(f"{what}: edge_index must be an integer array of shape (2, E), "
                            f"got {ei.dtype} {tuple(ei.shape)}")
-    n = int(num_nodes)
+    try:
+        n = int(num_nodes)
+        ok = not isinstance(num_nodes, bool) and n == num_nodes and n >= 0
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise SpmmgnnError(f"{what}: num_nodes must be an integer >= 0, got {num_nodes!r}")
+    # the CSR's row pointers and the COO -> CSR conversion (and a normalized copy)
+    check_memory(3 * 8.0 * (n + 1) + 64.0 * ei.shape[1],
+                 f"{what}: the {n}-vertex adjacency (num_nodes={n})")
     if ei.size and (ei.min() < 0 or ei.max() >= n):
         raise SpmmgnnError(f"{what}: edge_index holds vertex ids outside [0, {n})")
     w = (np.ones(ei.shape[1]) if edge_weight is None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ import torch
 from mpi4py import MPI
 
 from ..atomic import atomic_path
+from ..data.limits import NpzError, read_npz
 from ..errors import SpmmgnnError, agree
 
 FORMAT = "spmmgnn-checkpoint-2"  # 2: the signature holds the data fingerprint
@@ -48,7 +48,8 @@ def save_checkpoint(path, model, optimizer, epoch: int, history: list, signature
                 param_groups=groups)
     arrays = state_arrays(model, optimizer)
     arrays["meta"] = np.array(json.dumps(meta, default=_json_default))
-    with atomic_path(path, remove_stale=True) as tmp, open(tmp, "wb") as fh:
+    size = sum(a.nbytes + 256 for a in arrays.values()) + 2**16  # + .npy and zip headers
+    with atomic_path(path, "checkpoint", size=size) as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **arrays)
 
 
@@ -60,19 +61,13 @@ def _json_default(o):
     raise TypeError(f"cannot store {type(o).__name__} in a checkpoint")
 
 
-def read_checkpoint(path) -> tuple[dict, dict]:
+def read_checkpoint(path, max_bytes: int | None = None) -> tuple[dict, dict]:
     """(meta, arrays) of a checkpoint file; SpmmgnnError if missing, truncated, malformed or
-    holding NaN / Inf (a checkpoint of a diverged run is not a starting point)."""
-    p = Path(path)
-    if not p.is_file():
-        raise SpmmgnnError(f"checkpoint {path} does not exist")
-    try:
-        with np.load(p, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-        meta = json.loads(str(arrays.pop("meta")))
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
-        raise SpmmgnnError(f"checkpoint {path} is not readable (truncated or not a "
-                           f"checkpoint): {type(exc).__name__}: {exc}") from None
+    holding NaN / Inf (a checkpoint of a diverged run is not a starting point). ``max_bytes``:
+    what its arrays but ``meta`` may declare (a model's parameters and optimizer state); a
+    file declaring more is refused before it is read."""
+    arrays = _read(path, max_bytes=max_bytes)
+    meta = _meta(path, arrays.pop("meta", None))
     if not isinstance(meta, dict) or meta.get("format") in OLD_FORMATS:
         found = meta.get("format") if isinstance(meta, dict) else None
         raise SpmmgnnError(f"{path} is not a {FORMAT} file ({found!r})"
@@ -88,6 +83,38 @@ def read_checkpoint(path) -> tuple[dict, dict]:
             raise SpmmgnnError(f"checkpoint {path} holds NaN or Inf in {k}: it was written by "
                                "a run that diverged; resume from an earlier checkpoint")
     return meta, arrays
+
+
+def _read(path, names: tuple[str, ...] | None = None, max_bytes: int | None = None) -> dict:
+    """The arrays of a checkpoint file, bounded (``data.limits.read_npz``)."""
+    if not Path(path).exists():
+        raise SpmmgnnError(f"checkpoint {path} does not exist")
+    try:
+        return read_npz(path, "checkpoint", names, max_bytes, unbounded=("meta",))
+    except NpzError as exc:
+        raise SpmmgnnError(f"checkpoint {path} is not readable (truncated or not a "
+                           f"checkpoint): {exc}") from None
+
+
+def _meta(path, meta):
+    """The decoded ``meta`` member (any JSON value)."""
+    try:
+        if meta is None or meta.dtype.kind not in "US" or meta.ndim != 0:
+            raise ValueError("no meta string")
+        return json.loads(str(meta))
+    except (ValueError, RecursionError) as exc:
+        raise SpmmgnnError(f"checkpoint {path} is not readable (truncated or not a "
+                           f"checkpoint): {type(exc).__name__}: {exc}") from None
+
+
+def read_meta(path) -> dict:
+    """Only the ``meta`` of a checkpoint (its signature, epoch and history): SpmmgnnError if
+    the file is not a readable checkpoint of this format."""
+    meta = _meta(path, _read(path, ("meta",)).get("meta"))
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise SpmmgnnError(f"{path} is not a {FORMAT} file")
+    _check_meta(path, meta)
+    return meta
 
 
 def _check_meta(path, meta: dict) -> None:
@@ -124,12 +151,20 @@ def signature_diff(saved: dict, mine: dict) -> list[str]:
     return out
 
 
-def load_checkpoint(path, comm: MPI.Comm, root: int = 0) -> tuple[dict, dict]:
+def state_bytes(model: torch.nn.Module) -> int:
+    """At most what a checkpoint of ``model`` holds besides its meta: each parameter and
+    Adam's two moments in float64, a step counter per parameter, 64 KiB of slack."""
+    params = list(model.parameters())
+    return 3 * 8 * sum(p.numel() for p in params) + 64 * len(params) + 2**16
+
+
+def load_checkpoint(path, comm: MPI.Comm, root: int = 0,
+                    max_bytes: int | None = None) -> tuple[dict, dict]:
     """Collective: root reads the file, every rank gets (meta, arrays)."""
     got, error = None, None
     if comm.Get_rank() == root:
         try:
-            got = read_checkpoint(path)
+            got = read_checkpoint(path, max_bytes)
         except SpmmgnnError as exc:
             error = str(exc)
     agree(comm, error)

@@ -162,7 +162,7 @@ def load_h5_distributed(path, grid: ProcessGrid, normalization: str,
                         algorithm: str = "sparse1d", seed: int = 0,
                         dtype: torch.dtype = torch.float32, **op_options) -> LocalData:
     """Collective. Every rank reads only its own block row of the HDF5 graph file."""
-    from ..data.h5graph import read_block_row, read_offsets
+    from ..data.h5graph import check_perm_distributed, read_block_row, read_offsets
 
     comm = grid.comm
     offsets, error = None, None
@@ -192,7 +192,9 @@ def load_h5_distributed(path, grid: ProcessGrid, normalization: str,
     except (SpmmgnnError, OSError, KeyError, ValueError) as exc:
         error = str(exc)
     agree(comm, error)
-    A_hat = normalize_block_row(block.adj, normalization, partition.offsets, grid.across_block_rows)
+    check_perm_distributed(grid.across_block_rows, path, block.ids, n)
+    A_hat = normalize_block_row(block.adj, normalization, partition.offsets,
+                                grid.across_block_rows, ids=block.ids)
     op = DistSpMM.from_block_row(A_hat, grid, partition, algorithm=algorithm, validate=False,
                                  **op_options)
     vertex_ids = block.ids

@@ -8,6 +8,8 @@ calls the same function, so both run exactly the same code. Collective.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -16,7 +18,7 @@ from mpi4py import MPI
 
 from ..atomic import check_writable, write_text_atomic
 from ..data.csbm import DEFAULTS
-from ..errors import agree, check_on_root, collective_error
+from ..errors import SpmmgnnError, agree, check_on_root, collective_error
 from ..grid import ProcessGrid
 from ..threads import default_threads, set_threads
 from .trainer import TrainConfig
@@ -76,6 +78,7 @@ class RunSpec:
     checkpoint: str | None = _TRAIN.checkpoint
     checkpoint_every: int = _TRAIN.checkpoint_every
     resume: bool = _TRAIN.resume
+    overwrite_checkpoint: bool = _TRAIN.overwrite_checkpoint
     quiet: bool = False
 
     @classmethod
@@ -92,6 +95,7 @@ def train_config(spec: RunSpec, progress: bool = True):
         weight_decay=spec.weight_decay, epochs=spec.epochs, seed=spec.seed,
         eval_every=spec.eval_every, checkpoint=spec.checkpoint,
         checkpoint_every=spec.checkpoint_every, resume=spec.resume,
+        overwrite_checkpoint=spec.overwrite_checkpoint,
         cache_input_aggregation=not spec.no_cache, progress=progress, dtype=spec.dtype,
         label_propagation=spec.label_propagation, staleness=spec.staleness,
         drop_remote=spec.drop_remote, delayed_backward=spec.delayed_backward)
@@ -182,7 +186,8 @@ def run_training(spec: RunSpec, comm: MPI.Comm | None = None,
         held = trainer.start_epoch - 1
         raise collective_error(f"the checkpoint {spec.checkpoint} already holds {held} epochs; "
                                f"continue it with --epochs larger than {held}")
-    result = trainer.fit(on_epoch_end=on_epoch_end)
+    result = trainer.fit(on_epoch_end=on_epoch_end, keep_results=True)
+    error = None
     if rank0:
         result["threads_per_rank"] = threads
         result["partition_seconds"] = data.info.get("partition_seconds")
@@ -190,8 +195,35 @@ def run_training(spec: RunSpec, comm: MPI.Comm | None = None,
         if report:
             print(results_text(result), flush=True)
         if spec.json:
-            write_text_atomic(spec.json, json.dumps(result, indent=1))
+            error = save_results(spec.json, json.dumps(result, indent=1))
+    agree(comm, error)
+    if trainer.save_error:  # the results are out: now the final checkpoint's failure
+        raise collective_error(trainer.save_error + (f"; the results are in {spec.json}"
+                                                     if spec.json else ""))
     return result
+
+
+def save_results(path: str, text: str) -> str | None:
+    """Write a finished run's results to ``path``; if that fails (a full disk, a device that
+    refuses them), save them in the system's temporary folder, or print them on stdout if
+    even that fails, and return the error line saying where they went (None: written)."""
+    try:
+        write_text_atomic(path, text, "--json output")
+        return None
+    except SpmmgnnError as exc:
+        failure = str(exc)
+    try:
+        with tempfile.NamedTemporaryFile("w", prefix="spmmgnn-results-", suffix=".json",
+                                         delete=False) as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return f"{failure}; the results were saved to {fh.name} instead"
+    except OSError:
+        if "fh" in locals():
+            Path(fh.name).unlink(missing_ok=True)
+    print(text, flush=True)
+    return f"{failure}; the results were printed on stdout instead"
 
 
 def header(spec: RunSpec, data, grid: ProcessGrid, threads: int) -> str:

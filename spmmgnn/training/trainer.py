@@ -21,6 +21,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -29,9 +30,17 @@ from mpi4py import MPI
 from ..algorithms.delayed import BACKWARDS, DelayedRemote
 from ..errors import SpmmgnnError, agree, collective_error
 from ..hashing import uniform_by_id
-from ..machine import peak_rss_bytes
+from ..machine import peak_rss_bytes, ranks_on_this_node
+from ..nn.memory import ModelShape, model_problem
 from ..nn.models import build_model
-from .checkpoint import load_checkpoint, restore, save_checkpoint, signature_diff
+from .checkpoint import (
+    load_checkpoint,
+    read_meta,
+    restore,
+    save_checkpoint,
+    signature_diff,
+    state_bytes,
+)
 from .data import LocalData
 from .metrics import evaluate, masked_loss_sum
 from .optim import Adam
@@ -70,6 +79,7 @@ class TrainConfig:
     checkpoint: str | None = None
     checkpoint_every: int = 0
     resume: bool = False
+    overwrite_checkpoint: bool = False
     cache_input_aggregation: bool = True
     progress: bool = True
     dtype: str = "float32"
@@ -107,6 +117,9 @@ class TrainConfig:
             problems.append("--checkpoint-every and --eval-every must be >= 0")
         if (self.resume or self.checkpoint_every) and not self.checkpoint:
             problems.append("--resume and --checkpoint-every need --checkpoint PATH")
+        if self.resume and self.overwrite_checkpoint:
+            problems.append("--resume continues the checkpoint and --overwrite-checkpoint "
+                            "replaces it: choose one")
         if not 0 <= self.label_propagation < 1:
             problems.append("--label-propagation must lie in [0, 1)")
         if self.staleness < 0 or (self.staleness and self.drop_remote):
@@ -157,6 +170,7 @@ class Trainer:
                                          config.delayed_backward, config.seed)
             self.layer_ops = self.delayed.views(config.layers)
             self._check_remote_share()
+        self._check_model_memory()
         self.model = build_model(
             config.model, data.num_features, config.hidden, data.num_classes, config.layers,
             config.dropout, config.input_dropout, config.layernorm, config.seed,
@@ -185,6 +199,8 @@ class Trainer:
         self.best: dict = {}
         if config.resume:
             self._resume()
+        elif config.checkpoint and not config.overwrite_checkpoint:
+            self._check_overwrite()
 
     # ------------------------------------------------------------------ setup
     def _check_remote_share(self) -> None:
@@ -200,6 +216,16 @@ class Trainer:
                 "points below exact, both within 0.2 on a min-cut one: partition with "
                 "--partitioner metis-vol (or datasets --partitioner for HDF5 files)",
                 StaleRemoteWarning, stacklevel=2)
+
+    def _check_model_memory(self) -> None:
+        """Collective: one error on every rank, before the model is built, when its weights,
+        Adam's moments, activations and gradients (``nn.memory``) do not fit in the memory
+        this node has for its ranks (``--hidden 1000000000`` is not an OOM kill)."""
+        c, d = self.config, self.data
+        shape = ModelShape(features=d.num_features, hidden=c.hidden, classes=d.num_classes,
+                           layers=c.layers, itemsize=torch.empty(0, dtype=self.dtype).itemsize)
+        problem = model_problem(shape, d.op.n_local, ranks_on_this_node(self.comm))
+        agree(self.comm, problem and f"{problem}: lower --hidden or --layers, or use more nodes")
 
     def _label_propagation_split(self) -> None:
         """SuperGCN label propagation: a seeded fraction of the training vertices (chosen by
@@ -246,7 +272,8 @@ class Trainer:
                 self.comm.Bcast(buf, root=0)
 
     def _resume(self) -> None:
-        meta, arrays = load_checkpoint(self.config.checkpoint, self.comm)
+        meta, arrays = load_checkpoint(self.config.checkpoint, self.comm,
+                                       max_bytes=state_bytes(self.model))
         diff = signature_diff(meta["signature"], self.signature())
         agree(self.comm, None if not diff else
               f"checkpoint {self.config.checkpoint} is from a different run: "
@@ -257,6 +284,28 @@ class Trainer:
         self.history = list(meta["history"])
         self.start_epoch = int(meta["epoch"]) + 1
         self.best = meta.get("best", {}) or self._best_from_history()
+
+    def _check_overwrite(self) -> None:
+        """Collective: refuse to start over on the checkpoint of another run (another
+        signature: options, sizes or data fingerprint), or on a file that is no checkpoint;
+        a checkpoint of this same run is started over with a warning."""
+        path, error, held = self.config.checkpoint, None, None
+        if self.comm.Get_rank() == 0 and Path(path).is_file():  # a device holds no run
+            try:
+                meta = read_meta(path)
+                diff = signature_diff(meta["signature"], self.signature())
+                held = meta["epoch"]
+                if diff:
+                    error = (f"checkpoint {path} holds another run ({'; '.join(diff)}); "
+                             "pass --overwrite-checkpoint to replace it, or choose another "
+                             "--checkpoint")
+            except SpmmgnnError as exc:
+                error = (f"{exc}; it is not replaced: pass --overwrite-checkpoint to replace "
+                         "it, or choose another --checkpoint")
+        agree(self.comm, error)
+        if held is not None:
+            warnings.warn(f"checkpoint {path} holds {held} epoch(s) of this same run; starting "
+                          "over replaces it (--resume continues it)", stacklevel=3)
 
     def _best_from_history(self) -> dict:
         rows = [r for r in self.history if "val_acc" in r]
@@ -351,7 +400,12 @@ class Trainer:
         return evaluate(logits, d.labels, d.masks, d.counts, self.reduce_comm)
 
     # ------------------------------------------------------------------ the loop
-    def fit(self, on_epoch_end: Callable[[int, dict, Trainer], None] | None = None) -> dict:
+    def fit(self, on_epoch_end: Callable[[int, dict, Trainer], None] | None = None,
+            keep_results: bool = False) -> dict:
+        """Train (collective); returns the summary. ``keep_results``: if the final
+        checkpoint cannot be written, return the summary anyway with the error line in
+        ``self.save_error`` (the caller saves the results, then reports it) instead of
+        raising it."""
         c = self.config
         rank0 = self.comm.Get_rank() == 0
         progress = Progress(c.epochs, enabled=c.progress and rank0, start=self.start_epoch - 1)
@@ -380,8 +434,14 @@ class Trainer:
         if self.delayed is not None:
             self.delayed.close()
         wall = time.perf_counter() - t_start
+        self.save_error = None
         if c.checkpoint and self.history:
-            self.save(self.history[-1]["epoch"])
+            try:
+                self.save(self.history[-1]["epoch"])
+            except SpmmgnnError as exc:  # collective (save agrees)
+                if not keep_results:
+                    raise
+                self.save_error = str(exc)
         return self.summary(wall)
 
     def save(self, epoch: int) -> None:
@@ -391,8 +451,8 @@ class Trainer:
             try:
                 save_checkpoint(self.config.checkpoint, self.model, self.optimizer, epoch,
                                 self.history, self.signature())
-            except OSError as exc:
-                error = f"cannot write checkpoint {self.config.checkpoint}: {exc}"
+            except SpmmgnnError as exc:
+                error = str(exc)
         agree(self.comm, error)
 
     def summary(self, wall: float) -> dict:

@@ -1,0 +1,72 @@
+"""The dense part of a GCN training run's memory per rank: the model's shape and the bytes of
+what scales with its widths (``benchmark.memory`` adds the operator's part; the trainer's
+preflight checks these before building the model)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .layers import aggregate_first, aggregation_chunk, trained_widths
+
+SPLITS = 3  # train / val / test masks, one bool per row each
+DENSE = ("features", "activations", "gradients", "parameters", "optimizer")
+
+
+@dataclass
+class ModelShape:
+    """The GCN the memory is modelled for: widths ``f -> hidden x (layers - 1) -> classes``."""
+
+    features: int
+    hidden: int = 64
+    classes: int = 8
+    layers: int = 2
+    itemsize: int = 4  # the training dtype (float32)
+
+    @property
+    def widths(self) -> list[int]:
+        return [self.features] + [self.hidden] * (self.layers - 1) + [self.classes]
+
+    def spmm_widths(self, codec: bool = False) -> list[tuple[int, bool]]:
+        """(width, has a backward SpMM) of each SpMM an epoch runs: the first layer's
+        aggregation of X is cached (no gradient; in column chunks without a codec), later
+        layers ship the narrower side."""
+        first = self.features if codec else aggregation_chunk(self.widths)
+        return [(first, False)] + [(w, True) for w in trained_widths(self.widths)]
+
+    def parameters(self) -> int:
+        d = self.widths
+        return sum(a * b + b for a, b in zip(d[:-1], d[1:], strict=True))
+
+
+def dense_bytes(shape: ModelShape, rows) -> dict:
+    """Bytes per rank (``rows``: the rank's rows, a number or an array of them) of
+    ``DENSE``: the rank's rows of X, labels, vertex ids and split masks; what autograd keeps
+    from the forward (the cached ``Â X``, each hidden layer's output, the aggregated input of
+    an aggregate-first layer, the logits); the gradients alive at once in the backward of the
+    widest layer; the replicated weights with the flat gradient buffer; Adam's two moments.
+    Python ints (exact for any size) when ``rows`` is one."""
+    s, d = shape.itemsize, shape.widths
+    saved = d[0] + sum(d[1:-1]) + d[-1]  # cached A X, hidden outputs, logits
+    for l in range(1, shape.layers):
+        if aggregate_first(d[l], d[l + 1], True, True):
+            saved += d[l]  # the aggregated input the layer's GEMM keeps
+    # the backward of the widest layer: its output's and input's gradients, twice each
+    # (the incoming one and the one computed from it)
+    transient = max((2 * d[l] + 2 * d[l + 1] for l in range(1, shape.layers)),
+                    default=2 * d[-1])
+    weights = shape.parameters() * s
+    return dict(features=rows * (d[0] * s + 8 + 8 + SPLITS), activations=rows * saved * s,
+                gradients=rows * transient * s, parameters=2 * weights, optimizer=2 * weights)
+
+
+def model_problem(shape: ModelShape, rows: int, ranks: int = 1) -> str | None:
+    """``machine.memory_problem`` of the model's part of a run (all of ``dense_bytes`` but
+    the features, which are loaded already) on a rank of ``rows`` rows, ``ranks`` ranks on
+    this node; None when it fits."""
+    from ..machine import memory_problem
+
+    need = sum(v for k, v in dense_bytes(shape, int(rows)).items() if k != "features")
+    model = (f"{shape.layers} layers {shape.features} -> {shape.hidden} -> {shape.classes}"
+             if shape.layers > 1 else f"1 layer {shape.features} -> {shape.classes}")
+    return memory_problem(need, f"the model ({model}: weights, Adam's moments, activations "
+                          f"and gradients of {rows} rows)", ranks)
