@@ -176,8 +176,9 @@ class HaloPlan:
                           (self.recv_counts, self.recv_displs, self.send_counts, self.send_displs))
         with self.stats.timing("seconds_exchange"):
             request = self.comm.Ialltoallv([send, (sc, sd), rt], [recv, (rc, rd), rt])
-        rows_out = int(sc.sum())
-        self.stats.count_exchange(rows_out * row_bytes, int(rc.sum()) * row_bytes,
+        rows_out, rows_in = (self.n_send, self.n_ghost) if forward else (self.n_ghost,
+                                                                         self.n_send)
+        self.stats.count_exchange(rows_out * row_bytes, rows_in * row_bytes,
                                   rows_out * param_bytes)
         return request
 

@@ -228,3 +228,24 @@ def scatter_add_kernel(src, idx, out, n_par, n_rp):
             if d >= d_lo and d < d_hi:
                 for t in range(lo, hi):
                     out[d, t] += src[i, t]
+
+
+_EXPONENT = {4: (np.uint32, np.uint32(0x7F800000)),
+             8: (np.uint64, np.uint64(0x7FF0000000000000))}
+
+
+def count_nonfinite(x: np.ndarray) -> int:
+    """How many entries of a float32/float64 array are NaN or Inf: one pass over the bits
+    (all exponent bits set), no temporary array, SIMD integer compares; the per-call input
+    check of every product (``np.isfinite(x).all()`` allocates a mask and reads it again)."""
+    uint, mask = _EXPONENT[x.itemsize]
+    flat = np.ascontiguousarray(x).reshape(-1).view(uint)
+    return int(_count_exponent_all_ones(flat, mask))
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _count_exponent_all_ones(bits, mask):
+    bad = 0
+    for i in range(bits.shape[0]):
+        bad += (bits[i] & mask) == mask
+    return bad

@@ -58,16 +58,22 @@ class LocalCSR:
         self.choices: dict[tuple, Choice] = {}
 
     def data(self, dtype) -> np.ndarray:
-        dtype = np.dtype(dtype)
-        if dtype not in self._data:
-            self._data[dtype] = self._data[np.dtype(np.float64)].astype(dtype)
-        return self._data[dtype]
+        found = self._data.get(dtype)  # the fast path: a numpy dtype already cached
+        if found is None:
+            dtype = np.dtype(dtype)
+            if dtype not in self._data:
+                self._data[dtype] = self._data[np.dtype(np.float64)].astype(dtype)
+            found = self._data[dtype]
+        return found
 
-    def chunks(self) -> np.ndarray:
-        t = get_threads()
-        if t not in self._chunks:
-            self._chunks[t] = kernels.row_chunks(self.indptr, 4 * t)
-        return self._chunks[t]
+    def chunks(self, threads: int | None = None) -> np.ndarray:
+        """Row ranges of near-equal work, four per thread (``threads``: the current count,
+        when the caller already read it)."""
+        t = get_threads() if threads is None else threads
+        found = self._chunks.get(t)
+        if found is None:
+            found = self._chunks[t] = kernels.row_chunks(self.indptr, 4 * t)
+        return found
 
     def llc_blocks(self, f: int, itemsize: int) -> int:
         """Column blocks whose rows of x (f columns) fill at most a quarter of the
@@ -125,18 +131,20 @@ class LocalCSR:
             self._blocked[n_blocks] = _ColumnBlocks(self, n_blocks)
         return self._blocked[n_blocks]
 
-    def _run(self, variant: str, x: np.ndarray, out: np.ndarray, accumulate: bool) -> None:
+    def _run(self, variant: str, x: np.ndarray, out: np.ndarray, accumulate: bool,
+             threads: int | None = None) -> None:
         if variant.startswith("blocked:"):
             blocks = self._blocks(int(variant[8:]))
             kernels.csr_matmul_blocked(blocks.indptr2, blocks.indices, blocks.data(x.dtype), x,
                                        out, blocks.chunks(), accumulate)
             return
         kernel = kernels.csr_matmul_unrolled if variant == "unrolled" else kernels.csr_matmul
-        kernel(self.indptr, self.indices, self.data(x.dtype), x, out, self.chunks(), accumulate)
+        kernel(self.indptr, self.indices, self.data(x.dtype), x, out, self.chunks(threads),
+               accumulate)
 
-    def _choose(self, x: np.ndarray) -> str:
+    def _choose(self, x: np.ndarray, threads: int | None = None) -> str:
         f, itemsize = x.shape[1], x.dtype.itemsize
-        key = (f, x.dtype.str, get_threads())
+        key = (f, x.dtype.str, get_threads() if threads is None else threads)
         choice = self.choices.get(key)
         if choice is None:
             setting = _setting(self.kernel, "SPMMGNN_KERNEL", MATMUL_SETTINGS)
@@ -199,7 +207,8 @@ class LocalCSR:
 
     def matmul(self, x: np.ndarray, out: np.ndarray, accumulate: bool) -> None:
         """out (+)= self @ x."""
-        self._run(self._choose(x), x, out, accumulate)
+        threads = get_threads()  # read once: ~1 us a read, a cost on every small product
+        self._run(self._choose(x, threads), x, out, accumulate, threads)
 
     # ------------------------------------------------------------------ A^T @ y
     def transpose(self) -> LocalCSR:

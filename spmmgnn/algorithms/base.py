@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
+from .. import kernels
 from ..convert import FLOAT_DTYPES, is_torch, like_input, mpi_float_type, to_numpy
 from ..errors import SpmmgnnError, agree, check_on_root, collective_error
 from ..grid import ProcessGrid, format_shape, near_square, parse_grid
@@ -522,7 +523,7 @@ def _rows_error(arr: np.ndarray, what: str, rows: int) -> str | None:
                 "x.astype(np.float32) (numpy) or x.float() (torch)")
     if arr.shape[1] < 1:
         return f"{what}: the dense matrix needs at least one column"
-    if not np.all(np.isfinite(arr)):
+    if kernels.count_nonfinite(arr):
         return f"{what}: input has NaN or Inf values"
     return None
 
