@@ -124,6 +124,21 @@ def csr_matmul(indptr, indices, data, x, out, chunks, accumulate):
 
 
 @njit(**_JIT)
+def csr_matvec(indptr, indices, data, x, out, chunks, accumulate, zero):
+    """``csr_matmul`` for one column (f = 1): each row's sum in a register, its terms added
+    in the same order from the same start (``out[r]`` or ``zero``, of the output's dtype), so
+    the same bits as the other variants without a pass over ``out`` per non-zero."""
+    last = indices.shape[0] - 1
+    for c in prange(chunks.shape[0] - 1):
+        for r in range(chunks[c], chunks[c + 1]):
+            s = out[r, 0] if accumulate else zero
+            for k in range(indptr[r], indptr[r + 1]):
+                prefetch_row(x, indices[min(k + PREFETCH_DISTANCE, last)])
+                s += data[k] * x[indices[k], 0]
+            out[r, 0] = s
+
+
+@njit(**_JIT)
 def csr_matmul_unrolled(indptr, indices, data, x, out, chunks, accumulate):
     """``csr_matmul`` taking four non-zeros per pass over out[r] (``row_product``), at any
     width (``LocalCSR`` times it against the others)."""

@@ -25,8 +25,8 @@ class LocalCSR:
     Every variant of a product adds each row's terms in the same order (column order, one
     rounding per term), so they give bitwise the same numbers and the choice is only about
     speed. ``matmul`` runs one of: ``plain`` (one non-zero per pass over the output row),
-    ``unrolled`` (four per pass), ``blocked:N``
-    (column blocks whose rows of x fit in the last-level cache, DistGNN §4). ``t_matmul``
+    ``unrolled`` (four per pass), ``vector`` (one column: the row's sum in a register),
+    ``blocked:N`` (column blocks whose rows of x fit in the last-level cache, DistGNN §4). ``t_matmul``
     runs ``transpose`` (the transposed CSR, built once, itself a ``LocalCSR`` that chooses)
     or ``scan`` (A scanned over feature x output-row ranges, no copy).
 
@@ -110,19 +110,24 @@ class LocalCSR:
         """The ``matmul`` variants ``auto`` times at width f: plain, unrolled, and column
         blocks at the cache model's count and half of it when x does not fit in a quarter of
         the last-level cache."""
-        out = ["plain", "unrolled"]
+        out = ["vector", "plain", "unrolled"] if f == 1 else ["plain", "unrolled"]
         n = min(self.llc_blocks(f, itemsize), self.nnz // max(1, self.shape[0]))
         out += [f"blocked:{b}" for b in sorted({max(2, n // 2), n}) if n >= 2]
         return out
 
     def _rule(self, f: int, itemsize: int) -> str:
         n = self.col_blocks(f, itemsize)
-        # unrolled was at least as fast as plain in all 15 cases of bench/kernel_choice.py
-        return f"blocked:{n}" if n > 1 else "unrolled"
+        if n > 1:
+            return f"blocked:{n}"
+        # unrolled was at least as fast as plain in all 15 cases of bench/kernel_choice.py;
+        # at f = 1 the sum in a register beat both (bench/results/percall.md)
+        return "vector" if f == 1 else "unrolled"
 
     def _forced(self, setting: str, f: int, itemsize: int) -> str:
         if setting == "blocked":
             return f"blocked:{max(2, self.llc_blocks(f, itemsize))}"
+        if setting == "vector" and f != 1:
+            return "plain"  # the one-column kernel at another width: its general form
         return setting
 
     def _blocks(self, n_blocks: int) -> _ColumnBlocks:
@@ -138,9 +143,13 @@ class LocalCSR:
             kernels.csr_matmul_blocked(blocks.indptr2, blocks.indices, blocks.data(x.dtype), x,
                                        out, blocks.chunks(), accumulate)
             return
+        data = self.data(x.dtype)
+        if variant == "vector":
+            kernels.csr_matvec(self.indptr, self.indices, data, x, out, self.chunks(threads),
+                               accumulate, data.dtype.type(0))
+            return
         kernel = kernels.csr_matmul_unrolled if variant == "unrolled" else kernels.csr_matmul
-        kernel(self.indptr, self.indices, self.data(x.dtype), x, out, self.chunks(threads),
-               accumulate)
+        kernel(self.indptr, self.indices, data, x, out, self.chunks(threads), accumulate)
 
     def _choose(self, x: np.ndarray, threads: int | None = None) -> str:
         f, itemsize = x.shape[1], x.dtype.itemsize
@@ -313,7 +322,7 @@ class Choice:
     sample: float = 1.0                 # share of the non-zeros the timed calls ran
 
 
-MATMUL_SETTINGS = ("auto", "rule", "plain", "unrolled", "blocked")
+MATMUL_SETTINGS = ("auto", "rule", "plain", "unrolled", "blocked", "vector")
 TRANSPOSE_SETTINGS = ("auto", "rule", "transpose", "scan")
 MEASURE_MIN_WORK = 1 << 21  # non-zeros x columns below which a call takes ~1 ms: use the rule
 SAMPLE_WORK = 1 << 25  # non-zeros x columns of a timed call on a row sample (~10-20 ms)
