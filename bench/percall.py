@@ -61,6 +61,21 @@ def teleport(ids: np.ndarray, n: int, f: int) -> np.ndarray:
     return (ids[:, None] == seeds[None, :]).astype(np.float64)
 
 
+def power_step(mul, reduce, inv: np.ndarray, dangling: np.ndarray, v: np.ndarray, n: int):
+    """One power iteration ``x <- a A D^-1 x + (a d + 1 - a) v`` as a closure over its state
+    (x and the dangling mass d); the change of x and the next d in one reduction."""
+    f = v.shape[1]
+    state = {"x": v.copy(), "d": reduce(v[dangling].sum(0))}
+
+    def step():
+        x = state["x"]
+        new = ALPHA * mul(x * inv) + (ALPHA * state["d"] / n + 1 - ALPHA) * v
+        s = reduce(np.concatenate([np.abs(new - x).sum(0), new[dangling].sum(0)]))
+        state["x"], state["d"] = new, s[f:]
+
+    return step
+
+
 def loop_seconds(step, iters: int, repeat: int = 3) -> float:
     best = np.inf
     for _ in range(repeat):
@@ -80,15 +95,8 @@ def scipy_worker(args) -> dict:
     dangling = out_deg == 0
     res = {}
     for f in (1, SEEDS):
-        v = teleport(np.arange(n), n, f)
-        state = {"x": v.copy(), "d": v[dangling].sum(0)}
-
-        def step():
-            x = state["x"]
-            new = ALPHA * (A @ (x * inv)) + (ALPHA * state["d"] / n + 1 - ALPHA) * v
-            s = np.concatenate([np.abs(new - x).sum(0), new[dangling].sum(0)])
-            state["x"], state["d"] = new, s[f:]
-
+        step = power_step(lambda x: A @ x, lambda s: s, inv, dangling,
+                          teleport(np.arange(n), n, f), n)
         res[f"pagerank_f{f}"] = loop_seconds(step, args.iters)
     return res
 
@@ -147,15 +155,7 @@ def dist_worker(args) -> dict:
     dangling = out_deg == 0
     ids = op.row_ids()
     for f in (1, SEEDS):
-        v = teleport(ids, n, f)
-        state = {"x": v.copy(), "d": reduce(v[dangling].sum(0))}
-
-        def step():
-            x = state["x"]
-            new = ALPHA * op.matmul(x * inv) + (ALPHA * state["d"] / n + 1 - ALPHA) * v
-            s = reduce(np.concatenate([np.abs(new - x).sum(0), new[dangling].sum(0)]))
-            state["x"], state["d"] = new, s[f:]
-
+        step = power_step(op.matmul, reduce, inv, dangling, teleport(ids, n, f), n)
         for _ in range(3):
             step()  # the kernel choice and buffers: set-up, not the per-iteration cost
         comm.Barrier()

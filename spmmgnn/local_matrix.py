@@ -26,9 +26,9 @@ class LocalCSR:
     rounding per term), so they give bitwise the same numbers and the choice is only about
     speed. ``matmul`` runs one of: ``plain`` (one non-zero per pass over the output row),
     ``unrolled`` (four per pass), ``vector`` (one column: the row's sum in a register),
-    ``blocked:N`` (column blocks whose rows of x fit in the last-level cache, DistGNN §4). ``t_matmul``
-    runs ``transpose`` (the transposed CSR, built once, itself a ``LocalCSR`` that chooses)
-    or ``scan`` (A scanned over feature x output-row ranges, no copy).
+    ``blocked:N`` (column blocks whose rows of x fit in the last-level cache, DistGNN §4).
+    ``t_matmul`` runs ``transpose`` (the transposed CSR, built once, itself a ``LocalCSR``
+    that chooses) or ``scan`` (A scanned over feature x output-row ranges, no copy).
 
     ``kernel`` / ``kernel_t`` select (default ``$SPMMGNN_KERNEL`` / ``$SPMMGNN_KERNEL_T``, else
     ``auto``): ``auto`` times the candidates on the first call at each (width, dtype,

@@ -1,8 +1,9 @@
 """The operator's linear algebra for research code (``algorithms/linalg.py``,
 ``collectives.py``, ``nn.spmm_t``, ``nn.allreduce_gradients``), under real ``mpiexec``: every
-value against numpy/scipy/torch on the whole matrices, on 1D grids and on 1.5D grids with
-c = 2 (each row counted once), square and rectangular operators (both sides), numpy and
-torch, 2-D and 1-D. One worker run per P checks every case (tests/workers/linalg_cases.py).
+value against numpy/scipy/torch on the whole matrices, on 1D grids, on 1.5D grids with
+c = 2 (each row counted once) and on 2D and 3D grids, square and rectangular operators (both
+sides), numpy and torch, 2-D and 1-D. One worker run per P checks every case
+(tests/workers/linalg_cases.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ def results(P: int, mpi_json) -> dict:
 
 
 def grids(P: int) -> list[str]:
-    return ["c1"] + (["c2"] if P % 2 == 0 else [])
+    return ["c1"] + (["c2"] if P % 2 == 0 else []) + (["2d", "3d"] if P == 4 else [])
 
 
 def keys(r: dict, P: int, what: str) -> list[str]:
