@@ -127,13 +127,13 @@ def csr_matmul(indptr, indices, data, x, out, chunks, accumulate):
 def csr_matvec(indptr, indices, data, x, out, chunks, accumulate, zero):
     """``csr_matmul`` for one column (f = 1): each row's sum in a register, its terms added
     in the same order from the same start (``out[r]`` or ``zero``, of the output's dtype), so
-    the same bits as the other variants without a pass over ``out`` per non-zero."""
-    last = indices.shape[0] - 1
+    the same bits as the other variants without a store to ``out`` per non-zero. No software
+    prefetch: a cache line holds 8 rows of a one-column x, and the prefetch's own loads
+    measured slower (bench/results/percall.md)."""
     for c in prange(chunks.shape[0] - 1):
         for r in range(chunks[c], chunks[c + 1]):
             s = out[r, 0] if accumulate else zero
             for k in range(indptr[r], indptr[r + 1]):
-                prefetch_row(x, indices[min(k + PREFETCH_DISTANCE, last)])
                 s += data[k] * x[indices[k], 0]
             out[r, 0] = s
 

@@ -50,6 +50,7 @@ class LocalCSR:
         self.indptr = m.indptr.astype(np.int64)
         idx_type = np.int32 if max(m.shape) < 2**31 - 1 else np.int64
         self.indices = m.indices.astype(idx_type)
+        self.gather_indices = unsigned(self.indices)
         self._data = {np.dtype(np.float64): m.data.astype(np.float64)}
         self._chunks: dict[int, np.ndarray] = {}
         self._t: LocalCSR | None = None
@@ -140,16 +141,16 @@ class LocalCSR:
              threads: int | None = None) -> None:
         if variant.startswith("blocked:"):
             blocks = self._blocks(int(variant[8:]))
-            kernels.csr_matmul_blocked(blocks.indptr2, blocks.indices, blocks.data(x.dtype), x,
-                                       out, blocks.chunks(), accumulate)
+            kernels.csr_matmul_blocked(blocks.indptr2, blocks.gather_indices,
+                                       blocks.data(x.dtype), x, out, blocks.chunks(), accumulate)
             return
         data = self.data(x.dtype)
         if variant == "vector":
-            kernels.csr_matvec(self.indptr, self.indices, data, x, out, self.chunks(threads),
-                               accumulate, data.dtype.type(0))
+            kernels.csr_matvec(self.indptr, self.gather_indices, data, x, out,
+                               self.chunks(threads), accumulate, data.dtype.type(0))
             return
         kernel = kernels.csr_matmul_unrolled if variant == "unrolled" else kernels.csr_matmul
-        kernel(self.indptr, self.indices, data, x, out, self.chunks(threads), accumulate)
+        kernel(self.indptr, self.gather_indices, data, x, out, self.chunks(threads), accumulate)
 
     def _choose(self, x: np.ndarray, threads: int | None = None) -> str:
         f, itemsize = x.shape[1], x.dtype.itemsize
@@ -376,6 +377,7 @@ class _ColumnBlocks:
         block = m.indices.astype(np.int64) // max(1, width)
         self.perm = np.argsort(block * n_rows + rows, kind="stable")
         self.indices = m.indices[self.perm]
+        self.gather_indices = unsigned(self.indices)
         counts = np.bincount(block * n_rows + rows, minlength=n_blocks * n_rows)
         self.indptr2 = np.zeros((n_blocks, n_rows + 1), dtype=np.int64)
         self.indptr2[:, 1:] = np.cumsum(counts).reshape(n_blocks, n_rows)
@@ -396,6 +398,13 @@ class _ColumnBlocks:
             self._chunks[t] = np.stack([kernels.row_chunks(p - p[0], 4 * t)
                                         for p in self.indptr2])
         return self._chunks[t]
+
+
+def unsigned(indices: np.ndarray) -> np.ndarray:
+    """The column indices as an unsigned view (no copy) for the gather kernels: numba wraps
+    a negative signed index around, a test and an add on every non-zero that an unsigned one
+    skips (measured 1.2-1.4x on the one-column product, bench/results/percall.md)."""
+    return indices.view(np.uint32 if indices.dtype == np.int32 else np.uint64)
 
 
 def split_columns(block_row: sp.csr_array, lo: int, hi: int):
