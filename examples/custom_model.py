@@ -1,12 +1,15 @@
 """A custom 3-layer GNN built from spmmgnn's layers, trained full-batch over MPI.
 
     mpiexec -n 2 python examples/custom_model.py --epochs 30 [--json result.json]
+    mpiexec -n 4 python examples/custom_model.py --replication 2     # a 2 x 2 (1.5D) grid
 
 What a research script does with the library: build the distributed operator from a PyG-style
 ``edge_index`` (source -> target), scatter the node data, assemble a model from layers whose
 ``forward`` takes ``(x, op)``, and train it with an ordinary torch optimizer. The weights are
-replicated, so each rank sums the gradients over the ranks (one ``Allreduce``) before the step;
-the result is the same computation as on one process.
+replicated, so each rank sums the gradients over the rows before the step
+(``spmmgnn.nn.allreduce_gradients``: one all-reduce over one replica of every block row, so
+each row counts once on a 1.5D grid too), and sums the loss and counts the same way
+(``op.allreduce``); the result is the same computation as on one process.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from mpi4py import MPI
 
 import spmmgnn
 from spmmgnn.data.csbm import csbm
-from spmmgnn.nn import GCNConv, SAGEConv, spmm
+from spmmgnn.nn import GCNConv, SAGEConv, allreduce_gradients, spmm
 
 
 class ThreeLayer(torch.nn.Module):
@@ -44,6 +47,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--n", type=int, default=2000, help="vertices of the synthetic graph")
+    ap.add_argument("--replication", type=int, default=1,
+                    help="replicas per block row c (a P/c x c grid, sparse15d when c > 1)")
     ap.add_argument("--json", help="rank 0 writes losses and accuracy here")
     args = ap.parse_args()
     comm = MPI.COMM_WORLD
@@ -54,16 +59,18 @@ def main() -> None:
     edge_index = torch.from_numpy(np.vstack([A.col, A.row]).astype(np.int64))
     root = comm.rank == 0
 
-    gcn_op = spmmgnn.DistSpMM.from_edge_index(edge_index if root else None, g.n,
-                                              normalize="gcn")
-    mean_op = spmmgnn.DistSpMM.from_edge_index(edge_index if root else None, g.n,
-                                               normalize="mean")
+    grid = spmmgnn.ProcessGrid(comm, replication=args.replication)
+    algorithm = "sparse15d" if args.replication > 1 else "sparse1d"
+    gcn_op = spmmgnn.DistSpMM.from_edge_index(edge_index if root else None, g.n, grid,
+                                              algorithm, normalize="gcn")
+    mean_op = spmmgnn.DistSpMM.from_edge_index(edge_index if root else None, g.n, grid,
+                                               algorithm, normalize="mean")
     x = gcn_op.scatter_rows(torch.from_numpy(g.features).double() if root else None)
     y = gcn_op.scatter_rows(torch.from_numpy(g.labels[:, None]).double() if root else None)
     y = y[:, 0].long()
     train = gcn_op.scatter_rows(torch.from_numpy(g.masks["train"][:, None]).double()
                                 if root else None)[:, 0] > 0.5
-    n_train = comm.allreduce(int(train.sum()))
+    n_train = gcn_op.allreduce(int(train.sum()))  # each row once, on any grid
 
     torch.manual_seed(0)  # same initial weights on every rank
     model = ThreeLayer(x.shape[1], 32, int(g.num_classes))
@@ -74,13 +81,12 @@ def main() -> None:
         logits = model(x, gcn_op, mean_op)
         loss = F.cross_entropy(logits[train], y[train], reduction="sum") / n_train
         loss.backward()
-        for p in model.parameters():
-            comm.Allreduce(MPI.IN_PLACE, p.grad.numpy(), op=MPI.SUM)
-        losses.append(comm.allreduce(float(loss.detach())))
+        allreduce_gradients(model.parameters(), gcn_op)
+        losses.append(gcn_op.allreduce(float(loss.detach())))
         opt.step()
     with torch.no_grad():
         correct = (model(x, gcn_op, mean_op).argmax(1) == y)[train].sum()
-    accuracy = comm.allreduce(int(correct)) / n_train
+    accuracy = gcn_op.allreduce(int(correct)) / n_train
     if root:
         print(f"ranks {comm.size}: loss {losses[0]:.4f} -> {losses[-1]:.4f}, "
               f"train accuracy {accuracy:.3f}, bytes sent by rank 0 "

@@ -15,10 +15,12 @@ class BufferPool:
         self._arrays: dict[tuple, np.ndarray] = {}
 
     def get(self, name: str, shape: tuple[int, ...], dtype, slot=0) -> np.ndarray:
-        key = (name, tuple(int(s) for s in shape), np.dtype(dtype), slot)
-        buf = self._arrays.get(key)
+        buf = self._arrays.get((name, shape, dtype, slot))  # hit: no key to normalize
         if buf is None:
-            buf = self._arrays[key] = np.empty(key[1], dtype=key[2])
+            key = (name, tuple(int(s) for s in shape), np.dtype(dtype), slot)
+            buf = self._arrays.get(key)
+            if buf is None:
+                buf = self._arrays[key] = np.empty(key[1], dtype=key[2])
         return buf
 
     def nbytes(self) -> int:

@@ -124,6 +124,21 @@ def csr_matmul(indptr, indices, data, x, out, chunks, accumulate):
 
 
 @njit(**_JIT)
+def csr_matvec(indptr, indices, data, x, out, chunks, accumulate, zero):
+    """``csr_matmul`` for one column (f = 1): each row's sum in a register, its terms added
+    in the same order from the same start (``out[r]`` or ``zero``, of the output's dtype), so
+    the same bits as the other variants without a store to ``out`` per non-zero. No software
+    prefetch: a cache line holds 8 rows of a one-column x, and the prefetch's own loads
+    measured slower (bench/results/percall.md)."""
+    for c in prange(chunks.shape[0] - 1):
+        for r in range(chunks[c], chunks[c + 1]):
+            s = out[r, 0] if accumulate else zero
+            for k in range(indptr[r], indptr[r + 1]):
+                s += data[k] * x[indices[k], 0]
+            out[r, 0] = s
+
+
+@njit(**_JIT)
 def csr_matmul_unrolled(indptr, indices, data, x, out, chunks, accumulate):
     """``csr_matmul`` taking four non-zeros per pass over out[r] (``row_product``), at any
     width (``LocalCSR`` times it against the others)."""
@@ -228,3 +243,24 @@ def scatter_add_kernel(src, idx, out, n_par, n_rp):
             if d >= d_lo and d < d_hi:
                 for t in range(lo, hi):
                     out[d, t] += src[i, t]
+
+
+_EXPONENT = {4: (np.uint32, np.uint32(0x7F800000)),
+             8: (np.uint64, np.uint64(0x7FF0000000000000))}
+
+
+def count_nonfinite(x: np.ndarray) -> int:
+    """How many entries of a float32/float64 array are NaN or Inf: one pass over the bits
+    (all exponent bits set), no temporary array, SIMD integer compares; the per-call input
+    check of every product (``np.isfinite(x).all()`` allocates a mask and reads it again)."""
+    uint, mask = _EXPONENT[x.itemsize]
+    flat = np.ascontiguousarray(x).reshape(-1).view(uint)
+    return int(_count_exponent_all_ones(flat, mask))
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _count_exponent_all_ones(bits, mask):
+    bad = 0
+    for i in range(bits.shape[0]):
+        bad += (bits[i] & mask) == mask
+    return bad

@@ -25,10 +25,10 @@ class LocalCSR:
     Every variant of a product adds each row's terms in the same order (column order, one
     rounding per term), so they give bitwise the same numbers and the choice is only about
     speed. ``matmul`` runs one of: ``plain`` (one non-zero per pass over the output row),
-    ``unrolled`` (four per pass), ``blocked:N``
-    (column blocks whose rows of x fit in the last-level cache, DistGNN §4). ``t_matmul``
-    runs ``transpose`` (the transposed CSR, built once, itself a ``LocalCSR`` that chooses)
-    or ``scan`` (A scanned over feature x output-row ranges, no copy).
+    ``unrolled`` (four per pass), ``vector`` (one column: the row's sum in a register),
+    ``blocked:N`` (column blocks whose rows of x fit in the last-level cache, DistGNN §4).
+    ``t_matmul`` runs ``transpose`` (the transposed CSR, built once, itself a ``LocalCSR``
+    that chooses) or ``scan`` (A scanned over feature x output-row ranges, no copy).
 
     ``kernel`` / ``kernel_t`` select (default ``$SPMMGNN_KERNEL`` / ``$SPMMGNN_KERNEL_T``, else
     ``auto``): ``auto`` times the candidates on the first call at each (width, dtype,
@@ -50,6 +50,7 @@ class LocalCSR:
         self.indptr = m.indptr.astype(np.int64)
         idx_type = np.int32 if max(m.shape) < 2**31 - 1 else np.int64
         self.indices = m.indices.astype(idx_type)
+        self.gather_indices = unsigned(self.indices)
         self._data = {np.dtype(np.float64): m.data.astype(np.float64)}
         self._chunks: dict[int, np.ndarray] = {}
         self._t: LocalCSR | None = None
@@ -58,16 +59,22 @@ class LocalCSR:
         self.choices: dict[tuple, Choice] = {}
 
     def data(self, dtype) -> np.ndarray:
-        dtype = np.dtype(dtype)
-        if dtype not in self._data:
-            self._data[dtype] = self._data[np.dtype(np.float64)].astype(dtype)
-        return self._data[dtype]
+        found = self._data.get(dtype)  # the fast path: a numpy dtype already cached
+        if found is None:
+            dtype = np.dtype(dtype)
+            if dtype not in self._data:
+                self._data[dtype] = self._data[np.dtype(np.float64)].astype(dtype)
+            found = self._data[dtype]
+        return found
 
-    def chunks(self) -> np.ndarray:
-        t = get_threads()
-        if t not in self._chunks:
-            self._chunks[t] = kernels.row_chunks(self.indptr, 4 * t)
-        return self._chunks[t]
+    def chunks(self, threads: int | None = None) -> np.ndarray:
+        """Row ranges of near-equal work, four per thread (``threads``: the current count,
+        when the caller already read it)."""
+        t = get_threads() if threads is None else threads
+        found = self._chunks.get(t)
+        if found is None:
+            found = self._chunks[t] = kernels.row_chunks(self.indptr, 4 * t)
+        return found
 
     def llc_blocks(self, f: int, itemsize: int) -> int:
         """Column blocks whose rows of x (f columns) fill at most a quarter of the
@@ -104,19 +111,24 @@ class LocalCSR:
         """The ``matmul`` variants ``auto`` times at width f: plain, unrolled, and column
         blocks at the cache model's count and half of it when x does not fit in a quarter of
         the last-level cache."""
-        out = ["plain", "unrolled"]
+        out = ["vector", "plain", "unrolled"] if f == 1 else ["plain", "unrolled"]
         n = min(self.llc_blocks(f, itemsize), self.nnz // max(1, self.shape[0]))
         out += [f"blocked:{b}" for b in sorted({max(2, n // 2), n}) if n >= 2]
         return out
 
     def _rule(self, f: int, itemsize: int) -> str:
         n = self.col_blocks(f, itemsize)
-        # unrolled was at least as fast as plain in all 15 cases of bench/kernel_choice.py
-        return f"blocked:{n}" if n > 1 else "unrolled"
+        if n > 1:
+            return f"blocked:{n}"
+        # unrolled was at least as fast as plain in all 15 cases of bench/kernel_choice.py;
+        # at f = 1 the sum in a register beat both (bench/results/percall.md)
+        return "vector" if f == 1 else "unrolled"
 
     def _forced(self, setting: str, f: int, itemsize: int) -> str:
         if setting == "blocked":
             return f"blocked:{max(2, self.llc_blocks(f, itemsize))}"
+        if setting == "vector" and f != 1:
+            return "plain"  # the one-column kernel at another width: its general form
         return setting
 
     def _blocks(self, n_blocks: int) -> _ColumnBlocks:
@@ -125,18 +137,24 @@ class LocalCSR:
             self._blocked[n_blocks] = _ColumnBlocks(self, n_blocks)
         return self._blocked[n_blocks]
 
-    def _run(self, variant: str, x: np.ndarray, out: np.ndarray, accumulate: bool) -> None:
+    def _run(self, variant: str, x: np.ndarray, out: np.ndarray, accumulate: bool,
+             threads: int | None = None) -> None:
         if variant.startswith("blocked:"):
             blocks = self._blocks(int(variant[8:]))
-            kernels.csr_matmul_blocked(blocks.indptr2, blocks.indices, blocks.data(x.dtype), x,
-                                       out, blocks.chunks(), accumulate)
+            kernels.csr_matmul_blocked(blocks.indptr2, blocks.gather_indices,
+                                       blocks.data(x.dtype), x, out, blocks.chunks(), accumulate)
+            return
+        data = self.data(x.dtype)
+        if variant == "vector":
+            kernels.csr_matvec(self.indptr, self.gather_indices, data, x, out,
+                               self.chunks(threads), accumulate, data.dtype.type(0))
             return
         kernel = kernels.csr_matmul_unrolled if variant == "unrolled" else kernels.csr_matmul
-        kernel(self.indptr, self.indices, self.data(x.dtype), x, out, self.chunks(), accumulate)
+        kernel(self.indptr, self.gather_indices, data, x, out, self.chunks(threads), accumulate)
 
-    def _choose(self, x: np.ndarray) -> str:
+    def _choose(self, x: np.ndarray, threads: int | None = None) -> str:
         f, itemsize = x.shape[1], x.dtype.itemsize
-        key = (f, x.dtype.str, get_threads())
+        key = (f, x.dtype.str, get_threads() if threads is None else threads)
         choice = self.choices.get(key)
         if choice is None:
             setting = _setting(self.kernel, "SPMMGNN_KERNEL", MATMUL_SETTINGS)
@@ -199,7 +217,8 @@ class LocalCSR:
 
     def matmul(self, x: np.ndarray, out: np.ndarray, accumulate: bool) -> None:
         """out (+)= self @ x."""
-        self._run(self._choose(x), x, out, accumulate)
+        threads = get_threads()  # read once: ~1 us a read, a cost on every small product
+        self._run(self._choose(x, threads), x, out, accumulate, threads)
 
     # ------------------------------------------------------------------ A^T @ y
     def transpose(self) -> LocalCSR:
@@ -304,7 +323,7 @@ class Choice:
     sample: float = 1.0                 # share of the non-zeros the timed calls ran
 
 
-MATMUL_SETTINGS = ("auto", "rule", "plain", "unrolled", "blocked")
+MATMUL_SETTINGS = ("auto", "rule", "plain", "unrolled", "blocked", "vector")
 TRANSPOSE_SETTINGS = ("auto", "rule", "transpose", "scan")
 MEASURE_MIN_WORK = 1 << 21  # non-zeros x columns below which a call takes ~1 ms: use the rule
 SAMPLE_WORK = 1 << 25  # non-zeros x columns of a timed call on a row sample (~10-20 ms)
@@ -358,6 +377,7 @@ class _ColumnBlocks:
         block = m.indices.astype(np.int64) // max(1, width)
         self.perm = np.argsort(block * n_rows + rows, kind="stable")
         self.indices = m.indices[self.perm]
+        self.gather_indices = unsigned(self.indices)
         counts = np.bincount(block * n_rows + rows, minlength=n_blocks * n_rows)
         self.indptr2 = np.zeros((n_blocks, n_rows + 1), dtype=np.int64)
         self.indptr2[:, 1:] = np.cumsum(counts).reshape(n_blocks, n_rows)
@@ -378,6 +398,13 @@ class _ColumnBlocks:
             self._chunks[t] = np.stack([kernels.row_chunks(p - p[0], 4 * t)
                                         for p in self.indptr2])
         return self._chunks[t]
+
+
+def unsigned(indices: np.ndarray) -> np.ndarray:
+    """The column indices as an unsigned view (no copy) for the gather kernels: numba wraps
+    a negative signed index around, a test and an add on every non-zero that an unsigned one
+    skips (measured 1.2-1.4x on the one-column product, bench/results/percall.md)."""
+    return indices.view(np.uint32 if indices.dtype == np.int32 else np.uint64)
 
 
 def split_columns(block_row: sp.csr_array, lo: int, hi: int):

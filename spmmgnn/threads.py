@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 
 import numba
+import numpy as np
 from mpi4py import MPI
 
 from .errors import agree
 
 ENV_VAR = "SPMMGNN_THREADS"
+_chosen = False  # set_threads ran (by the user, a command, or the first operator)
 
 
 def _affinity() -> set[int]:
@@ -53,9 +55,25 @@ def default_threads(comm: MPI.Comm = MPI.COMM_WORLD) -> int:
 
 def set_threads(n: int) -> int:
     """Set the numba threads this rank uses for local kernels; returns the value applied."""
+    global _chosen
     n = max(1, min(int(n), numba.config.NUMBA_NUM_THREADS))
     numba.set_num_threads(n)
+    _chosen = True
     return n
+
+
+def ensure_threads(comm: MPI.Comm) -> None:
+    """Collective over ``comm``: the first time any rank builds an operator, apply
+    ``default_threads(comm)`` unless the threads were already set. numba alone starts one
+    thread per core in every rank, so P ranks on a node would oversubscribe its cores (at
+    P = 2 on 2 cores: 2-10x the per-call time of one thread per rank, bench/percall.py)."""
+    chosen = np.array([_chosen], dtype=np.int32)
+    if comm.Get_size() > 1:  # default_threads is collective: all ranks call it, or none
+        comm.Allreduce(MPI.IN_PLACE, chosen, op=MPI.MIN)
+    if not chosen[0]:
+        threads = default_threads(comm)
+        if not _chosen:
+            set_threads(threads)
 
 
 def get_threads() -> int:

@@ -40,7 +40,7 @@ def test_torch_in_torch_out(P, mpi_json):
     assert r["torch_types"] == ["Tensor"] * 3
     assert r["torch_err"] < 1e-12
     assert r["roundtrip_exact"]
-    assert all(s[1] == 1 for s in r["vector_shape"])
+    assert all(len(s) == 1 for s in r["vector_shape"])  # a vector in, this rank's vector out
     assert r["still_works"]
 
 

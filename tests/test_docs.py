@@ -5,7 +5,11 @@ README stays short.
 A fenced ``python`` block is run when the line before it (blank lines allowed in between) is a
 marker such as ``<!-- test: ranks=1,2 -->``: the block is written to a file and run with this
 environment's ``mpiexec -n P python FILE`` at each listed P (``tests/mpi.py``); it passes when
-every rank exits 0. HTML comments are invisible in the rendered pages.
+every rank exits 0. ``<!-- test: ranks=1,2,4 c=1,1,2 -->`` also gives each run a replication
+c, passed as the script's argument (``mpiexec -n 4 python FILE 2``), which the block reads
+(``c = int(sys.argv[1]) if len(sys.argv) > 1 else 1``) to build a P/c x c grid: every block
+that reduces over rows runs on a 1.5D grid too. HTML comments are invisible in the rendered
+pages.
 """
 
 from __future__ import annotations
@@ -21,20 +25,24 @@ import pytest
 from .mpi import run_mpi
 
 ROOT = Path(__file__).resolve().parents[1]
-MARKER = re.compile(r"^<!--\s*test:\s*ranks=(\d+(?:\s*,\s*\d+)*)\s*-->\s*$")
+MARKER = re.compile(r"^<!--\s*test:\s*ranks=(\d+(?:\s*,\s*\d+)*)"
+                    r"(?:\s+c=(\d+(?:\s*,\s*\d+)*))?\s*-->\s*$")
 FENCE = re.compile(r"^(`{3,})python\s*$")
 README_MAX_LINES = 250
 # marked blocks per file: losing a marker (or a whole example) fails test_marked_block_count
 EXPECTED = {"README.md": 4, "docs/spmm-api.md": 3, "docs/partitioning.md": 1,
-            "docs/training.md": 2}
+            "docs/training.md": 2, "docs/research-recipes.md": 4}
+# blocks that must also run on a 1.5D grid (P = 4, c = 2): every one that reduces over rows
+EXPECTED_REPLICATED = {"README.md": 1, "docs/training.md": 2, "docs/research-recipes.md": 4}
 
 
 def doc_files() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
-def marked_blocks(path: Path) -> list[tuple[int, tuple[int, ...], str]]:
-    """(line number, rank counts, code) of every marked ``python`` block of ``path``."""
+def marked_blocks(path: Path) -> list[tuple[int, tuple[tuple[int, int | None], ...], str]]:
+    """(line number, (P, c or None) runs, code) of every marked ``python`` block of
+    ``path``."""
     lines = path.read_text(encoding="utf-8").splitlines()
     found, ranks, i = [], None, 0
     while i < len(lines):
@@ -43,6 +51,10 @@ def marked_blocks(path: Path) -> list[tuple[int, tuple[int, ...], str]]:
         fence = FENCE.match(line.strip())
         if marker:
             ranks = tuple(int(r) for r in marker.group(1).split(","))
+            reps = (tuple(int(c) for c in marker.group(2).split(",")) if marker.group(2)
+                    else (None,) * len(ranks))
+            assert len(reps) == len(ranks), f"{path}:{i + 1}: one c per rank count"
+            ranks = tuple(zip(ranks, reps, strict=True))
         elif fence and ranks is not None:
             close = fence.group(1)
             end = i + 1
@@ -57,16 +69,17 @@ def marked_blocks(path: Path) -> list[tuple[int, tuple[int, ...], str]]:
     return found
 
 
-def all_blocks() -> list[tuple[str, int, int, str]]:
-    """(file, line, P, code) for every marked block and each of its rank counts; a block
-    repeated verbatim (the README's examples are also on the docs pages) runs once per P."""
+def all_blocks() -> list[tuple[str, int, int, int | None, str]]:
+    """(file, line, P, c, code) for every marked block and each of its runs; a block
+    repeated verbatim (the README's examples are also on the docs pages) runs once per
+    (P, c)."""
     cases, seen = [], set()
     for path in doc_files():
-        for line, ranks, code in marked_blocks(path):
-            for n in ranks:
-                if (code, n) not in seen:
-                    seen.add((code, n))
-                    cases.append((str(path.relative_to(ROOT)), line, n, code))
+        for line, runs, code in marked_blocks(path):
+            for n, c in runs:
+                if (code, n, c) not in seen:
+                    seen.add((code, n, c))
+                    cases.append((str(path.relative_to(ROOT)), line, n, c, code))
     return cases
 
 
@@ -80,15 +93,22 @@ def test_marked_block_count():
     for name, expected in EXPECTED.items():
         assert counts.get(name, 0) >= expected, (name, counts)
     assert sum(counts.values()) >= sum(EXPECTED.values()), counts
+    replicated = {str(path.relative_to(ROOT)): sum((4, 2) in runs
+                                                   for _, runs, _ in marked_blocks(path))
+                  for path in doc_files()}
+    for name, expected in EXPECTED_REPLICATED.items():
+        assert replicated.get(name, 0) >= expected, (name, replicated)
 
 
-@pytest.mark.parametrize(("name", "line", "n", "code"), CASES,
-                         ids=[f"{name}:{line}-P{n}" for name, line, n, _ in CASES])
-def test_snippet_runs(tmp_path, name, line, n, code):
+@pytest.mark.parametrize(("name", "line", "n", "c", "code"), CASES,
+                         ids=[f"{name}:{line}-P{n}" + (f"c{c}" if c else "")
+                              for name, line, n, c, _ in CASES])
+def test_snippet_runs(tmp_path, name, line, n, c, code):
     script = tmp_path / f"{Path(name).stem}_{line}.py"
     script.write_text(code)
-    proc = run_mpi(n, str(script), timeout=300, check=False)
-    assert proc.returncode == 0, (f"{name}:{line} at P={n} exited {proc.returncode}\n"
+    args = () if c is None else (str(c),)
+    proc = run_mpi(n, str(script), *args, timeout=300, check=False)
+    assert proc.returncode == 0, (f"{name}:{line} at P={n} c={c} exited {proc.returncode}\n"
                                   f"--- stdout\n{proc.stdout[-3000:]}\n"
                                   f"--- stderr\n{proc.stderr[-5000:]}")
 

@@ -89,12 +89,16 @@ def test_training_on_in_process_pyg_data(tmp_path):
 @pytest.mark.slow
 def test_custom_model_example_same_on_one_and_three_ranks(tmp_path):
     """examples/custom_model.py: a custom 3-layer model trained under mpiexec; float64 losses
-    on 3 ranks equal those of one process (the distributed product is the same math)."""
+    on 3 ranks, and on a 2 x 2 grid (P = 4, c = 2: the gradient and loss sums count every row
+    once), equal those of one process (the distributed product is the same math)."""
     script = str(ROOT / "examples" / "custom_model.py")
     runs = {}
-    for P in (1, 3):
+    for P, c in ((1, 1), (3, 1), (4, 2)):
         out = tmp_path / f"ex{P}.json"
-        run_mpi(P, script, "--epochs", "15", "--n", "600", "--json", str(out))
+        run_mpi(P, script, "--epochs", "15", "--n", "600", "--replication", str(c),
+                "--json", str(out))
         runs[P] = json.loads(out.read_text())
     assert runs[1]["losses"][-1] < 0.8 * runs[1]["losses"][0]
     np.testing.assert_allclose(runs[3]["losses"], runs[1]["losses"], rtol=1e-10)
+    np.testing.assert_allclose(runs[4]["losses"], runs[1]["losses"], rtol=1e-10)
+    assert runs[4]["accuracy"] == runs[1]["accuracy"]

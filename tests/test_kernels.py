@@ -130,7 +130,7 @@ def test_every_kernel_path_equals_scipy(threads, monkeypatch, kind, dtype, f):
     monkeypatch.setattr(kernels, "LLC_BYTES", 256)
     monkeypatch.setattr(local_matrix, "MEASURE_MIN_WORK", 1)  # auto times even these
     got, got_t = {}, {}
-    for kernel in ("plain", "unrolled", "blocked", "blocked:3", "rule", "auto"):
+    for kernel in ("plain", "unrolled", "vector", "blocked", "blocked:3", "rule", "auto"):
         M = LocalCSR(A)
         M.kernel = kernel
         out = np.full((A.shape[0], f), 7, dtype=dtype)
@@ -280,3 +280,18 @@ def test_transpose_choice_times_a_row_sample_of_a_large_block(monkeypatch):
     (fwd, fwd_c), (t, t_c) = M.choices.items()
     assert fwd_c.sample == 1.0 and 0 < t_c.sample < 0.3
     assert {r["sample"] for r in M.kernel_report()} == {1.0, t_c.sample}
+
+
+def test_count_nonfinite_sees_every_nan_and_inf():
+    """The per-call input check: NaN, +Inf and -Inf anywhere, float32 and float64, strided
+    input; the largest finite values and subnormals are finite."""
+    for dtype in (np.float32, np.float64):
+        info = np.finfo(dtype)
+        x = np.random.default_rng(0).standard_normal((257, 5)).astype(dtype)
+        x[0, 0], x[1, 1] = info.max, -info.max
+        x[2, 2] = info.smallest_subnormal
+        assert kernels.count_nonfinite(x) == 0
+        x[3, 3], x[100, 4], x[256, 0] = np.nan, np.inf, -np.inf
+        assert kernels.count_nonfinite(x) == 3
+        assert kernels.count_nonfinite(x[:, ::2]) == int((~np.isfinite(x[:, ::2])).sum())
+        assert kernels.count_nonfinite(x[:0]) == 0

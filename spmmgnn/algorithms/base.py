@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
+from .. import kernels
 from ..convert import FLOAT_DTYPES, is_torch, like_input, mpi_float_type, to_numpy
 from ..errors import SpmmgnnError, agree, check_on_root, collective_error
 from ..grid import ProcessGrid, format_shape, near_square, parse_grid
@@ -30,15 +31,20 @@ from ..layout import Partition, resolve_partition
 from ..node_exchange import EXCHANGES, exchange_plan
 from ..reorder import block_rcm, with_order
 from ..stats import CommStats
+from ..threads import ensure_threads
 from ..tiers import network
+from .linalg import RowAlgebra
 
 ALGORITHMS: dict[str, type[DistSpMM]] = {}
 SIDES = ("input", "output")
-CALLS = ("matmul", "matmul_t", "gather_rows", "scatter_rows")  # what check_local agrees on
+# what check_local agrees on: the operator's calls and the row algebra's (linalg.py)
+CALLS = ("matmul", "matmul_t", "gather_rows", "scatter_rows", "dot", "norm", "gram", "qr",
+         "fetch_rows", "allgather_rows")
 
 
-def _check_matrix(A, k: int, partition, col_partition, reorder: str | None = None):
-    """Root-side validation and relabelling of the user's matrix."""
+def _check_matrix(A, k: int, partition, col_partition, reorder: str | None = None,
+                  normalize: str | None = None):
+    """Root-side validation, normalization and relabelling of the user's matrix."""
     if not sp.issparse(A):
         raise SpmmgnnError(f"A must be a scipy.sparse matrix, got {type(A).__name__}")
     if A.ndim != 2:
@@ -49,6 +55,8 @@ def _check_matrix(A, k: int, partition, col_partition, reorder: str | None = Non
     A = A.astype(np.float64)
     if A.nnz and not np.all(np.isfinite(A.data)):
         raise SpmmgnnError("A has NaN or Inf entries")
+    if normalize is not None:
+        A = _normalized(A, normalize)
     m, n = A.shape
     rows = resolve_partition(partition, m, k, what="partition (rows of A)")
     if col_partition is None and m == n:
@@ -72,9 +80,27 @@ def _check_matrix(A, k: int, partition, col_partition, reorder: str | None = Non
     return A, rows, cols
 
 
-class DistSpMM:
+def _normalize_error(normalize) -> str | None:
+    """What is wrong with ``normalize=`` (None: nothing); checked on every rank."""
+    if normalize is None or normalize in ("gcn", "mean"):
+        return None
+    return f"normalize must be None, 'gcn' or 'mean', got {normalize!r}"
+
+
+def _normalized(A: sp.csr_array, kind: str) -> sp.csr_array:
+    """``data.normalize``'s normalization of the whole matrix (root only)."""
+    from ..data.normalize import normalize as normalize_matrix
+
+    if kind == "gcn" and A.shape[0] != A.shape[1]:
+        raise SpmmgnnError(f"normalize='gcn' adds self loops and needs a square A, got shape "
+                           f"{A.shape}; normalize='mean' takes any A")
+    return sp.csr_array(normalize_matrix(A, kind))
+
+
+class DistSpMM(RowAlgebra):
     """Distributed SpMM operator. Build with ``from_scipy``, ``from_block_row`` or
-    ``from_edge_index`` (on this class with ``algorithm=``, or on an algorithm's class)."""
+    ``from_edge_index`` (on this class with ``algorithm=``, or on an algorithm's class).
+    Reductions, QR and rows by id over its layouts: ``linalg.RowAlgebra``."""
 
     name: ClassVar[str] = "base"
     # capabilities, read by the trainer, the volume model and the sweep (never the name):
@@ -122,14 +148,18 @@ class DistSpMM:
         self.validate = bool(validate)
         self.symmetric: bool | None = None  # A.T == A; set by probe_symmetry() or the user
         self._auto_stream = 0
+        ensure_threads(grid.comm)
 
     @property
     def shape(self) -> tuple[int, int]:
         return self.m, self.n
 
-    def row_ids(self) -> np.ndarray:
-        """Original (caller's) index of each local row of A and of ``A @ X``."""
-        return self.partition.ids(self.lo, self.hi)
+    def row_ids(self, side: str = "output") -> np.ndarray:
+        """Original (caller's) index of each local row: of A and ``A @ X`` (``"output"``),
+        or of X and ``A.T @ Y`` (``"input"``, the columns of A)."""
+        part, _ = self._side(side)
+        return (part.ids(self.col_lo, self.col_hi) if side == "input" else
+                part.ids(self.lo, self.hi))
 
     @property
     def offsets(self) -> np.ndarray:
@@ -140,7 +170,8 @@ class DistSpMM:
     @classmethod
     def from_scipy(cls, A, grid: ProcessGrid | None = None, algorithm: str | None = None,
                    partition=None, col_partition=None, root: int = 0,
-                   reorder: str | None = None, **options) -> DistSpMM:
+                   reorder: str | None = None, normalize: str | None = None,
+                   **options) -> DistSpMM:
         """Collective. Root passes scipy sparse ``A`` (m x n; others may pass None).
 
         ``partition`` places the rows of A (and of ``A @ X``): None (near-equal contiguous
@@ -149,15 +180,17 @@ class DistSpMM:
         same for the columns of A (the rows of X); for square A it defaults to
         ``partition``, else to near-equal blocks. ``reorder="rcm"`` renumbers the vertices
         inside each block row by reverse Cuthill–McKee of its diagonal block (square A; the
-        caller's order in and out is unchanged, see ``spmmgnn.reorder``). Only root's values
-        are used.
+        caller's order in and out is unchanged, see ``spmmgnn.reorder``). ``normalize``:
+        ``"gcn"`` (``D^-1/2 (A + I) D^-1/2``, square A) or ``"mean"`` (``D^-1 A``), as in
+        ``from_edge_index``. Only root's values are used.
         """
         grid = grid or ProcessGrid()
         comm = grid.comm
+        agree(comm, _normalize_error(normalize))
         algo_cls = cls._algorithm_class(algorithm, comm, dict(options, reorder=reorder))
         algo_cls.check_grid(grid)
-        got = check_on_root(comm, root, lambda: _check_matrix(A, grid.n_block_rows, partition,
-                                                              col_partition, reorder))
+        got = check_on_root(comm, root, lambda: _check_matrix(
+            A, grid.n_block_rows, partition, col_partition, reorder, normalize))
         Ap, rows, cols = got if got is not None else (None, None, None)
         if comm.Get_size() > 1:
             rows, cols, shape_nnz = comm.bcast(
@@ -207,18 +240,14 @@ class DistSpMM:
         ``gcn_norm``), ``"mean"`` the row-stochastic mean. Only root's values are used;
         numpy arrays and torch tensors are accepted.
         """
-        from ..data.normalize import normalize as normalize_matrix
         from ..data.pyg import edge_index_adjacency
 
-        def build():
-            A = edge_index_adjacency(edge_index, num_nodes, edge_weight)
-            return A if normalize is None else normalize_matrix(A, normalize)
-
         grid = grid or ProcessGrid()
-        agree(grid.comm, None if normalize in (None, "gcn", "mean") else
-              f"normalize must be None, 'gcn' or 'mean', got {normalize!r}")
-        A = check_on_root(grid.comm, root, build)
-        return cls.from_scipy(A, grid, algorithm=algorithm, root=root, **options)
+        agree(grid.comm, _normalize_error(normalize))
+        A = check_on_root(grid.comm, root,
+                          lambda: edge_index_adjacency(edge_index, num_nodes, edge_weight))
+        return cls.from_scipy(A, grid, algorithm=algorithm, root=root, normalize=normalize,
+                              **options)
 
     @classmethod
     def grid_for(cls, comm: MPI.Comm, replication: int = 1,
@@ -304,7 +333,7 @@ class DistSpMM:
         part, n_local = self._side(side)
 
         def check():
-            error = _grad_error(X, "scatter_rows")
+            error = _grad_error(X, "scatter_rows") or _kind_error(X, "scatter_rows")
             if error:
                 raise SpmmgnnError(error)
             x = to_numpy(X, "scatter_rows")
@@ -312,24 +341,28 @@ class DistSpMM:
                 x = x.reshape(-1, 1)
             if x.ndim != 2 or x.shape[0] != part.n:
                 raise SpmmgnnError(f"scatter_rows: X must have {part.n} rows ({side} side), "
-                                   f"got shape {tuple(x.shape)}")
+                                   f"got shape {tuple(x.shape)}"
+                                   + (self._side_hint(side) if x.ndim and self.m != self.n
+                                      and x.shape[0] in (self.m, self.n) else ""))
             if x.dtype not in FLOAT_DTYPES:
                 raise SpmmgnnError(f"X must be float32 or float64, got {x.dtype}")
             return np.ascontiguousarray(x[part.perm]), x.shape[1], x.dtype.str
 
         got = check_on_root(comm, root, check)
         xp, f, dt = got if got is not None else (None, None, None)
-        f, dt, as_torch = comm.bcast((f, dt, is_torch(X)), root=root)
+        f, dt, as_torch, vector = comm.bcast((f, dt, is_torch(X), getattr(X, "ndim", 0) == 1),
+                                             root=root)
         local = np.empty((n_local, f), dtype=np.dtype(dt))
         self._rows_collective(xp, local, part.offsets, root, scatter=True)
-        return _as_kind(local, as_torch)
+        return _as_kind(local[:, 0] if vector else local, as_torch)
 
     def gather_rows(self, Z_local, root: int = 0, side: str = "output"):
         """Collective. The full matrix in original order on root, None elsewhere.
 
         ``side="output"``: this rank's rows of ``A @ X``; ``"input"``: of ``A.T @ Y``."""
-        rows = self._side(side)[1] if side in SIDES else 0  # a bad side: check_local says so
-        z = self.check_local(Z_local, "gather_rows", rows, side, root)
+        vector = getattr(Z_local, "ndim", 0) == 1
+        z = self._check_side(Z_local.reshape(-1, 1) if vector else Z_local, "gather_rows",
+                             side, root)
         part, n_local = self._side(side)
         comm = self.grid.comm
         full = np.empty((part.n, z.shape[1]), dtype=z.dtype) if comm.Get_rank() == root else None
@@ -338,7 +371,7 @@ class DistSpMM:
             return None
         out = np.empty_like(full)
         out[part.perm] = full
-        return _as_kind(out, is_torch(Z_local))
+        return _as_kind(out[:, 0] if vector else out, is_torch(Z_local))
 
     def _rows_collective(self, full, local, offsets: np.ndarray, root: int,
                          scatter: bool) -> None:
@@ -366,19 +399,23 @@ class DistSpMM:
         ``stream`` keys the stochastic rounding of a codec (same stream, same bits: a
         resumed run repeats the uninterrupted one); None draws the next value of a
         per-operator counter."""
-        x = self.check_local(X_local, "matmul", self.n_local_in)
+        vector = getattr(X_local, "ndim", 0) == 1
+        x = self.check_local(X_local.reshape(-1, 1) if vector else X_local, "matmul",
+                             self.n_local_in)
         out = np.empty((self.n_local, x.shape[1]), dtype=x.dtype)
         self.stats.calls_matmul += 1
         self._matmul(x, out, self.rounding_key(stream, 0))
-        return like_input(out, X_local)
+        return like_input(out[:, 0] if vector else out, X_local)
 
     def matmul_t(self, Y_local, stream: int | None = None):
         """Collective. This rank's rows of ``A.T @ Y``, given this rank's rows of Y."""
-        y = self.check_local(Y_local, "matmul_t", self.n_local)
+        vector = getattr(Y_local, "ndim", 0) == 1
+        y = self.check_local(Y_local.reshape(-1, 1) if vector else Y_local, "matmul_t",
+                             self.n_local)
         out = np.empty((self.n_local_in, y.shape[1]), dtype=y.dtype)
         self.stats.calls_matmul_t += 1
         self._matmul_t(y, out, self.rounding_key(stream, 1))
-        return like_input(out, Y_local)
+        return like_input(out[:, 0] if vector else out, Y_local)
 
     def rounding_key(self, stream: int | None, direction: int) -> int:
         """The key of a codec's stochastic rounding for one call: ``stream`` and the direction
@@ -403,15 +440,17 @@ class DistSpMM:
         refused even then (detaching it would make its gradient wrong). With validate=False
         the caller guarantees that every rank makes the same call with the same width,
         dtype, side and root."""
-        error = _grad_error(x, what)
+        error = _grad_error(x, what) or _kind_error(x, what)
         if not self.validate:
             if error:
                 raise SpmmgnnError(error)
             return to_numpy(x, what)
-        try:
-            arr = to_numpy(x, what)
-        except SpmmgnnError as exc:  # a meta or bfloat16 tensor: refused on every rank
-            arr, error = np.zeros((0, 0)), error or str(exc)
+        arr = _NOTHING
+        if error is None:
+            try:
+                arr = to_numpy(x, what)
+            except SpmmgnnError as exc:  # a meta tensor: refused on every rank
+                error = str(exc)
         comm = self.grid.comm
         if side is not None and side not in SIDES:
             error = error or f"{what}: side must be 'input' or 'output', got {side!r}"
@@ -575,11 +614,27 @@ def _rows_error(arr: np.ndarray, what: str, rows: int) -> str | None:
         return (f"{what}: expected this rank's {rows} rows as a 2-D array, got shape "
                 f"{tuple(arr.shape)}")
     if arr.dtype not in FLOAT_DTYPES:
-        return f"{what}: expected float32 or float64, got {arr.dtype}"
+        return (f"{what}: expected float32 or float64, got {arr.dtype}; convert with "
+                "x.astype(np.float32) (numpy) or x.float() (torch)")
     if arr.shape[1] < 1:
         return f"{what}: the dense matrix needs at least one column"
-    if not np.all(np.isfinite(arr)):
+    if kernels.count_nonfinite(arr):
         return f"{what}: input has NaN or Inf values"
+    return None
+
+
+_NOTHING = np.zeros((0, 0))  # stands for an input that could not be read
+
+
+def _kind_error(x, what: str) -> str | None:
+    """The refusal of what is not a dense float array, naming the conversion: a scipy
+    sparse matrix, a torch tensor numpy cannot hold (bfloat16) or of another float type."""
+    if sp.issparse(x):
+        return (f"{what}: got a scipy sparse {type(x).__name__}; the dense operand must be "
+                "a numpy array or a torch tensor: pass X.toarray()")
+    if is_torch(x) and str(x.dtype) not in ("torch.float32", "torch.float64"):
+        return (f"{what}: expected float32 or float64, got {x.dtype}; convert with "
+                "x.float() or x.double()")
     return None
 
 

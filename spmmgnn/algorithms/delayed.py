@@ -138,8 +138,8 @@ class DelayedView:
     def comm_stats(self) -> dict:
         return self._op.comm_stats()
 
-    def row_ids(self) -> np.ndarray:
-        return self._op.row_ids()
+    def row_ids(self, side: str = "output") -> np.ndarray:
+        return self._op.row_ids(side)
 
     def _exact(self) -> bool:
         return not self._owner.drop and self._owner.staleness == 0

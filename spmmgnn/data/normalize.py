@@ -28,8 +28,8 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
+from ..collectives import fetch_rows_by_id
 from ..errors import SpmmgnnError, collective_error
-from ..halo import displacements
 
 NORMALIZATIONS = ("gcn", "mean", "none")
 # weights above this are scaled down first: a row sum of up to 2**31 of them stays finite
@@ -148,27 +148,11 @@ def fetch_owned_values(comm: MPI.Comm, offsets: np.ndarray, values: np.ndarray,
 
     Each rank passes ``values`` for its own rows and asks for global ``ids``; returns the
     owners' values for ``ids`` (int64 values stay int64, anything else travels as float64).
-    Two ``Alltoallv`` calls: the requested ids, then the answers.
+    Two ``Alltoallv`` calls: the requested ids, then the answers (``fetch_rows_by_id``).
     """
-    k = comm.Get_size()
-    me = comm.Get_rank()
-    lo = int(offsets[me])
-    uniq, inverse = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
-    owner = np.searchsorted(offsets, uniq, side="right") - 1
-    send_counts = np.bincount(owner, minlength=k).astype(np.int64)
-    recv_counts = np.empty(k, dtype=np.int64)
-    comm.Alltoall(send_counts, recv_counts)
-    sdispl, rdispl = displacements(send_counts), displacements(recv_counts)
-    asked = np.empty(int(recv_counts.sum()), dtype=np.int64)
-    comm.Alltoallv([uniq, (send_counts, sdispl), MPI.INT64_T],
-                   [asked, (recv_counts, rdispl), MPI.INT64_T])
-    dtype, mpi_type = ((np.int64, MPI.INT64_T) if np.asarray(values).dtype == np.int64
-                       else (np.float64, MPI.DOUBLE))
-    answer = np.ascontiguousarray(values[asked - lo], dtype=dtype)
-    got = np.empty(uniq.size, dtype=dtype)
-    comm.Alltoallv([answer, (recv_counts, rdispl), mpi_type],
-                   [got, (send_counts, sdispl), mpi_type])
-    return got[inverse.reshape(-1)]
+    dtype = np.int64 if np.asarray(values).dtype == np.int64 else np.float64
+    column = np.ascontiguousarray(values, dtype=dtype).reshape(-1, 1)
+    return fetch_rows_by_id(comm, offsets, column, ids)[:, 0]
 
 
 def _agree_on_degrees(comm: MPI.Comm, kind: str, deg: np.ndarray, bad: np.ndarray, ids,

@@ -1,14 +1,17 @@
 """GNN building blocks on the distributed SpMM.
 
 Public API for research code: ``spmm(op, x, stream=None)`` (differentiable ``A @ x``),
-layers ``GCNConv`` / ``SAGEConv`` whose ``forward`` takes ``(x, op)``, and the ready-made
-``GNN`` the ``train`` command uses.
+``spmm_t(op, y)`` (differentiable ``A.T @ y``), ``allreduce_gradients(params, op)`` (the
+gradient sum of replicated weights, each row once), layers ``GCNConv`` / ``SAGEConv`` whose
+``forward`` takes ``(x, op)``, and the ready-made ``GNN`` the ``train`` command uses.
 """
 
 from .dropout import dropout_mask, relu_dropout, vertex_dropout
+from .gradients import allreduce_gradients
 from .layers import GCNConv, SAGEConv, aggregate_first
 from .models import GNN, MODELS, build_model
-from .spmm_function import SpMMFunction, spmm
+from .spmm_function import SpMMFunction, SpMMTFunction, spmm, spmm_t
 
-__all__ = ["GCNConv", "GNN", "MODELS", "SAGEConv", "SpMMFunction", "aggregate_first",
-           "build_model", "dropout_mask", "relu_dropout", "vertex_dropout", "spmm"]
+__all__ = ["GCNConv", "GNN", "MODELS", "SAGEConv", "SpMMFunction", "SpMMTFunction",
+           "aggregate_first", "allreduce_gradients", "build_model", "dropout_mask",
+           "relu_dropout", "vertex_dropout", "spmm", "spmm_t"]

@@ -3,8 +3,9 @@
 Weights are replicated; each rank computes the gradient of its rows' share of the global
 loss ``sum_{v in train} CE(v) / |train|``, and one ``Allreduce`` over the column
 communicator (the ranks holding distinct rows -- never over the replicas of a 1.5D grid,
-which would multiply the gradient by c) sums them. Every rank then applies the same Adam
-step, so the weights stay identical without being broadcast again.
+which would multiply the gradient by c) sums them (``collectives.allreduce_rows``, the rule
+``spmmgnn.nn.allreduce_gradients`` applies to user models too). Every rank then applies the
+same Adam step, so the weights stay identical without being broadcast again.
 
 Time breakdown of a training epoch (ICPP'24 Fig. 4, SuperGCN Fig. 9), per rank:
 ``spmm_local`` (local sparse multiplies), ``exchange`` (halo / block-row communication),
@@ -28,6 +29,7 @@ import torch
 from mpi4py import MPI
 
 from ..algorithms.delayed import BACKWARDS, DelayedRemote
+from ..collectives import allreduce_rows
 from ..errors import SpmmgnnError, agree, collective_error
 from ..hashing import uniform_by_id
 from ..machine import peak_rss_bytes, ranks_on_this_node
@@ -334,7 +336,7 @@ class Trainer:
         local_ok = bool(torch.isfinite(self.flat[:self._n_grad + 1]).all())
         self.flat[-2] = 0.0 if local_ok else 1.0
         t_reduce = time.perf_counter()
-        self.reduce_comm.Allreduce(MPI.IN_PLACE, self.flat.numpy(), op=MPI.SUM)
+        allreduce_rows(self.grid, self.flat.numpy())  # each row once, replicas alike
         t_reduced = time.perf_counter()
         if not bool(torch.isfinite(self.flat).all()) or float(self.flat[-2]) > 0:
             self._diverged(epoch, local_ok)

@@ -45,7 +45,7 @@ def main() -> None:
         out["torch_types"] = [type(xl).__name__, type(yl).__name__, type(Y).__name__]
         out["torch_err"] = float((Y - torch.from_numpy(A @ X.numpy())).abs().max())
         out["roundtrip_exact"] = bool(torch.equal(back, X))
-    # a 1-D vector is accepted by scatter_rows as one column
+    # a 1-D vector is scattered as 1-D local rows
     v = op.scatter_rows(np.arange(n, dtype=np.float32) if comm.rank == 0 else None)
     out["vector_shape"] = comm.gather(list(v.shape), root=0)
 

@@ -1,0 +1,241 @@
+"""Per-call cost of the distributed SpMM, and iterative methods against scipy (issue 40).
+
+    flock /tmp/spmmgnn-bench.lock python bench/percall.py [--runs 5] [--n 50000] [--iters 50]
+
+Two measurements, each at P = 2 (two ranks on one node, the library's default threads):
+
+* **tiny**: microseconds per ``op.matmul`` of a 64 x 64 matrix at f = 1 (with and without
+  ``validate``), against a bare ``Alltoallv`` and a bare ``Ialltoallv`` + ``Wait`` of the
+  same counts and row type (the exchange the call makes), and the pieces of the call (the
+  input check, each local kernel, the pack). The gap between the call and the bare exchange
+  is the fixed cost an iterative method pays on every call.
+* **pagerank**: PageRank (f = 1) and personalized PageRank (f = 16 seed vertices) on a
+  directed power-law graph of ``--n`` vertices (an induced subgraph of R-MAT 2^16, edge
+  factor 16, dangling vertices included): ``--iters`` power iterations of
+  ``x <- a A D^-1 x + (a d + 1 - a) v`` with the dangling mass d and the change of x
+  summed in one ``op.allreduce`` per iteration, against the same loop with scipy in one
+  process. Seconds per iteration, best of 3 loops in each run.
+
+The driver runs ``mpiexec -n 2 python bench/percall.py --worker dist`` and ``python
+bench/percall.py --worker scipy`` alternately ``--runs`` times (pairs: the ratio is taken per
+pair, so a load change between runs moves both sides), records the load average around every
+run, and writes ``bench/results/percall.{json,md}``. The machine may be shared: compare the
+ratios, and read the load column before the absolute times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import RESULTS, machine, mpiexec, write_json  # noqa: E402
+from spmmgnn.atomic import write_text_atomic  # noqa: E402
+from spmmgnn.data.generators import rmat  # noqa: E402
+
+ALPHA = 0.85
+SEEDS = 16  # personalized PageRank: one column per seed vertex
+
+
+def graph(n: int) -> sp.csr_array:
+    """A[target, source] = 1: a directed power-law graph on n vertices."""
+    A = sp.csr_array(rmat(16, 16, seed=0, symmetric=False))
+    return sp.csr_array(A[:n][:, :n])
+
+
+def teleport(ids: np.ndarray, n: int, f: int) -> np.ndarray:
+    """The teleport vectors' rows ``ids``: uniform for f = 1, else one seed per column."""
+    if f == 1:
+        return np.full((ids.size, 1), 1.0 / n)
+    seeds = np.linspace(0, n - 1, f).astype(np.int64)
+    return (ids[:, None] == seeds[None, :]).astype(np.float64)
+
+
+def power_step(mul, reduce, inv: np.ndarray, dangling: np.ndarray, v: np.ndarray, n: int):
+    """One power iteration ``x <- a A D^-1 x + (a d + 1 - a) v`` as a closure over its state
+    (x and the dangling mass d); the change of x and the next d in one reduction."""
+    f = v.shape[1]
+    state = {"x": v.copy(), "d": reduce(v[dangling].sum(0))}
+
+    def step():
+        x = state["x"]
+        new = ALPHA * mul(x * inv) + (ALPHA * state["d"] / n + 1 - ALPHA) * v
+        s = reduce(np.concatenate([np.abs(new - x).sum(0), new[dangling].sum(0)]))
+        state["x"], state["d"] = new, s[f:]
+
+    return step
+
+
+def loop_seconds(step, iters: int, repeat: int = 3) -> float:
+    best = np.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            step()
+        best = min(best, (time.perf_counter() - t0) / iters)
+    return best
+
+
+# ---------------------------------------------------------------- workers
+def scipy_worker(args) -> dict:
+    A = graph(args.n)
+    n = A.shape[0]
+    out_deg = np.asarray(A.sum(axis=0)).ravel()
+    inv = np.where(out_deg > 0, 1.0 / np.maximum(out_deg, 1), 0.0)[:, None]
+    dangling = out_deg == 0
+    res = {}
+    for f in (1, SEEDS):
+        step = power_step(lambda x: A @ x, lambda s: s, inv, dangling,
+                          teleport(np.arange(n), n, f), n)
+        res[f"pagerank_f{f}"] = loop_seconds(step, args.iters)
+    return res
+
+
+def dist_worker(args) -> dict:
+    from mpi4py import MPI
+
+    import spmmgnn
+
+    comm = MPI.COMM_WORLD
+    grid = spmmgnn.ProcessGrid(comm)
+    res = {}
+    # tiny: the fixed cost of one call
+    T = sp.random(64, 64, density=8 / 64, format="csr", random_state=0)
+    op = spmmgnn.DistSpMM.from_scipy(T if comm.rank == 0 else None, grid)
+    res["threads"] = spmmgnn.get_threads()
+    x = np.random.default_rng(comm.rank).random((op.n_local_in, 1))
+    reps = 2000
+
+    def per_call(fn) -> float:
+        best = np.inf
+        for _ in range(5):
+            comm.Barrier()
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            best = min(best, (time.perf_counter() - t0) / reps)
+        return float(comm.allreduce(best, op=MPI.MAX)) * 1e6
+
+    plan = op.product.plan
+    rt = MPI.BYTE.Create_contiguous(8).Commit()
+    send, recv = np.zeros((plan.n_send, 1)), np.zeros((plan.n_ghost, 1))
+    sspec = [send, (plan.send_counts, plan.send_displs), rt]
+    rspec = [recv, (plan.recv_counts, plan.recv_displs), rt]
+    out = np.empty((op.n_local, 1))
+    ghost = np.empty((plan.n_ghost, 1))
+    res["tiny_us"] = {
+        "matmul": per_call(lambda: op.matmul(x)),
+        "bare Alltoallv": per_call(lambda: comm.Alltoallv(sspec, rspec)),
+        "bare Ialltoallv + Wait": per_call(lambda: comm.Ialltoallv(sspec, rspec).Wait()),
+        "input check (check_local)": per_call(lambda: op.check_local(x, "matmul", op.n_local_in)),
+        "diagonal block kernel": per_call(lambda: op.product.diag.matmul(x, out, False)),
+        "ghost block kernel": per_call(lambda: op.product.ghost.matmul(ghost, out, True)),
+    }
+    op.validate = False
+    res["tiny_us"]["matmul, validate=False"] = per_call(lambda: op.matmul(x))
+    rt.Free()
+    # pagerank and personalized pagerank
+    A = graph(args.n) if comm.rank == 0 else None
+    op = spmmgnn.DistSpMM.from_scipy(A, grid)
+    n = op.m
+    reduce = op.allreduce if hasattr(op, "allreduce") else (   # the API before issue 40
+        lambda a: grid.across_block_rows.allreduce(a, op=MPI.SUM))
+    out_deg = op.matmul_t(np.ones((op.n_local, 1)))[:, 0]     # A^T 1: out-degrees
+    inv = np.where(out_deg > 0, 1.0 / np.maximum(out_deg, 1), 0.0)[:, None]
+    dangling = out_deg == 0
+    ids = op.row_ids()
+    for f in (1, SEEDS):
+        step = power_step(op.matmul, reduce, inv, dangling, teleport(ids, n, f), n)
+        for _ in range(3):
+            step()  # the kernel choice and buffers: set-up, not the per-iteration cost
+        comm.Barrier()
+        res[f"pagerank_f{f}"] = float(comm.allreduce(loop_seconds(step, args.iters),
+                                                     op=MPI.MAX))
+    return res if comm.rank == 0 else {}
+
+
+# ---------------------------------------------------------------- driver
+def run_pair(args, tmp: Path, k: int) -> dict:
+    row = {"load_before": os.getloadavg()[0]}
+    here = str(Path(__file__).resolve())
+    common = ["--n", str(args.n), "--iters", str(args.iters)]
+    for worker, cmd in (("dist", [mpiexec(), "-n", "2", sys.executable]),
+                        ("scipy", [sys.executable])):
+        out = tmp / f"{worker}-{k}.json"
+        subprocess.run([*cmd, here, "--worker", worker, "--json", str(out), *common],
+                       check=True, timeout=1800)
+        row[worker] = json.loads(out.read_text())
+    row["load_after"] = os.getloadavg()[0]
+    return row
+
+
+def report(rows: list[dict], args) -> str:
+    def med(values) -> float:
+        return float(np.median(list(values)))
+
+    tiny_keys = list(rows[0]["dist"]["tiny_us"])
+    lines = [f"Per-call cost at P = 2 (`python bench/percall.py --runs {args.runs} --n {args.n} "
+             f"--iters {args.iters}`), {rows[0]['dist']['threads']} numba thread(s) per rank; "
+             f"medians over {len(rows)} runs; load average (1 min) "
+             f"{min(r['load_before'] for r in rows):.1f}-"
+             f"{max(r['load_after'] for r in rows):.1f} on a 2-core machine shared with other "
+             "jobs.", "",
+             "One call on a 64 x 64 matrix, f = 1 (best of 5 loops of 2000 calls, slowest rank):",
+             "", "| what | µs per call |", "|---|---:|"]
+    for key in tiny_keys:
+        lines.append(f"| {key} | {med(r['dist']['tiny_us'][key] for r in rows):.1f} |")
+    lines += ["", f"PageRank on a directed R-MAT subgraph of {args.n:,} vertices, milliseconds per "
+              "iteration (best of 3 loops of "
+              f"{args.iters} in each run); ratio = distributed / scipy, per pair of runs:", "",
+              "| f | scipy, 1 process | spmmgnn, P = 2 | ratio (median) | ratio (min-max) |",
+              "|---:|---:|---:|---:|---:|"]
+    for f in (1, SEEDS):
+        key = f"pagerank_f{f}"
+        ratios = [r["dist"][key] / r["scipy"][key] for r in rows]
+        lines.append(f"| {f} | {med(r['scipy'][key] for r in rows) * 1e3:.3f} | "
+                     f"{med(r['dist'][key] for r in rows) * 1e3:.3f} | {med(ratios):.2f} | "
+                     f"{min(ratios):.2f}-{max(ratios):.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--n", type=int, default=50_000)
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--out", default=str(RESULTS / "percall"))
+    ap.add_argument("--worker", choices=["dist", "scipy"], help=argparse.SUPPRESS)
+    ap.add_argument("--json", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        res = dist_worker(args) if args.worker == "dist" else scipy_worker(args)
+        if res:
+            Path(args.json).write_text(json.dumps(res))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = []
+        for k in range(args.runs):
+            rows.append(run_pair(args, Path(tmp), k))
+            d, s = rows[-1]["dist"], rows[-1]["scipy"]
+            print(f"run {k}: matmul {d['tiny_us']['matmul']:.1f} us, bare Alltoallv "
+                  f"{d['tiny_us']['bare Alltoallv']:.1f} us; pagerank f=1 "
+                  f"{d['pagerank_f1'] / s['pagerank_f1']:.2f}x scipy, f={SEEDS} "
+                  f"{d[f'pagerank_f{SEEDS}'] / s[f'pagerank_f{SEEDS}']:.2f}x "
+                  f"(load {rows[-1]['load_before']:.1f})", flush=True)
+    write_json(Path(args.out).with_suffix(".json"),
+               dict(machine=machine(), args=vars(args), rows=rows))
+    write_text_atomic(Path(args.out).with_suffix(".md"), report(rows, args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Collectives over rows laid out by block rows of a ProcessGrid, each row counted once.
+
+On a 1.5D grid the c replicas of a block row hold the same rows, so a sum over the whole
+world counts every row c times. The rule, used by every reduction of the package that sums
+over rows (``DistSpMM.dot`` / ``norm`` / ``gram`` / ``qr`` / ``allreduce``, the gradient
+all-reduce of ``spmmgnn.nn``, the trainer):
+
+* combine over ``grid.across_block_rows`` (one rank per block row, all with my replica index:
+  every row once), then
+* give every replica the result of replica 0 (a broadcast over ``grid.across_replicas``), so
+  all P ranks hold the same bits even if a replica computed its share differently.
+
+Rows by global id use the same communicator: a rank asks the owners among the ranks with its
+replica index (``fetch_rows_by_id``: one ``Alltoallv`` of the ids, one of the rows, traffic
+proportional to what is asked).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from mpi4py import MPI
+
+from .grid import ProcessGrid
+from .halo import displacements
+
+REDUCE_OPS = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
+
+
+def allreduce_rows(grid: ProcessGrid, buf: np.ndarray, op: str = "sum") -> np.ndarray:
+    """Collective over ``grid.comm``, in place: combine ``buf`` (each rank's share, computed
+    from its own rows) over the ranks holding distinct rows, then hand replica 0's result to
+    the other replicas. Every rank must pass the same shape and dtype. Returns ``buf``."""
+    grid.across_block_rows.Allreduce(MPI.IN_PLACE, buf, op=REDUCE_OPS[op])
+    if grid.across_replicas.Get_size() > 1:
+        grid.across_replicas.Bcast(buf, root=0)
+    return buf
+
+
+def row_type(row_bytes: int) -> MPI.Datatype:
+    """A committed contiguous MPI type of ``row_bytes`` bytes (free it after use)."""
+    return MPI.BYTE.Create_contiguous(int(row_bytes)).Commit()
+
+
+def fetch_rows_by_id(comm: MPI.Comm, offsets: np.ndarray, local: np.ndarray,
+                     ids: np.ndarray) -> np.ndarray:
+    """Collective over ``comm``, whose rank b owns global rows ``offsets[b]:offsets[b+1]``
+    (``local``: this rank's rows, 2-D, the same width and dtype on every rank).
+
+    Each rank asks for any global ``ids`` (any number, any order, repeats allowed) and gets
+    ``local``-like rows for them in that order. One ``Alltoall`` of counts, one ``Alltoallv``
+    of the distinct ids, one of the rows: traffic is proportional to the rows asked for."""
+    k, me = comm.Get_size(), comm.Get_rank()
+    offsets = np.asarray(offsets, dtype=np.int64)
+    uniq, inverse = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
+    owner = np.searchsorted(offsets, uniq, side="right") - 1
+    send_counts = np.bincount(owner, minlength=k).astype(np.int64)
+    recv_counts = np.empty(k, dtype=np.int64)
+    comm.Alltoall(send_counts, recv_counts)
+    sdispl, rdispl = displacements(send_counts), displacements(recv_counts)
+    asked = np.empty(int(recv_counts.sum()), dtype=np.int64)
+    comm.Alltoallv([uniq, (send_counts, sdispl), MPI.INT64_T],
+                   [asked, (recv_counts, rdispl), MPI.INT64_T])
+    answer = np.ascontiguousarray(local[asked - offsets[me]])
+    got = np.empty((uniq.size, local.shape[1]), dtype=local.dtype)
+    rt = row_type(local.shape[1] * local.itemsize)
+    try:
+        comm.Alltoallv([answer, (recv_counts, rdispl), rt], [got, (send_counts, sdispl), rt])
+    finally:
+        rt.Free()
+    return got[inverse.reshape(-1)]
+
+
+def allgather_blocks(comm: MPI.Comm, offsets: np.ndarray, local: np.ndarray) -> np.ndarray:
+    """Collective over ``comm``: every rank's block of rows (2-D, rank b holding rows
+    ``offsets[b]:offsets[b+1]``) stacked in rank order on every rank."""
+    counts = np.diff(np.asarray(offsets, dtype=np.int64))
+    full = np.empty((int(counts.sum()), local.shape[1]), dtype=local.dtype)
+    rt = row_type(local.shape[1] * local.itemsize)
+    try:
+        comm.Allgatherv([local, rt], [full, (counts, displacements(counts)), rt])
+    finally:
+        rt.Free()
+    return full
