@@ -71,12 +71,13 @@ def _gather_sum(x, idx, acc):
                 acc[c, t] += x[j, t]
 
 
-def gather_rates(threads: int, repeat: int, quick: bool) -> dict[str, dict[int, float]]:
+def gather_rates(threads: int, repeat: int, quick: bool,
+                 widths=WIDTHS) -> dict[str, dict[int, float]]:
     """GB/s of random-row gathers of x at each width, x in L3 and in DRAM."""
     out: dict[str, dict[int, float]] = {"L3": {}, "DRAM": {}}
     rng = np.random.default_rng(0)
     for regime, size in (("L3", kernels.LLC_BYTES // 4), ("DRAM", 8 * kernels.LLC_BYTES)):
-        for f in WIDTHS:
+        for f in widths:
             rows = max(1, size // (4 * f))
             x = rng.standard_normal((rows, f)).astype(np.float32)
             idx = rng.integers(0, rows, 200_000 if quick else 2_000_000).astype(np.int32)
