@@ -91,6 +91,50 @@ def gemm_rates(n: int, threads: int, repeat: int) -> dict[str, float]:
     return out
 
 
+def gemm_shapes(sizes: dict, threads: int, repeat: int) -> list[dict]:
+    """Each product shape of the sizes' steps on each BLAS and orientation, ``threads``
+    threads: ``h @ w`` and ``g @ w.T`` (n x a x c) with numpy writing into a reused array and
+    with torch; the weight gradient as ``h.T @ g`` and as ``(g.T @ h).T`` on each."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(threads)
+    rng = np.random.default_rng(1)
+    rows = []
+    shapes = sorted({(s["n"], a, b) for s in sizes.values()
+                     for a, b in ((s["features"], s["hidden"]), (s["hidden"], s["classes"]))})
+    with threadpool_limits(limits=threads, user_api="blas"):
+        for n, a, c in shapes:
+            h = rng.standard_normal((n, a)).astype(np.float32)
+            w = rng.standard_normal((a, c)).astype(np.float32)
+            g = rng.standard_normal((n, c)).astype(np.float32)
+            fns = _shape_fns(h, w, g)
+            for fn in fns.values():
+                fn()
+            best = dict.fromkeys(fns, np.inf)
+            for _ in range(repeat):
+                for k, fn in fns.items():
+                    best[k] = min(best[k], _seconds(fn))
+            rows.append(dict(n=n, a=a, c=c, threads=threads, seconds=best,
+                             gflops={k: 2 * n * a * c / v / 1e9 for k, v in best.items()}))
+            print(f"  {n}x{a}x{c} T={threads}: " + ", ".join(
+                f"{k} {v * 1e3:.1f} ms" for k, v in best.items()), flush=True)
+    return rows
+
+
+def _shape_fns(h: np.ndarray, w: np.ndarray, g: np.ndarray) -> dict:
+    import torch
+
+    o_hw = np.empty((h.shape[0], w.shape[1]), np.float32)
+    o_gw = np.empty((g.shape[0], w.shape[0]), np.float32)
+    th, tw, tg = (torch.from_numpy(v) for v in (h, w, g))
+    return {"h@w numpy": lambda: np.matmul(h, w, out=o_hw), "h@w torch": lambda: th @ tw,
+            "g@w.T numpy": lambda: np.matmul(g, w.T, out=o_gw),
+            "g@w.T torch": lambda: tg @ tw.t(),
+            "h.T@g numpy": lambda: h.T @ g, "(g.T@h).T numpy": lambda: (g.T @ h).T,
+            "h.T@g torch": lambda: th.t() @ tg, "(g.T@h).T torch": lambda: (tg.t() @ th).t()}
+
+
 def _seconds(fn) -> float:
     t0 = time.perf_counter()
     fn()
@@ -116,15 +160,17 @@ def triad_rate(threads: int, repeat: int) -> float:
     return 3 * n * ITEM / best / 1e9
 
 
-def machine_floors(widths: list[int], gemm_n: int, repeat: int) -> dict:
-    """Every machine rate the floors use, at 1 and 2 threads (network: 2 ranks)."""
+def machine_floors(widths: list[int], gemm_n: int, repeat: int, sizes: dict) -> dict:
+    """Every machine rate the floors use, at 1 and 2 threads (network: 2 ranks), and the
+    step's product shapes on each BLAS."""
     from kernel_choice import gather_rates
 
     from spmmgnn import kernels, set_threads
 
-    out = dict(llc_bytes=kernels.LLC_BYTES, gemm={}, bandwidth={}, gather={})
+    out = dict(llc_bytes=kernels.LLC_BYTES, gemm={}, bandwidth={}, gather={}, shapes=[])
     for t in (1, 2):
         out["gemm"][t] = gemm_rates(gemm_n, t, repeat)
+        out["shapes"] += gemm_shapes(sizes, t, max(3, repeat))
         out["bandwidth"][t] = triad_rate(t, repeat)
         set_threads(t)
         out["gather"][t] = gather_rates(t, repeat, False, widths=widths)
@@ -393,6 +439,14 @@ def markdown(data: dict) -> str:
             for f, v in m["gather"]["2"][regime].items():
                 lines.append(f"| gather f={f}, x in {regime} (GB/s) | "
                              f"{m['gather']['1'][regime][f]:.1f} | {v:.1f} |")
+        if m.get("shapes"):
+            keys = list(m["shapes"][0]["seconds"])
+            lines += ["", "The step's products (n x a x c), ms (best of the run):", "",
+                      "| n x a x c | T | " + " | ".join(keys) + " |",
+                      "|---|---:|" + "---:|" * len(keys)]
+            for r in m["shapes"]:
+                lines.append(f"| {r['n']} x {r['a']} x {r['c']} | {r['threads']} | "
+                             + " | ".join(f"{r['seconds'][k] * 1e3:.1f}" for k in keys) + " |")
         net = m["network"]
         lines += ["", f"MPI (2 ranks): ping-pong alpha {net['alpha'] * 1e6:.1f} us, "
                   f"{1 / net['beta'] / 1e9 if net['beta'] else float('inf'):.1f} GB/s; "
@@ -465,7 +519,8 @@ def main() -> int:
     widths = sorted({v for s in args.sizes for v in (sizes[s]["hidden"], sizes[s]["classes"],
                                                      sizes[s]["features"])})
     print("machine floors ...", flush=True)
-    mach = machine_floors(widths, 1024 if args.quick else args.gemm_n, args.repeat)
+    mach = machine_floors(widths, 1024 if args.quick else args.gemm_n, args.repeat,
+                          {k: sizes[k] for k in args.sizes})
     mach = json.loads(json.dumps(mach))  # int keys -> str, as read back
     mach["gemm_n"] = 1024 if args.quick else args.gemm_n
     runs = []

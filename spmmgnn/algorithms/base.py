@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
+from ..buffers import recycled_empty
 from ..convert import FLOAT_DTYPES, is_torch, like_input, mpi_float_type, to_numpy
 from ..errors import SpmmgnnError, agree, check_on_root, collective_error
 from ..grid import ProcessGrid, format_shape, near_square, parse_grid
@@ -344,7 +345,7 @@ class DistSpMM:
         resumed run repeats the uninterrupted one); None draws the next value of a
         per-operator counter."""
         x = self.check_local(X_local, "matmul", self.n_local_in)
-        out = np.empty((self.n_local, x.shape[1]), dtype=x.dtype)
+        out = recycled_empty((self.n_local, x.shape[1]), x.dtype)
         self.stats.calls_matmul += 1
         self._matmul(x, out, self.rounding_key(stream, 0))
         return like_input(out, X_local)
@@ -352,7 +353,7 @@ class DistSpMM:
     def matmul_t(self, Y_local, stream: int | None = None):
         """Collective. This rank's rows of ``A.T @ Y``, given this rank's rows of Y."""
         y = self.check_local(Y_local, "matmul_t", self.n_local)
-        out = np.empty((self.n_local_in, y.shape[1]), dtype=y.dtype)
+        out = recycled_empty((self.n_local_in, y.shape[1]), y.dtype)
         self.stats.calls_matmul_t += 1
         self._matmul_t(y, out, self.rounding_key(stream, 1))
         return like_input(out, Y_local)
