@@ -500,6 +500,10 @@ def main() -> int:
     ap.add_argument("--gemm-n", type=int, default=4096)
     ap.add_argument("--out", default=str(RESULTS / "floor.json"))
     ap.add_argument("--render", action="store_true", help="only rewrite the Markdown")
+    ap.add_argument("--reuse-machine", metavar="LABEL",
+                    help="take the machine rates from LABEL's run instead of measuring")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the label's other runs (replace only the ones run now)")
     args = ap.parse_args()
     if args.worker:
         if args.worker == "network":
@@ -518,11 +522,15 @@ def main() -> int:
     sizes = QUICK if args.quick else SIZES
     widths = sorted({v for s in args.sizes for v in (sizes[s]["hidden"], sizes[s]["classes"],
                                                      sizes[s]["features"])})
-    print("machine floors ...", flush=True)
-    mach = machine_floors(widths, 1024 if args.quick else args.gemm_n, args.repeat,
-                          {k: sizes[k] for k in args.sizes})
-    mach = json.loads(json.dumps(mach))  # int keys -> str, as read back
-    mach["gemm_n"] = 1024 if args.quick else args.gemm_n
+    previous = data["labels"].get(args.label, {})
+    if args.reuse_machine:  # another label's machine rates (runs of several labels, paired)
+        mach = data["labels"][args.reuse_machine]["machine"]
+    else:
+        print("machine floors ...", flush=True)
+        mach = machine_floors(widths, 1024 if args.quick else args.gemm_n, args.repeat,
+                              {k: sizes[k] for k in args.sizes})
+        mach = json.loads(json.dumps(mach))  # int keys -> str, as read back
+        mach["gemm_n"] = 1024 if args.quick else args.gemm_n
     runs = []
     for model in args.models:
         for name in args.sizes:
@@ -539,11 +547,20 @@ def main() -> int:
                       + ", ".join(f"{k} {run['measured'][k] * 1e3:.1f}/"
                                   f"{run['floors'][k] * 1e3:.2f}" for k in PARTS), flush=True)
     data["machine_info"] = machine()
-    previous = data["labels"].get(args.label, {})
+
+    def key(r):
+        return (r["model"], r["n"], r["P"], r["threads"])
+
+    done = {key(r) for r in runs}
+    kept = [r for r in previous.get("runs", []) if key(r) not in done] if args.merge else []
     data["labels"][args.label] = dict(when=time.strftime("%Y-%m-%d %H:%M"), uptime=uptime,
-                                      note=args.note, machine=mach, runs=runs,
+                                      note=args.note or previous.get("note", ""), machine=mach,
+                                      runs=sorted(kept + runs, key=key),
                                       reasons=previous.get("reasons", []),
                                       quick=args.quick)
+    # re-derive every run's floors from its label's machine rates
+    for r in data["labels"][args.label]["runs"]:
+        r["floors"], r["measured"] = floors(r, mach), measured(r)
     write_json(out, data)
     write_text_atomic(out.with_suffix(".md"), markdown(data))
     print(f"wrote {out} and {out.with_suffix('.md')}")
