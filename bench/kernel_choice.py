@@ -39,12 +39,14 @@ from numba import njit, prange
 from spmmgnn import kernels, local_matrix, set_threads
 from spmmgnn.atomic import write_text_atomic
 from spmmgnn.data.generators import banded, random_graph, rmat
+from spmmgnn.jit import bind
 from spmmgnn.local_matrix import LocalCSR
 
 from common import RESULTS, machine, write_json
 from kernels import interleaved, torch_csr
 
 WIDTHS = (16, 32, 64, 128, 256)
+bind(vars(kernels))  # _gather_sum reads kernels.prefetch_row: the real intrinsic
 
 
 MATRICES = ("banded", "wideband", "mesh3d", "powerlaw", "uniform")

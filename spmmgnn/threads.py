@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-import numba
 from mpi4py import MPI
 
 from .errors import agree
@@ -54,6 +53,8 @@ def default_threads(comm: MPI.Comm = MPI.COMM_WORLD) -> int:
 def set_threads(n: int) -> int:
     """Set the threads this rank uses for local kernels (numba) and for numpy's BLAS (the
     layers' products, ``nn.linear``); returns the value applied."""
+    import numba  # loaded by the first command that runs kernels, not by ``import spmmgnn``
+
     n = max(1, min(int(n), numba.config.NUMBA_NUM_THREADS))
     numba.set_num_threads(n)
     set_blas_threads(n)
@@ -69,4 +70,6 @@ def set_blas_threads(n: int) -> None:
 
 
 def get_threads() -> int:
+    import numba
+
     return numba.get_num_threads()

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
+
+from ..jit import njit
 
 
 def min_vertex_cover(B: sp.csr_array) -> tuple[np.ndarray, np.ndarray]:

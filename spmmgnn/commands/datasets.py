@@ -19,7 +19,6 @@ import numpy as np
 from mpi4py import MPI
 
 from ..data.csbm import DEFAULTS
-from ..data.partitioned import write_partitioned
 from ..errors import check_on_root
 
 
@@ -105,6 +104,8 @@ def _build(args):
 
 
 def run(args) -> int:
+    from ..data.partitioned import write_partitioned  # h5py: loaded when a command runs
+
     comm = MPI.COMM_WORLD
 
     def work():

@@ -14,8 +14,12 @@ import numpy as np
 import torch
 from numba import njit, prange, uint64
 
+from .. import hashing
 from ..buffers import recycled_empty
-from ..hashing import mix64, splitmix64
+from ..hashing import mix64
+from ..jit import real
+
+splitmix64 = real(hashing.splitmix64)  # eager numba kernels below call it
 
 
 @njit(parallel=True, cache=True, nogil=True, boundscheck=False)
