@@ -1,7 +1,8 @@
 """The local kernel's automatic choice against every forced variant, torch and the gather bound.
 
-Three kinds of matrix of ~150k rows and ~2.4M non-zeros (a banded matrix with locality, an
-R-MAT power-law graph, a uniform random graph), float32, f in {16, 32, 64, 128, 256}, 2
+Five kinds of matrix of 120-150k rows and 1.9-3.2M non-zeros (three with locality of
+different widths: ``banded``, ``wideband``, ``mesh3d``; an R-MAT power-law graph; a uniform
+random graph), float32, f in {16, 32, 64, 128, 256}, 2
 threads. Per case, in one interleaved run (round robin, best of ``--repeat``):
 
 - ``auto``: a fresh ``LocalCSR`` (kernel ``auto``): the variant its first call measured and
@@ -38,22 +39,45 @@ from numba import njit, prange
 from spmmgnn import kernels, local_matrix, set_threads
 from spmmgnn.atomic import write_text_atomic
 from spmmgnn.data.generators import banded, random_graph, rmat
+from spmmgnn.jit import bind
 from spmmgnn.local_matrix import LocalCSR
 
 from common import RESULTS, machine, write_json
 from kernels import interleaved, torch_csr
 
 WIDTHS = (16, 32, 64, 128, 256)
+bind(vars(kernels))  # _gather_sum reads kernels.prefetch_row: the real intrinsic
 
 
-def matrices(quick: bool) -> dict[str, sp.csr_array]:
+MATRICES = ("banded", "wideband", "mesh3d", "powerlaw", "uniform")
+
+
+def matrices(quick: bool, names=MATRICES) -> dict[str, sp.csr_array]:
+    """The bench's matrices. Locality comes in three widths: ``banded`` (a row's columns
+    within 2,000 of the diagonal: the rows of x it gathers stay in L2), ``wideband``
+    (within 20,000: a window of 40k rows of x, in L3 up to f = 128 and past it at 256) and
+    ``mesh3d`` (a 50^3 grid's 27-point stencil in its natural order: three bands at 1, 50
+    and 2,500 rows)."""
     if quick:
-        return {"banded": banded(20_000, 16, 500, seed=1),
-                "powerlaw": sp.csr_array(rmat(14, 10, 1)),
-                "uniform": sp.csr_array(random_graph(20_000, 16, seed=1))}
-    return {"banded": banded(150_000, 16, 2000, seed=1),                        # 2.38M non-zeros
-            "powerlaw": sp.csr_array(rmat(17, 10, seed=1)),             # 131k rows, 2.40M
-            "uniform": sp.csr_array(random_graph(150_000, 17, seed=1))}  # 2.55M
+        made = {"banded": lambda: banded(20_000, 16, 500, seed=1),
+                "wideband": lambda: banded(20_000, 16, 5_000, seed=1),
+                "mesh3d": lambda: stencil27(20),
+                "powerlaw": lambda: sp.csr_array(rmat(14, 10, 1)),
+                "uniform": lambda: sp.csr_array(random_graph(20_000, 16, seed=1))}
+    else:
+        made = {"banded": lambda: banded(150_000, 16, 2000, seed=1),          # 2.38M non-zeros
+                "wideband": lambda: banded(120_000, 16, 20_000, seed=1),      # 1.92M
+                "mesh3d": lambda: stencil27(50),                             # 125k rows, 3.2M
+                "powerlaw": lambda: sp.csr_array(rmat(17, 10, seed=1)),     # 131k rows, 2.40M
+                "uniform": lambda: sp.csr_array(random_graph(150_000, 17, seed=1))}  # 2.55M
+    return {name: made[name]() for name in names}
+
+
+def stencil27(m: int) -> sp.csr_array:
+    """The 27-point stencil of an m^3 grid (each vertex and its 26 neighbours), natural
+    order: a mesh's locality with three bands."""
+    line = sp.diags([1.0, 1.0, 1.0], [-1, 0, 1], shape=(m, m))
+    return sp.csr_array(sp.kron(sp.kron(line, line), line).tocsr())
 
 
 @njit(parallel=True, cache=True, nogil=True, boundscheck=False)
@@ -71,12 +95,13 @@ def _gather_sum(x, idx, acc):
                 acc[c, t] += x[j, t]
 
 
-def gather_rates(threads: int, repeat: int, quick: bool) -> dict[str, dict[int, float]]:
+def gather_rates(threads: int, repeat: int, quick: bool,
+                 widths=WIDTHS) -> dict[str, dict[int, float]]:
     """GB/s of random-row gathers of x at each width, x in L3 and in DRAM."""
     out: dict[str, dict[int, float]] = {"L3": {}, "DRAM": {}}
     rng = np.random.default_rng(0)
     for regime, size in (("L3", kernels.LLC_BYTES // 4), ("DRAM", 8 * kernels.LLC_BYTES)):
-        for f in WIDTHS:
+        for f in widths:
             rows = max(1, size // (4 * f))
             x = rng.standard_normal((rows, f)).astype(np.float32)
             idx = rng.integers(0, rows, 200_000 if quick else 2_000_000).astype(np.int32)
@@ -217,6 +242,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="20k-row matrices (a smoke run)")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--matrices", nargs="+", default=list(MATRICES), choices=MATRICES)
     ap.add_argument("--out", default=str(RESULTS / "kernel-choice.json"))
     ap.add_argument("--render", action="store_true",
                     help="only rewrite the Markdown from the existing JSON")
@@ -232,7 +258,7 @@ def main() -> None:
     print("gather GB/s:", {k: {f: round(v, 1) for f, v in r.items()} for k, r in rates.items()},
           flush=True)
     rows = []
-    for name, A in matrices(args.quick).items():
+    for name, A in matrices(args.quick, args.matrices).items():
         for f in WIDTHS:
             rows.append(run_case(name, A, f, args.repeat, rates))
             r = rows[-1]

@@ -9,7 +9,8 @@ function inside numba kernels, ``uniform_by_id`` gives vectorized uniforms per v
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+
+from .jit import njit, prange
 
 GOLDEN = 0x9E3779B97F4A7C15
 _M64 = 0xFFFFFFFFFFFFFFFF

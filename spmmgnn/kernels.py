@@ -14,13 +14,9 @@ from __future__ import annotations
 
 import os
 
-import numba
 import numpy as np
-from llvmlite import ir
-from numba import njit, prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
+from .jit import lazy, njit, prange
 from .machine import llc_bytes
 
 _JIT = dict(parallel=True, cache=True, nogil=True, boundscheck=False)
@@ -28,26 +24,39 @@ PREFETCH_DISTANCE = 16  # non-zeros ahead: hides the latency of gathering a rand
 UNROLL_MIN_F = 32  # columns from which the blocked kernel unrolls four non-zeros per pass
 
 
-@intrinsic
-def prefetch_row(typingctx, arr, row):
-    """Hint the CPU to start loading row ``row`` of 2-D ``arr`` (llvm.prefetch, read, L1)."""
-    sig = types.void(arr, row)
+def _make_prefetch_row():
+    """The ``prefetch_row`` intrinsic (built when a kernel first needs it)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
 
-    def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        r = context.cast(builder, args[1], signature.args[1], types.intp)
-        zero = context.get_constant(types.intp, 0)
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [r, zero])
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
-        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3),
-                          ir.Constant(i32, 1)])
-        return context.get_dummy_value()
+    @intrinsic
+    def prefetch_row(typingctx, arr, row):
+        """Hint the CPU to start loading row ``row`` of 2-D ``arr`` (llvm.prefetch, read,
+        L1)."""
+        sig = types.void(arr, row)
 
-    return sig, codegen
+        def codegen(context, builder, signature, args):
+            aryty = signature.args[0]
+            ary = context.make_array(aryty)(context, builder, args[0])
+            r = context.cast(builder, args[1], signature.args[1], types.intp)
+            zero = context.get_constant(types.intp, 0)
+            ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [r, zero])
+            i8p = ir.IntType(8).as_pointer()
+            i32 = ir.IntType(32)
+            fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+            fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+            builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0),
+                              ir.Constant(i32, 3), ir.Constant(i32, 1)])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return prefetch_row
+
+
+prefetch_row = lazy(_make_prefetch_row, globals())
 
 
 _LLC_ENV = os.environ.get("SPMMGNN_LLC_BYTES", "").strip()
@@ -56,12 +65,16 @@ LLC_BYTES = int(_LLC_ENV) if _LLC_ENV.isdigit() and int(_LLC_ENV) > 0 else llc_b
 
 def column_split(f: int) -> int:
     """How many feature-column ranges to run in parallel: one per thread, >= 8 columns each."""
-    return max(1, min(numba.get_num_threads(), f // 8))
+    from .threads import get_threads
+
+    return max(1, min(get_threads(), f // 8))
 
 
 def row_split(n_par: int) -> int:
     """Output-row ranges that, times ``n_par`` column ranges, give every thread a task."""
-    return max(1, -(-numba.get_num_threads() // max(1, n_par)))
+    from .threads import get_threads
+
+    return max(1, -(-get_threads() // max(1, n_par)))
 
 
 def row_chunks(indptr: np.ndarray, n_chunks: int) -> np.ndarray:

@@ -17,9 +17,9 @@ does not depend on the number of threads.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
 
 from .hashing import splitmix64
+from .jit import njit, prange
 
 _JIT = dict(parallel=True, cache=True, nogil=True, boundscheck=False)
 CONST, BAD = np.uint16(0xFFFF), np.uint16(0xFFFE)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from .layout import Partition
 
@@ -20,6 +19,8 @@ from .layout import Partition
 def block_rcm(A: sp.csr_array, offsets: np.ndarray) -> np.ndarray:
     """``order[new] = old`` within each block row of the (already relabelled) square A: RCM of
     the symmetrized pattern of each diagonal block."""
+    from scipy.sparse.csgraph import reverse_cuthill_mckee  # loads on first use
+
     order = np.arange(A.shape[0], dtype=np.int64)
     for lo, hi in zip(offsets[:-1], offsets[1:], strict=True):
         if hi - lo < 3:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-import numba
 import numpy as np
 from mpi4py import MPI
 
@@ -54,12 +53,24 @@ def default_threads(comm: MPI.Comm = MPI.COMM_WORLD) -> int:
 
 
 def set_threads(n: int) -> int:
-    """Set the numba threads this rank uses for local kernels; returns the value applied."""
+    """Set the threads this rank uses for local kernels (numba) and for numpy's BLAS (the
+    layers' products, ``nn.linear``); returns the value applied."""
+    import numba  # loaded by the first command that runs kernels, not by ``import spmmgnn``
+
     global _chosen
     n = max(1, min(int(n), numba.config.NUMBA_NUM_THREADS))
     numba.set_num_threads(n)
+    set_blas_threads(n)
     _chosen = True
     return n
+
+
+def set_blas_threads(n: int) -> None:
+    """Limit the BLAS libraries loaded in this process (numpy's OpenBLAS) to ``n`` threads,
+    so ranks sharing a node do not run cores x ranks BLAS threads."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=n, user_api="blas")
 
 
 def ensure_threads(comm: MPI.Comm) -> None:
@@ -77,4 +88,6 @@ def ensure_threads(comm: MPI.Comm) -> None:
 
 
 def get_threads() -> int:
+    import numba
+
     return numba.get_num_threads()

@@ -45,3 +45,20 @@ def test_parser_network_names_are_the_presets():
     from spmmgnn.commands.model import NETWORK_NAMES
 
     assert sorted(NETWORK_NAMES) == sorted(NETWORKS)
+
+
+def test_import_loads_no_kernel_compiler():
+    """``import spmmgnn`` loads neither numba (its kernels are made on first use,
+    ``spmmgnn.jit``), nor scipy's csgraph, nor torch, nor h5py; a product then runs."""
+    code = ("import sys; import spmmgnn; heavy = [m for m in ('numba', 'scipy.sparse.csgraph',"
+            " 'torch', 'h5py') if m in sys.modules]; print(heavy)\n"
+            "import numpy as np, scipy.sparse as sp\n"
+            "A = sp.random(30, 30, density=0.2, random_state=1, format='csr')\n"
+            "op = spmmgnn.DistSpMM.from_scipy(A, algorithm='sparse1d')\n"
+            "x = np.arange(60.0).reshape(30, 2)\n"
+            "assert np.allclose(op.gather_rows(op.matmul(op.scatter_rows(x))), A @ x)\n"
+            "print('numba' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split("\n")[:2] == ["[]", "True"]

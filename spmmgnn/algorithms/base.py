@@ -23,6 +23,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from .. import kernels
+from ..buffers import recycled_empty
 from ..convert import FLOAT_DTYPES, is_torch, like_input, mpi_float_type, to_numpy
 from ..errors import SpmmgnnError, agree, check_on_root, collective_error
 from ..grid import ProcessGrid, format_shape, near_square, parse_grid
@@ -402,7 +403,7 @@ class DistSpMM(RowAlgebra):
         vector = getattr(X_local, "ndim", 0) == 1
         x = self.check_local(X_local.reshape(-1, 1) if vector else X_local, "matmul",
                              self.n_local_in)
-        out = np.empty((self.n_local, x.shape[1]), dtype=x.dtype)
+        out = recycled_empty((self.n_local, x.shape[1]), x.dtype)
         self.stats.calls_matmul += 1
         self._matmul(x, out, self.rounding_key(stream, 0))
         return like_input(out[:, 0] if vector else out, X_local)
@@ -412,7 +413,7 @@ class DistSpMM(RowAlgebra):
         vector = getattr(Y_local, "ndim", 0) == 1
         y = self.check_local(Y_local.reshape(-1, 1) if vector else Y_local, "matmul_t",
                              self.n_local)
-        out = np.empty((self.n_local_in, y.shape[1]), dtype=y.dtype)
+        out = recycled_empty((self.n_local_in, y.shape[1]), y.dtype)
         self.stats.calls_matmul_t += 1
         self._matmul_t(y, out, self.rounding_key(stream, 1))
         return like_input(out[:, 0] if vector else out, Y_local)

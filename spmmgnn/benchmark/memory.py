@@ -307,13 +307,14 @@ def memory_rows(A, Ps: list[int], cs: list[int], algorithms: list[str], shape: M
     return sorted(rows, key=lambda r: (r["P"], r["c"]))
 
 
-def format_memory(rows: list[dict]) -> str:
-    """The table ``spmmgnn model --memory`` prints (MiB, the largest rank)."""
+def format_memory(rows: list[dict], header: bool = True) -> str:
+    """The table ``spmmgnn model --memory`` prints (MiB, the largest rank); ``header=False``
+    prints the rows alone (a later P of the same table)."""
     width = {k: max(len(k), 7) for k in COMPONENTS}
     head = (f"{'P':>5} {'grid':>7} {'algorithm':>15} " + " ".join(f"{k:>{width[k]}}" for k in
                                                                   COMPONENTS)
             + f" {'total':>9} {'smallest':>9}")
-    lines = [head]
+    lines = [head] if header else []
     for r in rows:
         lines.append(f"{r['P']:>5} {r.get('grid') or 'c=' + str(r['c']):>7} "
                      f"{r['algorithm']:>15} "

@@ -65,6 +65,83 @@ def _block_nnz(indptr, indices, part, k):
     return N
 
 
+class _CoverGraph:
+    """The bipartite graph of ``Layout.cover_volume``: left vertices (row, sender block),
+    right vertices (column, receiver block), one edge per cut non-zero; CSR by left vertex."""
+
+    def __init__(self, n_edges: int, n_left: int, n_right: int):
+        self.indptr = np.zeros(n_left + 1, dtype=np.int64)
+        self.right = np.empty(n_edges, dtype=np.int64)
+        self.left_row = np.empty(n_left, dtype=np.int64)
+        self.left_block = np.empty(n_left, dtype=np.int64)
+        self.right_col = np.empty(n_right, dtype=np.int64)
+        self.right_block = np.empty(n_right, dtype=np.int64)
+
+
+def _cover_graph(indptr, indices, part, k, graph):
+    """Count (``graph`` None: returns edges, left and right vertices) or fill ``graph``."""
+    if graph is None:
+        empty = np.empty(0, dtype=np.int64)
+        return _cover_pass(indptr, indices, part, k, False, empty, empty, empty, empty, empty,
+                           empty)
+    return _cover_pass(indptr, indices, part, k, True, graph.indptr, graph.right,
+                       graph.left_row, graph.left_block, graph.right_col, graph.right_block)
+
+
+@njit(cache=True, nogil=True)
+def _cover_pass(indptr, indices, part, k, write, g_indptr, g_right, left_row, left_block,
+                right_col, right_block):
+    """One pass over the CSR (block rows contiguous). A row's left vertices are numbered as
+    their sender blocks first appear in it (a stamp per block); a column's right vertex for
+    receiver block i is the one it got while block i's rows ran (a stamp per column), so no
+    sort and no per-non-zero keys. The edges of a left vertex are placed by a second walk of
+    the row (counting sort within the row)."""
+    n = indptr.size - 1
+    stamp = np.full(k, -1, dtype=np.int64)      # row that last numbered block q's left vertex
+    left_id = np.zeros(k, dtype=np.int64)
+    col_stamp = np.full(part.size, -1, dtype=np.int64)
+    col_id = np.zeros(part.size, dtype=np.int64)
+    n_edges = n_left = n_right = 0
+    for r in range(n):
+        i = part[r]
+        first = n_left
+        for t in range(indptr[r], indptr[r + 1]):
+            c = indices[t]
+            q = part[c]
+            if q == i:
+                continue
+            n_edges += 1
+            if stamp[q] != r:
+                stamp[q] = r
+                left_id[q] = n_left
+                if write:
+                    left_row[n_left] = r
+                    left_block[n_left] = q
+                    g_indptr[n_left + 1] = 0
+                n_left += 1
+            if col_stamp[c] != i:
+                col_stamp[c] = i
+                col_id[c] = n_right
+                if write:
+                    right_col[n_right] = c
+                    right_block[n_right] = i
+                n_right += 1
+            if write:
+                g_indptr[left_id[q] + 1] += 1
+        if write and n_left > first:
+            for v in range(first, n_left):     # this row's left vertices: offsets, then fill
+                g_indptr[v + 1] += g_indptr[v]
+            fill = g_indptr[first:n_left].copy()
+            for t in range(indptr[r], indptr[r + 1]):
+                c = indices[t]
+                q = part[c]
+                if q != i:
+                    v = left_id[q] - first
+                    g_right[fill[v]] = col_id[c]
+                    fill[v] += 1
+    return n_edges, n_left, n_right
+
+
 @njit(cache=True, nogil=True)
 def _grid_rows(indptr, indices, part, pc, pl, P):
     """The rows each step of sparse2d/sparse3d moves, in one pass over the CSR (see
@@ -170,23 +247,20 @@ class Layout:
         The k(k-1) bipartite graphs are disjoint once a row is tagged with the sender block
         and a column with the receiver block, so one matching covers them all at once."""
         k = self.k
-        rb = self.row_blocks()
-        rows = np.repeat(np.arange(self.A.shape[0]), np.diff(self.A.indptr))
-        cols = self.A.indices.astype(np.int64)
-        cb = self.block_of(cols)
-        off = rb != cb
-        if not off.any():
+        part = self.parts()
+        indptr, indices = self.A.indptr.astype(np.int64), self.A.indices
+        n_edges, n_left, n_right = _cover_graph(indptr, indices, part, k, None)
+        if n_edges == 0:
             return np.zeros((k, k), dtype=np.int64)
-        left = rows[off] * k + cb[off]          # (row, sender block)
-        right = cols[off] * k + rb[off]         # (column, receiver block)
-        ul, li = np.unique(left, return_inverse=True)
-        ur, ri = np.unique(right, return_inverse=True)
-        B = sp.csr_array((np.ones(li.size, dtype=np.int8), (li, ri)), shape=(ul.size, ur.size))
-        B.sum_duplicates()
+        graph = _CoverGraph(n_edges, n_left, n_right)
+        _cover_graph(indptr, indices, part, k, graph)
+        B = sp.csr_array((np.ones(n_edges, dtype=np.int8), graph.right, graph.indptr),
+                         shape=(n_left, n_right))
         row_cover, col_cover = min_vertex_cover(B)
-        lr, lq = ul[row_cover] // k, ul[row_cover] % k
-        cc, cp = ur[col_cover] // k, ur[col_cover] % k
-        pairs = np.concatenate([self.block_of(lr) * k + lq, cp * k + self.block_of(cc)])
+        pairs = np.concatenate([part[graph.left_row[row_cover]] * k
+                                + graph.left_block[row_cover],
+                                graph.right_block[col_cover] * k
+                                + part[graph.right_col[col_cover]]])
         return np.bincount(pairs, minlength=k * k).reshape(k, k).astype(np.int64)
 
     def block_nnz(self) -> np.ndarray:

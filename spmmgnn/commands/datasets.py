@@ -20,7 +20,6 @@ from mpi4py import MPI
 
 from ..atomic import check_writable
 from ..data.csbm import DEFAULTS
-from ..data.partitioned import write_partitioned
 from ..errors import check_on_root
 
 
@@ -106,6 +105,8 @@ def _build(args):
 
 
 def run(args) -> int:
+    from ..data.partitioned import write_partitioned  # h5py: loaded when a command runs
+
     comm = MPI.COMM_WORLD
 
     def work():

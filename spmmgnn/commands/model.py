@@ -197,9 +197,12 @@ def _memory(args) -> dict:
           f"GCN {' -> '.join(map(str, shape.widths))}, {args.dtype}, codec "
           f"{args.codec or 'none'}, partitioner {args.partitioner}; MiB on the largest rank "
           "(the interpreter and libraries not counted)", flush=True)
-    rows = memory_rows(A, args.P, args.c, algorithms, shape, args.partitioner, args.codec,
-                       grids=args.grids)
-    print(format_memory(rows), flush=True)
+    rows, layouts = [], {}
+    for i, P in enumerate(args.P):  # each P's rows as they are ready: a big graph takes time
+        done = memory_rows(A, [P], args.c, algorithms, shape, args.partitioner, args.codec,
+                           layouts=layouts, grids=args.grids)
+        print(format_memory(done, header=i == 0), flush=True)
+        rows += done
     out = dict(graph=args.graph, n=int(A.shape[0]), nnz=int(A.nnz), widths=shape.widths,
                dtype=args.dtype, codec=args.codec, partitioner=args.partitioner,
                memory=rows)

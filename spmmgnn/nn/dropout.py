@@ -14,7 +14,12 @@ import numpy as np
 import torch
 from numba import njit, prange, uint64
 
-from ..hashing import mix64, splitmix64
+from .. import hashing
+from ..buffers import recycled_empty
+from ..hashing import mix64
+from ..jit import real
+
+splitmix64 = real(hashing.splitmix64)  # eager numba kernels below call it
 
 
 @njit(parallel=True, cache=True, nogil=True, boundscheck=False)
@@ -82,7 +87,7 @@ class ReluDropout(torch.autograd.Function):
     @staticmethod
     def forward(ctx, z: torch.Tensor, vertex_ids: np.ndarray, p: float, key: np.uint64):
         zn = z.detach().contiguous().numpy()
-        out = np.empty_like(zn)
+        out = recycled_empty(zn.shape, zn.dtype)
         scale = zn.dtype.type(1.0 / (1.0 - p))
         _relu_dropout_kernel(zn, key, vertex_ids, _threshold(p), scale, out)
         result = torch.from_numpy(out)
@@ -94,7 +99,7 @@ class ReluDropout(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor):
         (out,) = ctx.saved_tensors
         g = grad.contiguous().numpy()
-        grad_in = np.empty_like(g)
+        grad_in = recycled_empty(g.shape, g.dtype)
         _relu_dropout_backward_kernel(out.numpy(), g, ctx.scale, grad_in)
         return torch.from_numpy(grad_in), None, None, None
 

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from ..algorithms.base import DistSpMM
+from .linear import linear
 from .spmm_function import spmm
 
 
@@ -48,11 +49,6 @@ def aggregation_chunk(dims: list[int]) -> int:
     return min(dims[0], max([CHUNK_MIN, *trained_widths(dims)]))
 
 
-def _linear(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-    """``h @ w + b`` with the bias folded into the GEMM."""
-    return h @ w if b is None else torch.addmm(b, h, w)
-
-
 def glorot_(w: torch.Tensor) -> torch.Tensor:
     bound = math.sqrt(6.0 / (w.shape[0] + w.shape[1]))
     with torch.no_grad():
@@ -69,8 +65,8 @@ def aggregate_linear(h: torch.Tensor, op: DistSpMM, weight: torch.Tensor,
             weight.shape[0], weight.shape[1], grad_on and h.requires_grad, grad_on)):
         aggregated = spmm(op, h, stream)
     if aggregated is not None:
-        return _linear(aggregated, weight, bias)
-    z = spmm(op, h @ weight, stream)
+        return linear(aggregated, weight, bias)
+    z = spmm(op, linear(h, weight), stream)
     return z if bias is None else z + bias
 
 
@@ -107,7 +103,7 @@ class SAGEConv(nn.Module):
     def forward(self, x: torch.Tensor, op: DistSpMM, aggregated: torch.Tensor | None = None,
                 stream: int | None = None) -> torch.Tensor:
         neigh = aggregate_linear(x, op, self.weight_neigh, self.bias, aggregated, stream)
-        return torch.addmm(neigh, x, self.weight_self)  # one GEMM pass adds the self term
+        return linear(x, self.weight_self, add=neigh)  # one pass adds the neighbours' term
 
 
 LAYERS = {"gcn": GCNConv, "sage": SAGEConv}

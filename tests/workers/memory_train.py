@@ -5,7 +5,8 @@ Usage: mpiexec -n P python memory_train.py OUT.json GRAPH.h5 ALGORITHM C [HIDDEN
 (C: the replication c, or a 2D/3D grid shape such as 2x2)
 
 A first pass (load, build the trainer, two training steps) does the imports, loads the numba
-kernels and touches MPI's shared-memory buffers; everything is then freed. The second pass
+kernels and touches MPI's shared-memory buffers; everything is then freed (the arrays the
+recycler of ``spmmgnn.buffers`` keeps included). The second pass
 starts from the resident size ``base`` with the high-water mark reset
 (``/proc/self/clear_refs``) and reports two peaks above ``base``: ``load`` (reading the
 block row and building the operator and the trainer) and ``train`` (two training steps,
@@ -25,6 +26,7 @@ import warnings
 from mpi4py import MPI
 
 from spmmgnn import ProcessGrid
+from spmmgnn.buffers import RECYCLER
 from spmmgnn.grid import parse_grid
 from spmmgnn.training import TrainConfig, Trainer, load_h5_distributed
 
@@ -60,6 +62,7 @@ with warnings.catch_warnings():
     trainer.train_step(2)
     del trainer
     gc.collect()
+    RECYCLER.clear()  # the step's recycled arrays are freed too (they would sit in base)
     comm.Barrier()
     base = status("VmRSS")
     reset_peak()

@@ -1,0 +1,83 @@
+"""numba, loaded when a kernel first runs instead of at ``import spmmgnn``.
+
+``import numba`` takes ~0.5 s of a 2-core machine's time, per process and per rank (issue 38:
+at P = 16, imports were 17 of 23 s of start-up; ``spmmgnn --help`` needs no kernel). The
+kernels of the modules ``import spmmgnn`` loads are declared with this module's ``njit``
+(same options as numba's) and ``prange``: each is a ``Lazy`` until its first call, which
+imports numba, makes the real dispatcher (compiled, or loaded from numba's cache, on that
+call as before) and rebinds every ``Lazy`` global of its module to its real object, so that
+numba, compiling a kernel, sees real dispatchers, intrinsics and ``numba.prange`` in the
+kernel's globals (a kernel calling another module's kernel binds that one too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+
+class Lazy:
+    """A stand-in for a numba object made by ``make()`` on first use (call or ``real``)."""
+
+    def __init__(self, make: Callable[[], object], name: str, module_globals: dict):
+        self._make, self._real, self._globals = make, None, module_globals
+        self.__name__ = self.__qualname__ = name
+        self.__doc__ = getattr(make, "__doc__", None)
+
+    def real(self):
+        if self._real is None:
+            self._real = self._make()
+            bind(self._globals)
+        return self._real
+
+    def __call__(self, *args, **kwargs):
+        return self.real()(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        state = "made" if self._real is not None else "not made yet"
+        return f"<spmmgnn.jit.Lazy {self.__name__} ({state})>"
+
+
+def prange(*args):
+    """numba's ``prange`` inside a kernel (``bind`` puts the real one in the kernel's module);
+    ``range`` if called from Python."""
+    return range(*args)
+
+
+def njit(*args, **options):
+    """``numba.njit`` made on first use: ``@njit`` or ``@njit(**options)``."""
+
+    def decorate(fn):
+        def make():
+            import numba
+
+            return numba.njit(**options)(fn)
+
+        make.__doc__ = fn.__doc__
+        return Lazy(make, fn.__name__, fn.__globals__)
+
+    if args and callable(args[0]) and not options:
+        return decorate(args[0])
+    return decorate
+
+
+def lazy(make: Callable[[], object], module_globals: dict) -> Lazy:
+    """Any numba object (e.g. an ``@intrinsic``) built by ``make()`` on first use."""
+    return Lazy(make, make.__name__.removeprefix("make_").removeprefix("_make_"),
+                module_globals)
+
+
+def bind(module_globals: dict) -> None:
+    """Replace the ``Lazy`` objects and ``prange`` among a module's globals with the real
+    numba objects (what numba reads when it compiles a kernel of that module)."""
+    import numba
+
+    for name, value in list(module_globals.items()):
+        if isinstance(value, Lazy):
+            module_globals[name] = value.real()
+        elif value is prange:
+            module_globals[name] = numba.prange
+
+
+def real(obj):
+    """The numba object behind ``obj`` (``obj`` itself when it is not ``Lazy``)."""
+    return obj.real() if isinstance(obj, Lazy) else obj
