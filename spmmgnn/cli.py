@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import signal
 import sys
 import traceback
 import warnings
@@ -92,6 +93,13 @@ def _end(comm, code: int) -> int:
     return code
 
 
+def _signalled(comm, prog: str, signum: int) -> int:
+    """One line for SIGINT (exit 130) or SIGTERM (143), then end the job."""
+    what = "interrupted by SIGINT" if signum == signal.SIGINT else "terminated by SIGTERM"
+    print(f"{prog}: rank {comm.Get_rank()} of {comm.Get_size()}: {what}", file=sys.stderr)
+    return _end(comm, 130 if signum == signal.SIGINT else 143)
+
+
 def main(argv: list[str] | None = None) -> int:
     previous = signals.install()
     try:
@@ -125,15 +133,15 @@ def _main(argv: list[str] | None) -> int:
         print(f"{prog}: rank {rank} of {size}: error: {exc}", file=sys.stderr)
         return _end(comm, 2)
     except KeyboardInterrupt:
-        print(f"{prog}: rank {rank} of {size}: interrupted by SIGINT", file=sys.stderr)
-        return _end(comm, 130)
+        return _signalled(comm, prog, signal.SIGINT)
     except Terminated:
-        print(f"{prog}: rank {rank} of {size}: terminated by SIGTERM", file=sys.stderr)
-        return _end(comm, 143)
+        return _signalled(comm, prog, signal.SIGTERM)
     except RankFailed as exc:  # another rank's bug, with its traceback in the message
         print(f"{prog}: rank {rank} of {size}: stopping because {exc}", file=sys.stderr)
         return _end(comm, 1)
     except Exception as exc:
+        if signals.pending() is not None:  # the signal's exception, wrapped by the code it
+            return _signalled(comm, prog, signals.pending())  # hit (torch's import does)
         print(f"{prog}: rank {rank} of {size}: internal error {type(exc).__name__}: {exc}",
               file=sys.stderr)
         text = traceback.format_exc()

@@ -19,7 +19,7 @@ WORDS = dict(
     gather_bad_side="gather_rows: side must be 'input' or 'output', got 'bogus' (rank 1)",
     gather_bad_root="gather_rows: root must be a rank of the grid's 2, got 5 (rank 0)",
     scatter_vs_gather="call different methods at the same time (gather_rows and scatter_rows)",
-    bfloat16="matmul: a torch bfloat16 tensor has no numpy equivalent",
+    bfloat16="matmul: expected float32 or float64, got torch.bfloat16; convert with x.float()",
     meta="gather_rows: a meta tensor has a shape but no values",
 )
 

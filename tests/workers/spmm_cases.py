@@ -1,6 +1,7 @@
 """MPI worker: every SpMM algorithm vs scipy on awkward matrices, plus byte counts vs metrics.
 
 Usage: mpiexec -n P python spmm_cases.py OUT.json [ALGORITHM ...] [--replication c]
+[--float64-only] (the many-rank runs: float32 is the same code path, checked at small P).
 Rank 0 writes a JSON list, one entry per (case, algorithm, dtype, f).
 """
 
@@ -55,6 +56,10 @@ def main() -> None:
         i = args.index("--replication")
         c = int(args[i + 1])
         args = args[:i] + args[i + 2:]
+    dtypes = ("float32", "float64")
+    if "--float64-only" in args:
+        args.remove("--float64-only")
+        dtypes = ("float64",)
     algorithms = args or ["sparse1d", "oblivious1d"]
     grid = spmmgnn.ProcessGrid(comm, replication=c)
     k = grid.n_block_rows
@@ -65,7 +70,7 @@ def main() -> None:
                                              algorithm=algo, partition=spec)
             part = op.partition
             m = metrics(A, part.parts, k)
-            for dtype in ("float32", "float64"):
+            for dtype in dtypes:
                 for f in (1, 128):
                     rng = np.random.default_rng(f)
                     X = rng.standard_normal((A.shape[0], f)).astype(dtype)
