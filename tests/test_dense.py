@@ -10,11 +10,20 @@ from spmmgnn.buffers import RECYCLE_MIN_BYTES, Recycler
 from spmmgnn.nn.linear import linear
 
 
+@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
+def torch_threads(request):
+    """The weight gradient runs on torch's BLAS on one thread and on OpenBLAS on more."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(request.param)
+    yield request.param
+    torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("rows", [0, 1, 37, 2000])
-def test_linear_values_and_gradients_are_torchs(dtype, rows):
+def test_linear_values_and_gradients_are_torchs(dtype, rows, torch_threads):
     """h @ w + b + add and the gradients of all four, against torch's addmm, for every
-    combination of bias / added term / which inputs need a gradient."""
+    combination of bias / added term / which inputs need a gradient, on 1 and 2 threads."""
     gen = torch.Generator().manual_seed(rows)
     tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=1e-12,
                                                                           atol=1e-12)

@@ -5,8 +5,11 @@ Measured on this project's 2-core AMD EPYC (``bench/floor.py``, GEMM section; to
 build ships MKL, numpy ships OpenBLAS): for ``h @ w`` and the input gradient ``g @ w.T``
 OpenBLAS writing into a reused output took 0.6x torch's time at 128 columns and 0.14-0.6x at
 10; for the weight gradient torch's MKL was fastest when asked for ``(g.T @ h).T`` (10
-columns: 12 ms against 120 ms as ``h.T @ g``, the orientation autograd uses). The choice is
-fixed per product, never timed at run time, so a run's numbers do not depend on timing.
+columns: 12 ms against 120 ms as ``h.T @ g``, the orientation autograd uses) on one thread,
+but it does not use a second thread on these tall-skinny shapes (90000 x 128 x 128: 39 ms at
+2 threads against OpenBLAS's 19.9; x 10: 14.5 against 4.4), so with more than one torch
+thread the weight gradient runs on OpenBLAS too. The choice is fixed per product and thread
+count, never timed at run time, so a run's numbers do not depend on timing.
 
 Outputs come from ``buffers.recycled_empty`` (the step's memory is reused, not faulted in
 again). The sums of a product round as the BLAS does; they differ from torch's ``addmm`` in
@@ -49,8 +52,8 @@ def _numpy(t: torch.Tensor) -> np.ndarray:
 
 class Linear(torch.autograd.Function):
     """Forward ``h @ w`` on OpenBLAS into a recycled array, then ``+ b + add`` in one
-    parallel pass; backward: ``g @ w.T`` on OpenBLAS, ``(g.T @ h).T`` on torch's BLAS,
-    the bias gradient as torch's column sum."""
+    parallel pass; backward: ``g @ w.T`` on OpenBLAS, ``(g.T @ h).T`` on torch's BLAS (on
+    OpenBLAS with more than one thread), the bias gradient as torch's column sum."""
 
     @staticmethod
     def forward(ctx, h, w, b, add):
@@ -76,7 +79,12 @@ class Linear(torch.autograd.Function):
             out = recycled_empty((gn.shape[0], w.shape[0]), gn.dtype)
             np.matmul(gn, _numpy(w).T, out=out)
             gh = torch.from_numpy(out)
-        if need_w:
+        if need_w and torch.get_num_threads() > 1:
+            gn = g.numpy()
+            out = np.empty((gn.shape[1], h.shape[1]), gn.dtype)  # small: a w-sized grad
+            np.matmul(gn.T, _numpy(h), out=out)
+            gw = torch.from_numpy(out).t()
+        elif need_w:
             gw = torch.mm(g.t(), h.detach()).t()
         if need_b and ctx.has_b:
             gb = g.sum(0)
