@@ -48,9 +48,11 @@ def test_parser_network_names_are_the_presets():
 
 
 def test_import_loads_no_kernel_compiler():
-    """``import spmmgnn`` loads neither numba (its kernels are made on first use,
-    ``spmmgnn.jit``), nor scipy's csgraph, nor torch, nor h5py; a product then runs."""
-    code = ("import sys; import spmmgnn; heavy = [m for m in ('numba', 'scipy.sparse.csgraph',"
+    """``import spmmgnn`` and the command line's parser (``spmmgnn --help``) load neither
+    numba (its kernels are made on first use, ``spmmgnn.jit``), nor scipy's csgraph, nor
+    torch, nor h5py; a product then runs."""
+    code = ("import sys; import spmmgnn; from spmmgnn.cli import build_parser; build_parser()\n"
+            "heavy = [m for m in ('numba', 'scipy.sparse.csgraph',"
             " 'torch', 'h5py') if m in sys.modules]; print(heavy)\n"
             "import numpy as np, scipy.sparse as sp\n"
             "A = sp.random(30, 30, density=0.2, random_state=1, format='csr')\n"

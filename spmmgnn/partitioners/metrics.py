@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from numba import get_num_threads, njit, prange
+
+from ..jit import njit, prange
+from ..threads import get_threads
 
 
 def imbalance(values: np.ndarray) -> float:
@@ -134,7 +136,7 @@ def metrics(A, parts, k: int | None = None, pairs: bool = False) -> PartitionMet
     k = int(k if k is not None else (parts.max() + 1 if n else 1))
     if n and (parts.min() < 0 or parts.max() >= k):
         raise ValueError(f"part vector values must lie in [0, {k})")
-    send, recv, pair = _volumes(A.indptr, A.indices, parts, k, bool(pairs), get_num_threads())
+    send, recv, pair = _volumes(A.indptr, A.indices, parts, k, bool(pairs), get_threads())
     return PartitionMetrics(
         k=k,
         total_volume=int(send.sum()),

@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from ..jit import njit
 from .maxsend import refine_max_send
 from .model import ColumnNet
 

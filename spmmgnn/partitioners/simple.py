@@ -9,7 +9,8 @@ the rest impossible to fit under the load cap, in which case the range is filled
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ..jit import njit
 
 
 @njit(cache=True)

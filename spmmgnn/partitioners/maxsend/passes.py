@@ -12,8 +12,8 @@ import heapq
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from ...jit import njit
 from .state import best_move, move
 
 
