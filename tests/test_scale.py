@@ -72,15 +72,19 @@ def test_every_algorithm_matches_scipy_at_many_ranks(P, c, tmp_path):
 
 @pytest.mark.slow
 def test_training_parity_at_16_ranks(tmp_path, reference_for):
-    """Every 1D/1.5D algorithm (1.5D on a 8 x 2 grid) and the sparse 2D one (4 x 4) trains
-    GCN and GraphSAGE at P = 16 to the losses of single-process PyTorch (the references of
-    tests/test_training.py); the 2D/3D algorithms are checked at P = 2, 3, 4 and 9 too
-    (tests/test_training.py), so P = 16 keeps one of them, to hold the suite's time."""
+    """The sparsity-aware 1D/1.5D algorithms (1.5D on a 8 x 2 grid), featureparallel and the
+    sparse 2D one (4 x 4) train GCN and GraphSAGE at P = 16 to the losses of single-process
+    PyTorch (the references of tests/test_training.py). To hold the suite's time, P = 16
+    leaves out the oblivious baselines (their block broadcasts are the slowest thing 16
+    oversubscribed ranks do; their SpMM is checked against scipy at P = 32 above and their
+    training at P = 2, 3, 4 in tests/test_training.py) and keeps one 2D/3D algorithm (the
+    others train at P = 2, 3, 4 and 9)."""
     from spmmgnn import ALGORITHMS
 
     from .test_training import RTOL
 
-    names = sorted(a for a, cls in ALGORITHMS.items() if "1d" in cls.grid_kinds) + ["sparse2d"]
+    names = sorted(a for a, cls in ALGORITHMS.items()
+                   if "1d" in cls.grid_kinds and not a.startswith("oblivious")) + ["sparse2d"]
     res = run_mpi_json(16, "train_parity.py", tmp_path, *names, timeout=1500)
     assert {c["algorithm"] for c in res["cases"]} == set(names)
     for case in res["cases"]:
