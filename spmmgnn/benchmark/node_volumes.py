@@ -31,6 +31,7 @@ from ..algorithms.prepost1d import cover_split
 from ..hashing import hash_ids
 from ..nodes import carriers, node_of_rank
 from ..stages import stage_ranges
+from .volumes import _grid_rows
 
 
 @dataclass
@@ -76,43 +77,6 @@ def needs_1d(layout, P: int, c: int) -> Needs:
     return Needs("exchange", i * c + j, v, q * c + j, np.arange(P) % c)
 
 
-@njit(cache=True, nogil=True)
-def _needs_grid(indptr, indices, part, pc, pl, P):
-    """The needs of sparse2d/sparse3d's expand, fold and fiber steps, one pass (the same
-    markers as ``volumes._grid_rows``): ``out[s]`` = (needer, id, owner) of step s."""
-    nnz = indices.size
-    out = np.empty((3, 3, nnz), dtype=np.int64)
-    m = np.zeros(3, dtype=np.int64)
-    seen_col = np.full(part.size, -1, dtype=np.int64)
-    seen_tile = np.full(P, -1, dtype=np.int64)
-    seen_layer = np.full(pl, -1, dtype=np.int64)
-    for u in range(indptr.size - 1):
-        pu = part[u]
-        iu, ju, lu = pu // (pc * pl), (pu // pl) % pc, pu % pl
-        for t in range(indptr[u], indptr[u + 1]):
-            v = indices[t]
-            pv = part[v]
-            jv, lv = (pv // pl) % pc, pv % pl
-            tile = (iu * pc + jv) * pl + lv
-            if seen_col[v] != iu:
-                seen_col[v] = iu
-                if tile != pv:
-                    out[0, 0, m[0]], out[0, 1, m[0]], out[0, 2, m[0]] = tile, v, pv
-                    m[0] += 1
-            if seen_tile[tile] != u:
-                seen_tile[tile] = u
-                if jv != ju:
-                    o = (iu * pc + ju) * pl + lv
-                    out[1, 0, m[1]], out[1, 1, m[1]], out[1, 2, m[1]] = tile, u, o
-                    m[1] += 1
-            if lv != lu and seen_layer[lv] != u:
-                seen_layer[lv] = u
-                g = (iu * pc + ju) * pl + lv
-                out[2, 0, m[2]], out[2, 1, m[2]], out[2, 2, m[2]] = g, u, pu
-                m[2] += 1
-    return out, m
-
-
 def needs_grid(layout, shape3: tuple[int, int, int]) -> list[Needs]:
     """sparse2d/sparse3d: *expand* (X row v to the tile, along ``row``: ranks of one (j, l)),
     *fold* (the tile's partial row u to its fiber's rank, along ``col``: one (i, l)) and, with
@@ -120,7 +84,8 @@ def needs_grid(layout, shape3: tuple[int, int, int]) -> list[Needs]:
     pr, pc, pl = shape3
     parts = layout.parts()
     P = pr * pc * pl
-    out, m = _needs_grid(layout.A.indptr, layout.A.indices, parts, pc, pl, P)
+    _, _, _, out, m = _grid_rows(layout.A.indptr, layout.A.indices, parts, pc, pl, P,
+                                 record=True)
     rest, l = np.divmod(np.arange(P), pl)
     i, j = np.divmod(rest, pc)
     colors = (j * pl + l, i * pl + l, i * pc + j)   # the communicator of each step
