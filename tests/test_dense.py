@@ -11,17 +11,19 @@ from spmmgnn.nn.linear import linear
 
 
 @pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def torch_threads(request):
+def rank_threads(request):
     """The weight gradient runs on torch's BLAS on one thread and on OpenBLAS on more."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(request.param)
+    from spmmgnn.threads import get_threads, set_threads
+
+    before = get_threads()
+    set_threads(request.param)
     yield request.param
-    torch.set_num_threads(before)
+    set_threads(before)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("rows", [0, 1, 37, 2000])
-def test_linear_values_and_gradients_are_torchs(dtype, rows, torch_threads):
+def test_linear_values_and_gradients_are_torchs(dtype, rows, rank_threads):
     """h @ w + b + add and the gradients of all four, against torch's addmm, for every
     combination of bias / added term / which inputs need a gradient, on 1 and 2 threads."""
     gen = torch.Generator().manual_seed(rows)

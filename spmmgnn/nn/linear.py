@@ -7,8 +7,9 @@ OpenBLAS writing into a reused output took 0.6x torch's time at 128 columns and 
 10; for the weight gradient torch's MKL was fastest when asked for ``(g.T @ h).T`` (10
 columns: 12 ms against 120 ms as ``h.T @ g``, the orientation autograd uses) on one thread,
 but it does not use a second thread on these tall-skinny shapes (90000 x 128 x 128: 39 ms at
-2 threads against OpenBLAS's 19.9; x 10: 14.5 against 4.4), so with more than one torch
-thread the weight gradient runs on OpenBLAS too. The choice is fixed per product and thread
+2 threads against OpenBLAS's 19.9; x 10: 14.5 against 4.4), so when the rank has more than
+one thread (``threads.get_threads``, which also bounds OpenBLAS) the weight gradient runs on
+OpenBLAS too. The choice is fixed per product and thread
 count, never timed at run time, so a run's numbers do not depend on timing.
 
 Outputs come from ``buffers.recycled_empty`` (the step's memory is reused, not faulted in
@@ -23,6 +24,7 @@ import torch
 from numba import njit, prange
 
 from ..buffers import recycled_empty
+from ..threads import get_threads
 
 
 def linear(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None,
@@ -79,7 +81,7 @@ class Linear(torch.autograd.Function):
             out = recycled_empty((gn.shape[0], w.shape[0]), gn.dtype)
             np.matmul(gn, _numpy(w).T, out=out)
             gh = torch.from_numpy(out)
-        if need_w and torch.get_num_threads() > 1:
+        if need_w and get_threads() > 1:
             gn = g.numpy()
             out = np.empty((gn.shape[1], h.shape[1]), gn.dtype)  # small: a w-sized grad
             np.matmul(gn.T, _numpy(h), out=out)
