@@ -364,7 +364,7 @@ class DistSpMM(RowAlgebra):
         vector = getattr(Z_local, "ndim", 0) == 1
         z = self._check_side(Z_local.reshape(-1, 1) if vector else Z_local, "gather_rows",
                              side, root)
-        part, n_local = self._side(side)
+        part = self._side(side)[0]
         comm = self.grid.comm
         full = np.empty((part.n, z.shape[1]), dtype=z.dtype) if comm.Get_rank() == root else None
         self._rows_collective(full, z, part.offsets, root, scatter=False)
