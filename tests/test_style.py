@@ -136,10 +136,12 @@ def _upward(modules: dict[str, Path]) -> list[str]:
 
 
 def _cycle(modules: dict[str, Path]) -> list[str]:
-    """One circle among module-level imports (depth-first search for a back edge), or []."""
+    """One circle among the imports, at module level or inside a function (depth-first search
+    for a back edge), or []: a function-level import that closes a circle still ties the two
+    modules into one."""
     edges: dict[str, set[str]] = {m: set() for m in modules}
-    for src, dst, _, top in _imports(modules):
-        if top and dst != src and not src.startswith(dst + ".") and dst != "spmmgnn":
+    for src, dst, _, _ in _imports(modules):
+        if dst != src and not src.startswith(dst + ".") and dst != "spmmgnn":
             edges[src].add(dst)
     state: dict[str, int] = {}
 
@@ -178,16 +180,22 @@ def test_import_graph_has_no_cycle():
 
 def test_import_checks_see_an_upward_import_and_a_circle(tmp_path):
     """The checkers themselves, on a small package: the core importing a command (inside a
-    function) is upward; two data modules importing each other at module level are a circle."""
+    function) is upward; two data modules importing each other at module level are a circle,
+    and so are two importing each other, one of them inside a function."""
     pkg = tmp_path / "spmmgnn"
     for d in ("", "data", "commands"):
         (pkg / d).mkdir(exist_ok=True)
         (pkg / d / "__init__.py").write_text("")
     (pkg / "halo.py").write_text("def f():\n    from .commands import train\n")
-    (pkg / "commands" / "train.py").write_text("from ..halo import f\n")
+    (pkg / "commands" / "train.py").write_text("def main():\n    pass\n")
     (pkg / "data" / "a.py").write_text("from .b import g\n")
     (pkg / "data" / "b.py").write_text("from . import a\n\ndef g():\n    pass\n")
     modules = _package_modules(tmp_path)
     assert _upward(modules) == ["spmmgnn.halo:2 (core) imports spmmgnn.commands.train "
                                 "(commands)"]
     assert _cycle(modules) == ["spmmgnn.data.a", "spmmgnn.data.b", "spmmgnn.data.a"]
+    (pkg / "data" / "b.py").write_text("def g():\n    from . import a\n")
+    assert _cycle(_package_modules(tmp_path)) == ["spmmgnn.data.a", "spmmgnn.data.b",
+                                                  "spmmgnn.data.a"]
+    (pkg / "data" / "b.py").write_text("def g():\n    pass\n")
+    assert _cycle(_package_modules(tmp_path)) == []

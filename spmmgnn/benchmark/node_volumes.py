@@ -31,7 +31,7 @@ from ..algorithms.prepost1d import cover_split
 from ..hashing import hash_ids
 from ..nodes import carriers, node_of_rank
 from ..stages import stage_ranges
-from .volumes import _grid_rows
+from .grid_rows import grid_rows
 
 
 @dataclass
@@ -84,7 +84,7 @@ def needs_grid(layout, shape3: tuple[int, int, int]) -> list[Needs]:
     pr, pc, pl = shape3
     parts = layout.parts()
     P = pr * pc * pl
-    _, _, _, out, m = _grid_rows(layout.A.indptr, layout.A.indices, parts, pc, pl, P,
+    _, _, _, out, m = grid_rows(layout.A.indptr, layout.A.indices, parts, pc, pl, P,
                                  record=True)
     rest, l = np.divmod(np.arange(P), pl)
     i, j = np.divmod(rest, pc)

@@ -179,7 +179,7 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     (``twolevel``).
     """
     if is_two_level(method):
-        return two_level(A, k, method, parts_per_node, epsilon=epsilon, seed=seed,
+        return two_level(A, k, method, parts_per_node, partition, epsilon=epsilon, seed=seed,
                          threads=threads, time_budget=time_budget, progress=progress,
                          **refine_options)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:

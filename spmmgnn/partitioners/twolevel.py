@@ -24,12 +24,16 @@ vector; ``bench/node_aware.py`` compares the two layouts on them.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SpmmgnnError
 from ..layout import Partition
+from .maxsend import rebalance
+from .metrics import metrics
+from .model import ColumnNet, as_square_csr, load_cap, row_loads
 
 PREFIX = "twolevel:"
 
@@ -38,15 +42,12 @@ def is_two_level(method) -> bool:
     return str(method).strip().lower().startswith(PREFIX)
 
 
-def two_level(A, k: int, method: str, parts_per_node: int | None, epsilon: float = 0.03,
-              seed: int = 0, **options) -> Partition:
-    """The two-level partition of square ``A`` into k parts (module docstring); ``options``
-    go to ``partition`` at both levels."""
-    from .api import partition
-    from .maxsend import rebalance
-    from .metrics import metrics
-    from .model import ColumnNet, as_square_csr, load_cap, row_loads
-
+def two_level(A, k: int, method: str, parts_per_node: int | None,
+              partition: Callable[..., Partition], epsilon: float = 0.03, seed: int = 0,
+              **options) -> Partition:
+    """The two-level partition of square ``A`` into k parts (module docstring) with the flat
+    ``partition`` (``api.partition``, handed in so this module does not import ``api``,
+    which imports it) at both levels; ``options`` go to it."""
     base = str(method).strip().lower()[len(PREFIX):] or "default"
     if (isinstance(parts_per_node, bool) or not isinstance(parts_per_node, (int, np.integer))
             or parts_per_node < 1 or k % parts_per_node):
