@@ -65,6 +65,7 @@ class ExpandFold:
         self.own_cols = (int(col_offsets[cr]), int(col_offsets[cr + 1]))
         self.own_rows = (int(row_offsets[rr]), int(row_offsets[rr + 1]))
         self.blocks, ghost_rows, ghost_cols = split_tile(tile, self.own_rows, self.own_cols)
+        self.ghost_rows, self.ghost_cols = ghost_rows, ghost_cols
         if make_plan is None:
             def make_plan(comm, offsets, ghosts, fwd, bwd, seed, stream):
                 return HaloPlan(comm, offsets, ghosts, stats, fwd, bwd, seed=seed, stream=stream)
@@ -77,6 +78,23 @@ class ExpandFold:
     @property
     def nnz(self) -> int:
         return sum(b.nnz for b in self.blocks.values())
+
+    def tile_coo(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The tile's non-zeros as (rows, columns, float64 values) in the tile's numbering,
+        put back together from the four blocks (to lay A out another way, once)."""
+        ids = {"rows": {"own": None, "ghost": self.ghost_rows},
+               "cols": {"own": None, "ghost": self.ghost_cols}}
+        start = {"rows": self.own_rows[0], "cols": self.own_cols[0]}
+        out = ([], [], [])
+        for (rk, ck), block in self.blocks.items():
+            m = block.to_scipy().tocoo()
+            for axis, key, local in (("rows", rk, m.row), ("cols", ck, m.col)):
+                local = local.astype(np.int64)
+                named = ids[axis][key]
+                out[0 if axis == "rows" else 1].append(local + start[axis] if named is None
+                                                       else named[local])
+            out[2].append(m.data.astype(np.float64))
+        return np.concatenate(out[0]), np.concatenate(out[1]), np.concatenate(out[2])
 
     def matrices(self) -> list:
         return list(self.blocks.values())

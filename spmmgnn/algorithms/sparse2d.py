@@ -13,6 +13,9 @@ once from the block rows. One SpMM:
 Both phases are halo plans (bcast and reduce), so codecs, byte counters and overlap work as in
 the 1D algorithms; ``A^T Y`` runs them backwards. Unlike ``oblivious2d`` (CAGNET's SUMMA), A
 never moves after construction and only the rows the tile names travel.
+
+No rank sends more than on ``oblivious2d``: a call (width, dtype, direction) on which some
+rank would runs SUMMA instead (``grid_route.py``; ``route()`` says which a call took).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 from .base import DistSpMM
 from .expand_fold import ExpandFold
 from .ghost import resolve_codecs
+from .grid_route import GridRoute
 from .tiles import SparseTiles
 
 
@@ -30,6 +34,7 @@ class Sparse2D(DistSpMM):
     grid_kinds = ("2d",)
     takes_codecs = True
     takes_exchange = True
+    bounded_by = "oblivious2d"   # never sends more on any rank (grid_route.py)
 
     def __init__(self, grid, partition, block_row, col_partition=None,
                  codec: str | None = None, codec_backward: str | None = "same",
@@ -42,6 +47,17 @@ class Sparse2D(DistSpMM):
                                   grid.comm_along("col"), self.tiles.fold_offsets, self.stats,
                                   self.codec, self.codec_backward, seed=codec_seed,
                                   stream=grid.rank, make_plan=self.halo_plan)
+        # the tile's columns are one part per process row (SparseTiles.cols)
+        by_row = np.bincount(np.searchsorted(self.tiles.cols.offsets, tile.indices,
+                                             side="right") - 1, minlength=self.tiles.shape[0])
+        self.router = GridRoute(grid, self.row_offsets, self.col_offsets, self.tiles, by_row,
+                                self.stats, routed=self.exchange == "flat")
+
+    def route(self, f: int, dtype, forward: bool = True) -> str:
+        """"sparse" or "oblivious": the route calls of width f and ``dtype`` take
+        (collective on its first use for a key)."""
+        return "oblivious" if self.router.oblivious(self.exchange_plans(), f, dtype,
+                                                    forward) else "sparse"
 
     def exchange_plans(self) -> list:
         return [self.product.expand, self.product.fold]
@@ -50,7 +66,20 @@ class Sparse2D(DistSpMM):
         return self.product.nnz
 
     def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
-        self.product.matmul(x, out, key)
+        if self.route(x.shape[1], x.dtype, True) == "oblivious":
+            self.router.product(self.product).matmul(x, out)
+        else:
+            self.sparse_matmul(x, out, key)
 
     def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
+        if self.route(y.shape[1], y.dtype, False) == "oblivious":
+            self.router.product(self.product).matmul_t(y, out)
+        else:
+            self.sparse_matmul_t(y, out, key)
+
+    def sparse_matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
+        self.product.matmul(x, out, key)
+
+    def sparse_matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
         self.product.matmul_t(y, out, key)
+

@@ -17,7 +17,8 @@ with I_i all the parts of process row i. One SpMM:
    ranks in the layer that touched it.
 
 Peers per rank <= pr + pc + pl - 3. With pl = 1 it is ``sparse2d``. ``A^T Y`` runs the
-three exchanges backwards.
+three exchanges backwards. As ``sparse2d``, a call on which some rank would send more than on
+``oblivious3d`` runs SUMMA instead (``grid_route.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .sparse2d import Sparse2D
 class Sparse3D(Sparse2D):
     name = "sparse3d"
     grid_kinds = ("3d",)
+    bounded_by = "oblivious3d"   # never sends more on any rank (grid_route.py)
 
     def __init__(self, grid, partition, block_row, col_partition=None,
                  codec: str | None = None, codec_backward: str | None = "same",
@@ -50,7 +52,7 @@ class Sparse3D(Sparse2D):
     def exchange_plans(self) -> list:
         return [self.product.expand, self.product.fold, self.fiber]
 
-    def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
+    def sparse_matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
         f, plan = x.shape[1], self.fiber
         rows = plan.buffer("fiber", self.fiber_rows, f, x.dtype)
         self.product.matmul(x, rows, key)
@@ -60,7 +62,7 @@ class Sparse3D(Sparse2D):
             out[...] = rows[self.own[0]:self.own[1]]
         plan.start_reduce(partial, out, key).finish()
 
-    def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
+    def sparse_matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
         f, plan = y.shape[1], self.fiber
         rows = plan.buffer("fiber", self.fiber_rows, f, y.dtype)
         ghost = plan.buffer("ghost", plan.n_ghost, f, y.dtype)

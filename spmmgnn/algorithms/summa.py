@@ -13,8 +13,9 @@ with all its features), so each call converts on the way in and out:
   and H[U_kl, F_j] along my process column from (k, j, l); Z[V_i, F_j] += A H. V_i are all the
   rows of process row i;
 * *3D*: the pl layers split the inner dimension; their partial Z are summed by a
-  reduce-scatter across the fiber (i, j, .), each layer keeping its rows U_il (CAGNET
-  all-reduces the whole Z and keeps a share; the reduce-scatter moves 1/pl of that);
+  reduce-scatter across the fiber (i, j, .), each layer keeping its rows U_il: a rank sends
+  (pl - 1)/pl of its block (CAGNET all-reduces the whole Z and keeps a share, 2 (pl - 1)/pl
+  of the block in a bandwidth-optimal all-reduce: twice as much at every pl);
 * *to rows*: the reverse ``Alltoallv``.
 
 ``A^T Y`` (CAGNET multiplies the stored transpose): the same tile broadcasts, the transposed
@@ -37,9 +38,36 @@ from ..stages import stage_ranges
 from ..stats import CommStats
 from ..threads import get_threads
 from .block_broadcast import count_stage
-from .tiles import PartSet, SummaTiles
+from .tiles import PartSet, SummaTiles, part_of
 
 INDEX_BYTES = 8   # a non-zero travels as (row int32, column int32, value)
+
+
+def summa_sent(shape: tuple[int, int, int], coords: tuple[int, int, int],
+               row_sizes: np.ndarray, col_sizes: np.ndarray, stage_nnz: np.ndarray, f: int,
+               itemsize: int) -> tuple[int, int]:
+    """Bytes rank ``coords`` sends in one ``matmul`` and one ``matmul_t`` of ``Summa``, as
+    ``comm_stats()`` counts them, from the part sizes (rows of A X and of X, per part) and
+    the non-zeros of its process row's stage tiles (``stage_nnz[k]``) alone: what
+    ``sparse2d``/``sparse3d`` compare their own bytes with (``GridRoute``)."""
+    pr, pc, pl = shape
+    i, j, l = coords
+    fj = int(np.diff(stage_ranges(f, pc))[j])
+    me = part_of(shape, i, j, l)
+    row_i = part_of(shape, i, np.arange(pc), l)                   # parts (i, ., l)
+    u_out, u_in = int(row_sizes[row_i].sum()), int(col_sizes[row_i].sum())
+    v = int(row_sizes[part_of(shape, i, np.arange(pc)[:, None], np.arange(pl))].sum())
+    u_in_k = np.array([col_sizes[part_of(shape, k, np.arange(pc), l)].sum()
+                       for k in range(pr)], dtype=np.int64)      # inner rows of stage k
+    held = np.arange(pr) % pc == j
+    tiles = int(stage_nnz[held].sum()) * (INDEX_BYTES + itemsize) * (pc - 1)
+    n_out, n_in = int(row_sizes[me]), int(col_sizes[me])
+    layers = pl > 1
+    fwd = (n_in * (f - fj) + (pr - 1) * u_in * fj + layers * (v - u_out) * fj
+           + (u_out - n_out) * fj) * itemsize + tiles
+    bwd = (n_out * (f - fj) + layers * u_out * fj * (pl - 1)
+           + (int(u_in_k.sum()) - int(u_in_k[i])) * fj + (u_in - n_in) * fj) * itemsize + tiles
+    return int(fwd), int(bwd)
 
 
 class Summa:

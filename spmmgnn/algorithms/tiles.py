@@ -44,6 +44,11 @@ class PartSet:
         """Local numbers of global ``ids`` of the given ``parts`` (all in the set)."""
         return ids - self.global_offsets[parts] + self.offsets[self.position[parts]]
 
+    def global_ids(self, local: np.ndarray) -> np.ndarray:
+        """The global ids of local numbers (the inverse of ``local``)."""
+        k = np.searchsorted(self.offsets, local, side="right") - 1
+        return self.global_offsets[self.parts[k]] + local - self.offsets[k]
+
     def span(self, p: int) -> tuple[int, int]:
         """The local range of part p."""
         k = int(self.position[p])
@@ -183,7 +188,12 @@ class SummaTiles:
     def gather(self, comm: MPI.Comm, block_row: sp.csr_array,
                row_lo: int) -> dict[int, sp.csr_array]:
         """Collective: my tiles ``{k: A[V_i, U_kl]}`` in local numbering."""
-        coo = coo_of(block_row, row_lo)
+        return self.gather_coo(comm, coo_of(block_row, row_lo))
+
+    def gather_coo(self, comm: MPI.Comm, coo: tuple[np.ndarray, np.ndarray, np.ndarray]
+                   ) -> dict[int, sp.csr_array]:
+        """Collective: my tiles from any rank's share of the non-zeros (global rows,
+        columns, values): the block rows, or the tiles another layout holds."""
         r, c, v = redistribute(comm, coo, self.dest(coo[0], coo[1]))
         cp = owner_part(self.col_offsets, c)
         k_of = part_coords(self.shape, cp)[0]

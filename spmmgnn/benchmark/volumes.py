@@ -33,9 +33,11 @@ from ..algorithms.vertex_cover import min_vertex_cover
 from ..codecs import get_codec
 from ..errors import SpmmgnnError
 from ..layout import resolve_partition
+from ..nodes import node_of_rank
 from ..stages import stage_ranges
 from .grid_rows import grid_rows
 from .node_volumes import Needs, algorithm_needs, exchange_rows, tier_bytes
+from .summa_tiers import summa_inter
 
 
 @njit(cache=True, nogil=True)
@@ -621,10 +623,36 @@ def predict(algorithm: str, layout: Layout, P: int, c: int, f: int, itemsize: in
     sparse algorithms' bytes are split by tier (``sent_inter``...) and ``tier_phases`` filled;
     ``exchange="node"`` predicts the node-aware exchange (its totals and its phases)."""
     vol = _predict(algorithm, layout, P, c, f, itemsize, codec, codec_backward, shape)
-    if ranks_per_node is None and exchange == "flat":
+    if ranks_per_node is not None or exchange != "flat":
+        vol = with_tiers(vol, algorithm, layout, P, c, f, itemsize, codec, codec_backward,
+                         shape, ranks_per_node or 1, exchange)
+    bound = getattr(ALGORITHMS.get(algorithm), "bounded_by", None)
+    if bound is None or exchange != "flat":
         return vol
-    return with_tiers(vol, algorithm, layout, P, c, f, itemsize, codec, codec_backward, shape,
-                      ranks_per_node or 1, exchange)
+    summa = _predict(bound, layout, P, c, f, itemsize, shape=shape)
+    if ranks_per_node is not None:
+        shape3 = grid_shape(P, shape, GRID_ALGORITHMS[bound])
+        summa = dataclasses.replace(summa, **summa_inter(
+            layout.sizes, layout.block_nnz(), shape3, f, itemsize,
+            node_of_rank(P, ranks_per_node)))
+    return route_grid(vol, summa)
+
+
+def route_grid(sparse: Volumes, oblivious: Volumes) -> Volumes:
+    """What ``sparse2d``/``sparse3d`` do per direction (``algorithms/grid_route.py``): the
+    sparse route unless it sends more than SUMMA on some rank, then SUMMA's bytes (and its
+    bytes by tier, which it prices as the network's: no tier phases); ``sparse`` itself when
+    both directions stay sparse."""
+    fwd = oblivious if np.any(sparse.sent > oblivious.sent) else sparse
+    bwd = oblivious if np.any(sparse.sent_t > oblivious.sent_t) else sparse
+    if fwd is sparse and bwd is sparse:
+        return sparse
+    return Volumes(sent=fwd.sent, received=fwd.received, sent_t=bwd.sent_t,
+                   received_t=bwd.received_t, allreduce=np.zeros_like(sparse.allreduce),
+                   nnz=fwd.nnz, messages=fwd.messages, phases=fwd.phases,
+                   sent_inter=fwd.sent_inter, received_inter=fwd.received_inter,
+                   sent_t_inter=bwd.sent_t_inter, received_t_inter=bwd.received_t_inter,
+                   tier_phases=fwd.tier_phases)
 
 
 def with_tiers(vol: Volumes, algorithm: str, layout: Layout, P: int, c: int, f: int,
@@ -633,8 +661,6 @@ def with_tiers(vol: Volumes, algorithm: str, layout: Layout, P: int, c: int, f: 
     """``vol`` with its bytes split by tier for ``exchange`` on nodes of ``ranks_per_node``
     consecutive ranks (``node_volumes``); an algorithm without a halo exchange only takes
     "flat" and is left as it is (its collectives are priced as the network's)."""
-    from ..nodes import node_of_rank
-
     shape3 = grid_shape(P, shape, GRID_ALGORITHMS[algorithm]) if algorithm in GRID_ALGORITHMS \
         else None
     key = ("tiers", algorithm, P, c, shape3, ranks_per_node)

@@ -3,8 +3,10 @@
 Usage: mpiexec -n P python grid_cases.py OUT.json SHAPE [SHAPE ...]   (SHAPE like 2x3 or 2x2x2)
 For each grid shape, the sparse and the oblivious algorithm of its dimension run A X and
 A^T Y (non-symmetric A, uneven and empty parts, empty rows, n not divisible by P, float32
-and float64, a rectangular A) and rank 0 records the errors against scipy, each rank's bytes
-and its peers (the ranks it exchanged rows with in one call).
+and float64, a rectangular A; an ER graph of average degree 8 and a directed power-law graph
+on near-equal contiguous blocks) and rank 0 records the errors against scipy, each rank's
+bytes, its peers (the ranks it exchanged rows with in one call), the route the sparse
+algorithm took and, for square A, the volume model's bytes.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 import spmmgnn
+from spmmgnn.benchmark.volumes import Layout, predict
 from spmmgnn.grid import parse_grid
 
 comm = MPI.COMM_WORLD
@@ -39,8 +42,15 @@ def cases():
     B = sp.csr_array(sp.random(m, m, density=0.08, random_state=P + 1, format="csr"))
     R = sp.csr_array(sp.random(5 * P + 2, 8 * P + 1, density=0.1, random_state=P + 2,
                                format="csr"))          # rectangular
+    n = 13 * P + 5
+    e = rng.integers(0, n, (2, 4 * n))                 # ER, average degree 8 (symmetric)
+    er = sp.csr_array((np.ones(8 * n), (np.r_[e[0], e[1]], np.r_[e[1], e[0]])), shape=(n, n))
+    w = 1.0 / np.arange(1, n + 1) ** 0.9               # directed, power-law in-degrees
+    heads = rng.choice(n, 6 * n, p=w / w.sum())
+    pl = sp.csr_array((np.ones(6 * n), (rng.integers(0, n, 6 * n), heads)), shape=(n, n))
     return [("part_vector", A, parts, None), ("uneven_sizes", B, sizes.tolist(), None),
-            ("rectangular", R, None, None)]
+            ("rectangular", R, None, None), ("er8", er, None, None),
+            ("powerlaw_directed", pl, None, None)]
 
 
 def peers(op) -> int:
@@ -79,13 +89,20 @@ def main(path: str, shapes: list[str]) -> None:
                     bwd = op.comm_stats()["bytes_sent"]
                     p = peers(op) if algo.startswith("sparse") else -1
                     ranks = comm.gather(dict(sent=fwd, sent_t=bwd, peers=p), root=0)
+                    route = [op.route(f, dtype, d) if algo.startswith("sparse") else algo
+                             for d in (True, False)]
                     if comm.rank == 0:
+                        model = None
+                        if A.shape[0] == A.shape[1]:
+                            v = predict(algo, Layout.build(A, part, P), P, 1, f,
+                                        np.dtype(dtype).itemsize, shape=shape)
+                            model = dict(sent=v.sent.tolist(), sent_t=v.sent_t.tolist())
                         scale = max(1.0, float(np.abs(A).sum(axis=1).max()))
                         rows.append(dict(
                             shape=list(shape), case=name, algorithm=algo, dtype=dtype,
                             err=float(np.abs(z - A @ X).max()) / scale,
                             err_t=float(np.abs(t - A.T @ Y).max()) / scale,
-                            ranks=ranks))
+                            ranks=ranks, route=route, model=model))
     if comm.rank == 0:
         with open(path, "w") as fh:
             json.dump(rows, fh)

@@ -81,7 +81,10 @@ class Run:
             t = op.matmul_t(y)
             bwd = tiers(op)
             got[exchange] = (op.gather_rows(z), op.gather_rows(t, side="input"))
-            ranks[exchange] = comm.gather(dict(fwd=fwd, bwd=bwd, report=op.exchange_report()))
+            route = (op.route(F, X.dtype, True) if getattr(type(op), "bounded_by", None)
+                     else "sparse")   # sparse2d/3d: the flat exchange may take SUMMA
+            ranks[exchange] = comm.gather(dict(fwd=fwd, bwd=bwd, report=op.exchange_report(),
+                                               route=route))
         if not ROOT:
             return
         what = f"{label} {algorithm} K={K} c={c} shape={shape} codec={codec}"
