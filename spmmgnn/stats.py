@@ -45,6 +45,10 @@ class CommStats:
     seconds_multiply: float = 0.0
     seconds_allreduce: float = 0.0
     seconds_codec: float = 0.0
+    # of bytes_sent / bytes_received: the layout conversions (``oblivious2d``/``3d``: rows to
+    # SUMMA's 2D blocks and back), reported apart as ``bytes_*_by_phase["convert"]``
+    convert_bytes_sent: int = 0
+    convert_bytes_received: int = 0
 
     @property
     def calls(self) -> int:
@@ -56,6 +60,9 @@ class CommStats:
         for way in ("sent", "received"):
             d[f"bytes_{way}_by_tier"] = {tier: d.pop(f"bytes_{way}_{tier}")
                                          for tier in ("intra", "inter")}
+            convert = d.pop(f"convert_bytes_{way}")
+            d[f"bytes_{way}_by_phase"] = {"algorithm": d[f"bytes_{way}"] - convert,
+                                          "convert": convert}
         return d
 
     def reset(self) -> None:
@@ -86,6 +93,12 @@ class CommStats:
         self.bytes_received_intra += int(received) - inter_received
         self.payload_bytes_sent += int(sent) - int(param_bytes)
         self.param_bytes_sent += int(param_bytes)
+
+    def count_convert(self, sent: int, received: int) -> None:
+        """Of an exchange counted with ``count_exchange``: bytes that only changed the
+        layout of the dense rows (not the algorithm's own movement), reported apart."""
+        self.convert_bytes_sent += int(sent)
+        self.convert_bytes_received += int(received)
 
     def count_allreduce(self, nbytes: int) -> None:
         """One all-reduce of a local buffer of ``nbytes`` over the replicas."""

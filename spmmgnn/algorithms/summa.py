@@ -143,7 +143,7 @@ class Summa:
     # ---------------------------------------------------------------- layouts
     def _convert(self, send: np.ndarray, send_counts, recv: np.ndarray, recv_counts) -> None:
         """One ``Alltoallv`` inside my process row of my layer (element counts), counted
-        without my own share."""
+        without my own share, and apart as a conversion (``bytes_sent_by_phase``)."""
         me = self.across_row.Get_rank()
         mpitype = mpi_float_type(send.dtype)
         sc, rc = np.asarray(send_counts, np.int64), np.asarray(recv_counts, np.int64)
@@ -151,8 +151,9 @@ class Summa:
             self.across_row.Alltoallv([send, (sc, displacements(sc)), mpitype],
                                       [recv, (rc, displacements(rc)), mpitype])
         isz, far = send.itemsize, self.far["row"]
-        self.stats.count_exchange((sc.sum() - sc[me]) * isz, (rc.sum() - rc[me]) * isz, 0,
-                                  sc[far].sum() * isz, rc[far].sum() * isz)
+        sent, received = (sc.sum() - sc[me]) * isz, (rc.sum() - rc[me]) * isz
+        self.stats.count_exchange(sent, received, 0, sc[far].sum() * isz, rc[far].sum() * isz)
+        self.stats.count_convert(sent, received)   # CAGNET keeps H in blocks: none there
 
     def to_blocks(self, x: np.ndarray, rows: PartSet, bounds: np.ndarray) -> np.ndarray:
         """My rows (all features) -> H[U_il, F_j] (rows of process row i in my layer)."""

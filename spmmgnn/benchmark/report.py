@@ -281,11 +281,19 @@ def _accuracy(r: dict) -> float:
     return float(1.0 - min(1.0, r.get("max_rel_error") or 0.0))
 
 
+def _convert(r: dict) -> str:
+    """The largest rank's layout-conversion bytes (``bytes_sent_by_phase["convert"]``, in
+    ``max MB sent``), or "-" for records without them."""
+    per = r.get("per_rank", {}).get("bytes_sent_convert")
+    return "-" if per is None else f"{max(per) / MB:.3f}"
+
+
 def _table(runs: list[dict]) -> list[str]:
     lines = ["| mode | algorithm | P | grid | partitioner | codec | f | ms | local | exchange "
              "| all-reduce | codec | dense | other | max MB sent | avg MB sent | max/avg "
-             "| inter-node MB (all ranks) | accuracy (final / best-val) |",
-             "|" + " --- |" * 19]
+             "| inter-node MB (all ranks) | of which convert, max MB "
+             "| accuracy (final / best-val) |",
+             "|" + " --- |" * 20]
     for r in sorted(runs, key=lambda r: (r["mode"], r["P"], r["f"], r["algorithm"],
                                          grid_key(r), r["partitioner"], r["codec"])):
         s = sent(r) / MB
@@ -302,7 +310,7 @@ def _table(runs: list[dict]) -> list[str]:
             f"{r['codec']} | {r['f']} | {r['seconds'] * 1e3:.2f} | "
             + " | ".join(f"{b.get(p, 0) * 1e3:.2f}" for p in PHASES)
             + f" | {s.max():.3f} | {s.mean():.3f} | {ratio} | {inter(r).sum() / MB:.3f} "
-            f"| {acc} |")
+            f"| {_convert(r)} | {acc} |")
     return lines
 
 
@@ -320,7 +328,9 @@ def summary(records: list[dict], by_graph: dict[str, list[dict]],
                   f"{n['all_to_all']['beta'] * 1e9:.4f} ns/B per pair.", ""]
     lines += ["Times are the slowest rank's per phase (ms per SpMM or per epoch); bytes sent "
               "per call (SpMM) or per epoch (training), inter-node: to ranks on other nodes "
-              "(grid `node`: the node-aware exchange, `K=`: ranks per node); accuracy is a "
+              "(grid `node`: the node-aware exchange, `K=`: ranks per node), of which "
+              "convert: the dense rows' layout conversions (oblivious2d/3d), counted apart; "
+              "accuracy is a "
               "training run's test "
               "accuracy at its final epoch / at its best-validation epoch, or the SpMM's max "
               "relative error against scipy.", ""]

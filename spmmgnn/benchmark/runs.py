@@ -75,6 +75,7 @@ def spmm_run(comm: MPI.Comm, run: dict, A, parts: PartitionCache) -> dict | None
                 bytes_sent=s["bytes_sent"] // r, bytes_received=s["bytes_received"] // r,
                 bytes_sent_inter=s["bytes_sent_by_tier"]["inter"] // r,
                 bytes_received_inter=s["bytes_received_by_tier"]["inter"] // r,
+                bytes_sent_convert=s["bytes_sent_by_phase"]["convert"] // r,
                 allreduce_bytes=s["allreduce_bytes"] // r, nnz=op.local_nnz(),
                 rows=op.n_local, kernels=s["kernels"])
     ranks = comm.gather(mine, root=0)
@@ -93,6 +94,7 @@ def spmm_run(comm: MPI.Comm, run: dict, A, parts: PartitionCache) -> dict | None
                 per_rank={k: [q[k] for q in ranks] for k in ("bytes_sent", "bytes_received",
                                                               "bytes_sent_inter",
                                                               "bytes_received_inter",
+                                                              "bytes_sent_convert",
                                                               "allreduce_bytes", "nnz",
                                                               "rows")})
 
@@ -150,6 +152,8 @@ def train_run(comm: MPI.Comm, run: dict) -> dict | None:
                                                 for q in result["ranks"]],
                               bytes_received_inter=[q["bytes_received_by_tier"]["inter"] // calls
                                                     for q in result["ranks"]],
+                              bytes_sent_convert=[q["bytes_sent_by_phase"]["convert"] // calls
+                                                  for q in result["ranks"]],
                               rows=[q["rows"] for q in result["ranks"]]),
                 kernels=[q.get("kernels", {}) for q in result["ranks"]],
                 bytes_note="per epoch (cumulative bytes / (epochs + 1 evaluation))")

@@ -104,6 +104,8 @@ def run(args) -> int:
                        total_bytes_per_spmm=sum(s["bytes_sent"] for s in stats) / args.repeat,
                        inter_bytes_per_spmm=sum(s["bytes_sent_by_tier"]["inter"]
                                                 for s in stats) / args.repeat,
+                       convert_bytes_per_spmm=sum(s["bytes_sent_by_phase"]["convert"]
+                                                  for s in stats) / args.repeat,
                        exchange=stats[0]["exchange"],
                        kernels=[s["kernels"] for s in stats])
             results.append(row)

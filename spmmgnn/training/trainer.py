@@ -470,6 +470,7 @@ class Trainer:
                         bytes_received=stats["bytes_received"], kernels=stats["kernels"],
                         bytes_sent_by_tier=stats["bytes_sent_by_tier"],
                         bytes_received_by_tier=stats["bytes_received_by_tier"],
+                        bytes_sent_by_phase=stats["bytes_sent_by_phase"],
                         train_bytes_per_epoch=float(np.mean([r["bytes_sent"] for r in ran]))
                         if ran else 0.0,
                         epoch_seconds=_mean(r["seconds"] for r in steady),

@@ -21,6 +21,7 @@ from mpi4py import MPI
 import spmmgnn
 from spmmgnn.benchmark.volumes import Layout, predict
 from spmmgnn.grid import parse_grid
+from spmmgnn.stages import stage_ranges
 
 comm = MPI.COMM_WORLD
 P = comm.size
@@ -51,6 +52,25 @@ def cases():
     return [("part_vector", A, parts, None), ("uneven_sizes", B, sizes.tolist(), None),
             ("rectangular", R, None, None), ("er8", er, None, None),
             ("powerlaw_directed", pl, None, None)]
+
+
+def cagnet_bytes(A, row_offsets, col_offsets, shape, f: int, itemsize: int) -> list[int]:
+    """What CAGNET's SUMMA (``summa_sparse``, ``gcn_distr_2d.py``) sends per rank (i, j) in one
+    A H, from scipy alone: the stage tiles A[V_i, U_k] it holds (k = j mod pc: CAGNET's
+    (i, k) on a square grid), 3 words per non-zero to the pc - 1 others of its process row,
+    and its block H[U_i, F_j] to the pr - 1 others of its process column."""
+    pr, pc = shape
+    width = np.diff(stage_ranges(f, pc))   # F_j (CAGNET: f // pc, the rest to the last)
+    out = []
+    for i in range(pr):
+        rows = slice(row_offsets[i * pc], row_offsets[(i + 1) * pc])
+        for j in range(pc):
+            tiles = sum(A[rows][:, col_offsets[k * pc]:col_offsets[(k + 1) * pc]].nnz
+                        for k in range(pr) if k % pc == j)
+            u_i = int(col_offsets[(i + 1) * pc] - col_offsets[i * pc])
+            out.append(int(tiles * (8 + itemsize) * (pc - 1)
+                           + (pr - 1) * u_i * int(width[j]) * itemsize))
+    return out
 
 
 def peers(op) -> int:
@@ -84,11 +104,13 @@ def main(path: str, shapes: list[str]) -> None:
                     op.reset_stats()
                     z = op.gather_rows(op.matmul(x))
                     fwd = op.comm_stats()["bytes_sent"]
+                    phases = op.comm_stats()["bytes_sent_by_phase"]
                     op.reset_stats()
                     t = op.gather_rows(op.matmul_t(y), side="input")
                     bwd = op.comm_stats()["bytes_sent"]
                     p = peers(op) if algo.startswith("sparse") else -1
-                    ranks = comm.gather(dict(sent=fwd, sent_t=bwd, peers=p), root=0)
+                    ranks = comm.gather(dict(sent=fwd, sent_t=bwd, peers=p, **phases),
+                                        root=0)
                     route = [op.route(f, dtype, d) if algo.startswith("sparse") else algo
                              for d in (True, False)]
                     if comm.rank == 0:
@@ -97,6 +119,13 @@ def main(path: str, shapes: list[str]) -> None:
                             v = predict(algo, Layout.build(A, part, P), P, 1, f,
                                         np.dtype(dtype).itemsize, shape=shape)
                             model = dict(sent=v.sent.tolist(), sent_t=v.sent_t.tolist())
+                        if algo == "oblivious2d":
+                            rp, cp = op.partition, op.col_partition   # as laid out
+                            Ap = A if rp.is_identity and cp.is_identity else \
+                                sp.csr_array(A[rp.perm][:, cp.perm])
+                            model = dict(model or {}, cagnet=cagnet_bytes(
+                                Ap, op.row_offsets, op.col_offsets, shape, f,
+                                np.dtype(dtype).itemsize))
                         scale = max(1.0, float(np.abs(A).sum(axis=1).max()))
                         rows.append(dict(
                             shape=list(shape), case=name, algorithm=algo, dtype=dtype,
