@@ -5,7 +5,10 @@ What each term counts follows the code that allocates it:
 * ``matrix``: the rank's ``LocalCSR`` blocks (``local_matrix``): row pointers (int64), column
   indices (int32 below 2^31 columns), the float64 values and their copy in the training dtype;
   on a non-symmetric A also the transposed CSRs ``matmul_t`` builds (the ``transpose``
-  kernel; ``scan`` keeps none). A symmetric A runs its backward as ``A y`` and keeps none;
+  kernel; ``scan`` keeps none). A symmetric A runs its backward as ``A y`` and keeps none.
+  ``sparse2d``/``sparse3d`` also hold SUMMA's tiles (and its buffers at those widths) when
+  a width of the run takes SUMMA (``algorithms/grid_route.py``; not yet checked against a
+  measured peak);
 * ``halo``: the index lists of the row exchange (ghost ids, the rows to send);
 * ``buffers``: the exchange's pooled work arrays, one set per width the SpMM runs at (the
   cached input aggregation in chunks of ``aggregation_chunk`` columns, or all f with a
@@ -35,11 +38,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..algorithms import ALGORITHMS
 from ..codecs import CastCodec, get_codec
 from ..errors import SpmmgnnError
 from ..nn.memory import DENSE, ModelShape, dense_bytes
 from ..stages import stage_ranges
-from .volumes import CODEC_ALGORITHMS, Layout, predict
+from .volumes import CODEC_ALGORITHMS, Layout, predict, takes_summa
 
 COMPONENTS = ("matrix", "halo", "buffers", "codec", *DENSE)
 
@@ -249,6 +253,27 @@ def _wire(codec, itemsize: int):
     return None if isinstance(codec, CastCodec) and codec.wire == dtype else codec
 
 
+def _summa_fallback(algorithm: str, layout: Layout, P: int, itemsize: int, symmetric: bool,
+                    grid, widths: dict[int, bool], codec, codec_backward):
+    """(SUMMA's ``Held``, its buffers) when ``sparse2d``/``sparse3d`` run SUMMA at one of
+    the widths or in the symmetry probe (``algorithms/grid_route.py``: built on first use,
+    then kept), else None."""
+    bound = getattr(ALGORITHMS.get(algorithm), "bounded_by", None)
+    if bound is None:
+        return None
+    calls = [(2, 8, True, codec, codec_backward)] + [(w, itemsize, b, codec, codec_backward)
+                                            for w, b in widths.items()]
+    routed = [(w, isz, b) for w, isz, b, cd, cb in calls
+              if any(takes_summa(algorithm, layout, P, w, isz, cd, cb, grid))]
+    if not routed:
+        return None
+    held = _summa_held(bound, layout, P, 1, itemsize, symmetric, grid)
+    buffers = held.fixed
+    for w, isz, backward in routed:
+        buffers = buffers + _buffer_bytes(held, w, isz, backward, None, None)[0]
+    return held, buffers
+
+
 def predict_memory(algorithm: str, layout: Layout, P: int, c: int, shape: ModelShape,
                    symmetric: bool = True, codec: str | None = None,
                    codec_backward: str | None = "same",
@@ -271,6 +296,11 @@ def predict_memory(algorithm: str, layout: Layout, P: int, c: int, shape: ModelS
     for w, backward in widths.items():
         dense, coded = _buffer_bytes(held, w, s, backward, fwd, bwd)
         buffers, codec_bytes = buffers + dense, codec_bytes + coded
+    summa = _summa_fallback(algorithm, layout, P, s, symmetric, grid, widths, codec,
+                            codec_backward)
+    if summa is not None:   # sparse2d/3d take SUMMA at some width: its tiles and buffers
+        held = Held(held.matrix + summa[0].matrix, held.halo, held.buffers, held.fixed)
+        buffers = buffers + summa[1]
     _, rows, _ = _rows_of(layout, P, c)
     out = dict(matrix=held.matrix, halo=held.halo, buffers=buffers, codec=codec_bytes,
                **dense_bytes(shape, rows))

@@ -638,6 +638,20 @@ def predict(algorithm: str, layout: Layout, P: int, c: int, f: int, itemsize: in
     return route_grid(vol, summa)
 
 
+def takes_summa(algorithm: str, layout: Layout, P: int, f: int, itemsize: int,
+                codec: str | None = None, codec_backward: str | None = "same",
+                shape: tuple[int, ...] | None = None) -> tuple[bool, bool]:
+    """(forward, transpose): does ``sparse2d``/``sparse3d`` run SUMMA at width f and this
+    itemsize on the flat exchange (``algorithms/grid_route.py``)? (False, False) for the
+    other algorithms."""
+    bound = getattr(ALGORITHMS.get(algorithm), "bounded_by", None)
+    if bound is None:
+        return False, False
+    sparse = _predict(algorithm, layout, P, 1, f, itemsize, codec, codec_backward, shape)
+    summa = _predict(bound, layout, P, 1, f, itemsize, shape=shape)
+    return bool(np.any(sparse.sent > summa.sent)), bool(np.any(sparse.sent_t > summa.sent_t))
+
+
 def route_grid(sparse: Volumes, oblivious: Volumes) -> Volumes:
     """What ``sparse2d``/``sparse3d`` do per direction (``algorithms/grid_route.py``): the
     sparse route unless it sends more than SUMMA on some rank, then SUMMA's bytes (and its
