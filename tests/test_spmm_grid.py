@@ -89,3 +89,35 @@ def test_oblivious2d_moves_cagnets_bytes_and_converts_apart(runs):
             assert any(x["convert"] > 0 for x in r["ranks"])
             checked += 1
     assert checked == (10 if GRIDS[P][0] in ("2x2", "3x3") else 0)
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (3, 2), (2, 3, 2), (1, 2, 3)])
+def test_summa_bytes_each_rank_compares_equal_the_model(shape):
+    """``summa_sent`` (what a sparse2d/3d rank weighs its route against, from its own sizes
+    and stage tiles) equals the volume model of oblivious2d/3d rank by rank, on uneven and
+    empty parts, n not divisible by P."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from spmmgnn.algorithms.summa import summa_sent
+    from spmmgnn.algorithms.tiles import part_of
+    from spmmgnn.benchmark.volumes import Layout, predict
+
+    P = int(np.prod(shape))
+    pr, pc, pl = (*shape, 1)[:3]
+    sizes = np.random.default_rng(P).integers(0, 9, P)
+    sizes[1] = 0
+    n = int(sizes.sum())
+    A = sp.random(n, n, density=0.2, random_state=P, format="csr")
+    layout = Layout.build(A, sizes.tolist(), P)
+    N = layout.block_nnz()
+    for f, itemsize in ((7, 4), (16, 8)):
+        v = predict(f"oblivious{len(shape)}d", layout, P, 1, f, itemsize, shape=shape)
+        for r in range(P):
+            i, j, l = (r // pl) // pc, (r // pl) % pc, r % pl
+            rows = part_of((pr, pc, pl), i, np.arange(pc)[:, None], np.arange(pl)).ravel()
+            stage = [N[rows][:, part_of((pr, pc, pl), k, np.arange(pc), l)].sum()
+                     for k in range(pr)]
+            got = summa_sent((pr, pc, pl), (i, j, l), layout.sizes, layout.sizes,
+                             np.array(stage), f, itemsize)
+            assert got == (v.sent[r], v.sent_t[r]), (shape, f, r)
