@@ -121,3 +121,29 @@ def test_summa_bytes_each_rank_compares_equal_the_model(shape):
             got = summa_sent((pr, pc, pl), (i, j, l), layout.sizes, layout.sizes,
                              np.array(stage), f, itemsize)
             assert got == (v.sent[r], v.sent_t[r]), (shape, f, r)
+
+
+@pytest.mark.parametrize("n,q,pl", [(103, 2, 2), (1000, 3, 2), (77, 2, 3), (1001, 4, 4)])
+def test_docs_part_vector_gives_cagnets_3d_layout(n, q, pl):
+    """docs/algorithms/oblivious3d.md's ``cagnet_parts``: layer l's inner dimension of stage
+    k (the parts (k, ., l)) is CAGNET's piece (k, l) of ``split3dspmm_sparse`` (column block
+    k of n // q, the rest to the last; its l-th of pl sub-blocks, the same rounding), and
+    process row i's rows are CAGNET's row block i."""
+    import numpy as np
+
+    from .test_docs import ROOT
+
+    text = (ROOT / "docs" / "algorithms" / "oblivious3d.md").read_text(encoding="utf-8")
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    space: dict = {}
+    exec(code, space)
+    part = space["cagnet_parts"](n, q, pl)
+    b = n // q
+    for k in range(q):
+        lo, hi = k * b, (n if k == q - 1 else (k + 1) * b)
+        m = (hi - lo) // pl
+        for l in range(pl):
+            a, z = lo + l * m, (hi if l == pl - 1 else lo + (l + 1) * m)
+            inner = np.flatnonzero(np.isin(part, [(k * q + j) * pl + l for j in range(q)]))
+            assert inner.tolist() == list(range(a, z)), (k, l)
+        assert np.flatnonzero(part // (q * pl) == k).tolist() == list(range(lo, hi))
