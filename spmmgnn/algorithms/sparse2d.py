@@ -82,4 +82,3 @@ class Sparse2D(DistSpMM):
 
     def sparse_matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
         self.product.matmul_t(y, out, key)
-
