@@ -101,7 +101,20 @@ def _normalized(A: sp.csr_array, kind: str) -> sp.csr_array:
 class DistSpMM(RowAlgebra):
     """Distributed SpMM operator. Build with ``from_scipy``, ``from_block_row`` or
     ``from_edge_index`` (on this class with ``algorithm=``, or on an algorithm's class).
-    Reductions, QR and rows by id over its layouts: ``linalg.RowAlgebra``."""
+    Reductions, QR and rows by id over its layouts: ``linalg.RowAlgebra``.
+
+    Attributes (read-only; "this rank" values differ per rank):
+
+    * ``m``, ``n``, ``shape``: the global shape of A (m output rows, n input rows).
+    * ``n_local``: this rank's rows of the output side (A, ``A @ X``, ``matmul_t``'s
+      input); ``n_local_in``: of the input side (X, ``A.T @ Y``). ``row_ids(side)``: their
+      global ids in the caller's numbering.
+    * ``partition`` / ``col_partition``: the row (output) and column (input) layouts, each
+      a ``Partition`` (``offsets``, ``perm``, ``k``); ``row_offsets`` / ``col_offsets``
+      their offsets; ``lo:hi`` / ``col_lo:col_hi`` this rank's block, relabelled.
+    * ``grid`` (the ProcessGrid), ``block`` (this rank's block row), ``symmetric`` (True,
+      False, or None until ``probe_symmetry()``), ``validate``, ``name``, ``stats``.
+    """
 
     name: ClassVar[str] = "base"
     # capabilities, read by the trainer, the volume model and the sweep (never the name):
