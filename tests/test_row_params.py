@@ -68,3 +68,16 @@ def test_one_process_registration_and_init():
     assert torch.equal(emb.weight.grad, torch.ones(6, 3))
     with pytest.raises(SpmmgnnError, match="side must be 'input' or 'output'"):
         distributed_rows(torch.zeros(6, 2), op, side="rows")
+
+
+@pytest.mark.parametrize("P", sorted(GRIDS))
+def test_wrong_side_rows_on_one_rank_name_its_count_everywhere(P, mpi_json):
+    """The last rank passes output-side rows to ``norm``: every rank raises, naming the
+    input side, that rank's row count and the fix (tests/test_row_errors.py at P = 1)."""
+    r = results(P, mpi_json)
+    for g in GRIDS[P]:
+        msgs, rows = r[f"{g}:rows_message"], r[f"{g}:rows_expected"]
+        assert len(msgs) == P and all(msgs), msgs
+        for m in msgs:
+            assert f"expected this rank's {rows} rows of the input side" in m, m
+            assert "op.scatter_rows(X)" in m and f"(rank {P - 1})" in m, m

@@ -145,6 +145,22 @@ def check_refusals(tag: str, grid, algo: str) -> None:
         out[f"{tag}:refuse_register"] = msgs
 
 
+def check_row_messages(tag: str, grid, algo: str) -> None:
+    """The last rank passes rows of the wrong side: every rank gets its count and the fix."""
+    k = grid.n_block_rows
+    B = sp.random(3 * k + 1, 4 * k + 2, density=0.4, random_state=2, format="csr")
+    op = spmmgnn.DistSpMM.from_scipy(B if grid.rank == 0 else None, grid, algorithm=algo)
+    last = grid.rank == P - 1
+    x = np.ones(op.n_local if last else op.n_local_in)  # the last rank: output-side rows
+    msgs = message(lambda: op.norm(x))
+    if comm.rank == 0:
+        out[f"{tag}:rows_message"] = msgs
+        out[f"{tag}:rows_expected"] = None
+    expect = comm.bcast(op.n_local_in if last else None, root=P - 1)
+    if comm.rank == 0:
+        out[f"{tag}:rows_expected"] = expect
+
+
 def main() -> None:
     for g, grid, algo in grids():
         k = grid.n_block_rows
@@ -152,6 +168,7 @@ def main() -> None:
         check_training(f"{g}:empty", grid, algo, [0] + [4] * (k - 1))
         check_training(f"{g}:equal", grid, algo, [4] * k)
         check_refusals(g, grid, algo)
+        check_row_messages(g, grid, algo)
     if comm.rank == 0:
         with open(sys.argv[1], "w") as fh:
             json.dump(out, fh)
