@@ -81,3 +81,15 @@ def test_wrong_side_rows_on_one_rank_name_its_count_everywhere(P, mpi_json):
         for m in msgs:
             assert f"expected this rank's {rows} rows of the input side" in m, m
             assert "op.scatter_rows(X)" in m and f"(rank {P - 1})" in m, m
+
+
+def test_replicated_check_reads_any_dtype_and_scalars():
+    """The replicated-values check hashes raw bytes: bfloat16 weights and 0-d parameters
+    (which numpy cannot hold or has no rows of) go through at P = 1."""
+    grid = ProcessGrid()
+    w = torch.nn.Parameter(torch.ones(3, 2, dtype=torch.bfloat16))
+    w.grad = torch.full_like(w, 2.0)
+    s = torch.nn.Parameter(torch.tensor(2.0))
+    allreduce_gradients([w, s], grid)
+    assert w.grad.dtype == torch.bfloat16 and torch.equal(w.grad, torch.full_like(w, 2.0))
+    assert torch.equal(s.grad, torch.tensor(0.0))

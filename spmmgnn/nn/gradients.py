@@ -38,7 +38,8 @@ def _crc(data: bytes, start: int = 0) -> int:
 def _signature(p: torch.Tensor) -> tuple[int, int]:
     """(hash of shape and dtype, hash of the values) of one replicated parameter."""
     shape = _crc(repr((tuple(p.shape), str(p.dtype))).encode())
-    values = _crc(np.ascontiguousarray(p.detach().cpu().numpy()).view(np.uint8).data)
+    raw = p.detach().cpu().contiguous().reshape(-1).view(torch.uint8)  # any dtype's bytes
+    values = _crc(raw.numpy().data)
     return shape, values
 
 
