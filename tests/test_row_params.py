@@ -41,6 +41,7 @@ def test_unregistered_table_is_refused_on_every_rank(P, case, mpi_json):
         msgs = r[f"{g}:refuse_{case}"]
         assert len(msgs) == P and all(msgs), (g, msgs)
         for m in msgs:
+            assert "parameter #1 " in m, m  # its position in the caller's list
             assert "distributed_rows(param, op)" in m and "RowEmbedding" in m, m
             assert ("other values" if case == "equal" else "another shape") in m, m
 

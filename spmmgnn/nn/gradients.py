@@ -52,10 +52,11 @@ def _spread(comm: MPI.Comm, values: np.ndarray) -> np.ndarray:
     return probe[:k] != -probe[k:]
 
 
-def _check(grid, shared: list, rows: list) -> None:
+def _check(grid, shared: list, rows: list, position: list[int]) -> None:
     """Collective: every rank passes the same replicated parameters (shapes, dtypes, values)
     and registered row parameters of the same widths on this grid; one small all-reduce,
-    a second only to name the first parameter that differs."""
+    a second only to name the first parameter that differs (by its ``position`` in the
+    caller's list)."""
     wrong_grid = [i for i, p in enumerate(rows) if row_layout(p).grid is not grid]
     error = None if not wrong_grid else (
         f"allreduce_gradients: row parameter #{wrong_grid[0]} was registered with another "
@@ -76,9 +77,9 @@ def _check(grid, shared: list, rows: list) -> None:
         i = int(bad[0])
         what = "another shape" if each[i] else "other values"
         raise collective_error(
-            f"allreduce_gradients: parameter #{i} (shape {tuple(shared[i].shape)} here) has "
-            f"{what} on some rank, so it is not replicated and summing its gradient "
-            f"would mix different rows; {REGISTER}")
+            f"allreduce_gradients: parameter #{position[i]} (shape {tuple(shared[i].shape)} "
+            f"here) has {what} on some rank, so it is not replicated and summing its "
+            f"gradient would mix different rows; {REGISTER}")
     agree(grid.comm, error)
 
 
@@ -115,8 +116,9 @@ def allreduce_gradients(parameters: Iterable[torch.Tensor], op_or_grid) -> None:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
     rows = [p for p in params if row_layout(p) is not None]
-    shared = [p for p in params if row_layout(p) is None]
-    _check(grid, shared, rows)
+    position = [i for i, p in enumerate(params) if row_layout(p) is None]
+    shared = [params[i] for i in position]
+    _check(grid, shared, rows, position)
     flat = _flat(shared)
     allreduce_rows(grid, flat.numpy())
     _unflatten(shared, flat)

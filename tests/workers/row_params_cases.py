@@ -131,9 +131,12 @@ def check_refusals(tag: str, grid, algo: str) -> None:
         table = torch.nn.Parameter(torch.from_numpy(
             np.random.default_rng(1).standard_normal((n, DIM))[op.row_ids()]))
 
-        def step(table=table, op=op):
-            spmm(op, table).sum().backward()
-            allreduce_gradients([table], op)
+        torch.manual_seed(0)
+        weight = torch.nn.Parameter(torch.randn(DIM, 2, dtype=torch.float64))  # replicated
+
+        def step(table=table, op=op, weight=weight):
+            (spmm(op, table) @ weight).sum().backward()
+            allreduce_gradients([weight, table], op)  # the table is parameter #1
 
         msgs = message(step)
         if comm.rank == 0:
