@@ -1,7 +1,7 @@
 """A custom 3-layer GNN built from spmmgnn's layers, trained full-batch over MPI.
 
     mpiexec -n 2 python examples/custom_model.py --epochs 30 [--json result.json]
-    mpiexec -n 4 python examples/custom_model.py --replication 2     # a 2 x 2 (1.5D) grid
+    mpiexec -n 4 python examples/custom_model.py --replication 2     # P = 4, c = 2 (1.5D)
 
 What a research script does with the library: build the distributed operator from a PyG-style
 ``edge_index`` (source -> target), scatter the node data, assemble a model from layers whose

@@ -6,6 +6,7 @@ import os
 # thread (measured: 186 vs 28 ms per epoch at 2 threads); must be set before torch loads.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+from . import krylov  # noqa: E402  (spmmgnn.krylov.cg, .subspace_iteration)
 from .abort import install_abort_hook  # noqa: E402
 from .algorithms import ALGORITHMS, DistSpMM
 from .errors import SpmmgnnError
@@ -17,4 +18,4 @@ __version__ = "0.1.0"
 
 install_abort_hook()
 __all__ = ["ALGORITHMS", "DistSpMM", "Partition", "ProcessGrid", "SpmmgnnError",
-           "default_threads", "get_threads", "set_threads"]
+           "default_threads", "get_threads", "krylov", "set_threads"]

@@ -101,7 +101,20 @@ def _normalized(A: sp.csr_array, kind: str) -> sp.csr_array:
 class DistSpMM(RowAlgebra):
     """Distributed SpMM operator. Build with ``from_scipy``, ``from_block_row`` or
     ``from_edge_index`` (on this class with ``algorithm=``, or on an algorithm's class).
-    Reductions, QR and rows by id over its layouts: ``linalg.RowAlgebra``."""
+    Reductions, QR and rows by id over its layouts: ``linalg.RowAlgebra``.
+
+    Attributes (read-only; "this rank" values differ per rank):
+
+    * ``m``, ``n``, ``shape``: the global shape of A (m output rows, n input rows).
+    * ``n_local``: this rank's rows of the output side (A, ``A @ X``, ``matmul_t``'s
+      input); ``n_local_in``: of the input side (X, ``A.T @ Y``). ``row_ids(side)``: their
+      global ids in the caller's numbering.
+    * ``partition`` / ``col_partition``: the row (output) and column (input) layouts, each
+      a ``Partition`` (``offsets``, ``perm``, ``k``); ``row_offsets`` / ``col_offsets``
+      their offsets; ``lo:hi`` / ``col_lo:col_hi`` this rank's block, relabelled.
+    * ``grid`` (the ProcessGrid), ``block`` (this rank's block row), ``symmetric`` (True,
+      False, or None until ``probe_symmetry()``), ``validate``, ``name``, ``stats``.
+    """
 
     name: ClassVar[str] = "base"
     # capabilities, read by the trainer, the volume model and the sweep (never the name):
@@ -461,7 +474,7 @@ class DistSpMM(RowAlgebra):
                               f"{comm.Get_size()}, got {root!r}")
             root = -1
         if what != "scatter_rows":
-            error = error or _rows_error(arr, what, rows)
+            error = error or _rows_error(arr, what, rows, side)
         if comm.Get_size() == 1:
             agree(comm, error)
             return arr
@@ -609,11 +622,27 @@ def _call_disagreement(spread: list[tuple[int, int]]) -> str | None:
     return None
 
 
-def _rows_error(arr: np.ndarray, what: str, rows: int) -> str | None:
-    """What is wrong with this rank's dense rows (None: nothing)."""
+# the side whose rows each call takes when it has no side= (the others pass theirs)
+CALL_SIDES = {"matmul": "input", "matmul_t": "output"}
+ROWS_OF = {"input": "X, matmul's input: op.n_local_in",
+           "output": "A @ X, matmul's output and matmul_t's input: op.n_local"}
+
+
+def _rows_error(arr: np.ndarray, what: str, rows: int, side: str | None = None) -> str | None:
+    """What is wrong with this rank's dense rows (None: nothing). A wrong row count names
+    the side, how many rows it has on this rank, and how to get them."""
     if arr.ndim != 2 or arr.shape[0] != rows:
-        return (f"{what}: expected this rank's {rows} rows as a 2-D array, got shape "
-                f"{tuple(arr.shape)}")
+        side = side if side in ROWS_OF else CALL_SIDES.get(what)
+        got = (f"shape {tuple(arr.shape)}" if arr.ndim != 2 else f"{arr.shape[0]} rows"
+               + (f" (shape {tuple(arr.shape)})" if arr.shape[1] != 1 else ""))
+        if side is None:
+            return f"{what}: expected this rank's {rows} rows, got {got}"
+        scatter = "op.scatter_rows(X)" if side == "input" else \
+            "op.scatter_rows(Y, side='output')"
+        return (f"{what}: expected this rank's {rows} rows of the {side} side "
+                f"({ROWS_OF[side]}), as a 1-D vector or a 2-D array, got {got}; "
+                f"{scatter} gives each rank its rows of a full matrix, "
+                f"op.row_ids({side!r}) their global ids")
     if arr.dtype not in FLOAT_DTYPES:
         return (f"{what}: expected float32 or float64, got {arr.dtype}; convert with "
                 "x.astype(np.float32) (numpy) or x.float() (torch)")

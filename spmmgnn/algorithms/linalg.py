@@ -27,7 +27,7 @@ from ..convert import is_torch, like_input, to_numpy
 from ..errors import SpmmgnnError, agree, collective_error
 
 CHOLQR_MAX_COND = 1e6  # above this the first Cholesky factor hands over to TSQR
-ROWS_ERROR = "rows as a 2-D array"  # in check_local's message for a wrong shape
+ROWS_ERROR = "expected this rank's"  # in check_local's message for a wrong shape
 
 
 def _columns(x):
@@ -112,9 +112,8 @@ class RowAlgebra:
 
     def _rows(self, x, what: str, side: str):
         """(this rank's rows as 2-D numpy, was it a vector), validated collectively."""
-        _, n_local = self._side(side)
         a, vector = _columns(x)
-        return self.check_local(a, what, n_local), vector
+        return self._check_side(a, what, side), vector
 
     def _pair(self, x, y, what: str, side: str):
         a, vector = self._rows(x, what, side)
