@@ -69,7 +69,7 @@ def test_cli_error_is_one_line_and_nonzero():
 
 @pytest.mark.parametrize("name", ["oblivious1d", "sparse1d", "prepost1d", "featureparallel",
                                   "oblivious15d", "sparse15d", "oblivious2d", "sparse2d",
-                                  "oblivious3d", "sparse3d"])
+                                  "oblivious3d", "sparse3d", "plexus3d"])
 def test_capabilities_are_what_the_algorithm_does(name):
     """The class attributes the trainer, the volume model and the sweep read instead of the
     name: a codec is taken exactly where ``takes_codecs`` says (checked in-process, P = 1),
@@ -87,7 +87,8 @@ def test_capabilities_are_what_the_algorithm_does(name):
                 "prepost1d": (one, True, False), "featureparallel": (one, False, False),
                 "oblivious15d": (one5, False, False), "sparse15d": (one5, True, False),
                 "oblivious2d": (("2d",), False, False), "sparse2d": (("2d",), True, False),
-                "oblivious3d": (("3d",), False, False), "sparse3d": (("3d",), True, False)}
+                "oblivious3d": (("3d",), False, False), "sparse3d": (("3d",), True, False),
+                "plexus3d": (("3d",), False, False)}
     assert (cls.grid_kinds, cls.takes_codecs, cls.delayed_remote) == expected[name]
     A = sp.random(40, 40, density=0.1, format="csr", random_state=0)
     shape = {"1d": None, "2d": (1, 1), "3d": (1, 1, 1)}[cls.grid_kinds[-1].replace("1.5d", "1d")]

@@ -26,7 +26,7 @@ def test_registry_complete_after_bare_import():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     names = ["oblivious1d", "sparse1d", "prepost1d", "featureparallel", "oblivious15d",
-             "sparse15d", "oblivious2d", "sparse2d", "oblivious3d", "sparse3d"]
+             "sparse15d", "oblivious2d", "sparse2d", "oblivious3d", "sparse3d", "plexus3d"]
     assert out.strip() == str(sorted(names))
 
 

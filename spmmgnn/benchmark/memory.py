@@ -215,11 +215,35 @@ def _summa_held(algorithm: str, layout: Layout, P: int, c: int, itemsize: int,
     return Held(matrix, np.zeros(P, dtype=np.int64), bufs, fixed=received)
 
 
+def _plexus_held(algorithm: str, layout: Layout, P: int, c: int, itemsize: int,
+                 symmetric: bool, shape=None) -> Held:
+    """plexus3d: its tile A[R_z, C_x] (int64 pointers, int32 indices, float64 values), its
+    conversion plans (three int64 per own row and per row of its blocks) and, per width,
+    its feature block's blocks: X[C_xz], the gathered X[C_x], the partial A[R_z, .] X and
+    the kept (A X)[R_zx], and the rows sent and received by the conversions. Estimated,
+    not checked against a measured peak."""
+    from ..algorithms.plexus3d import plexus_blocks
+    from .volumes import _coords, grid_shape, plexus_tile_nnz
+
+    X, Y, Z = grid_shape(P, shape, 3)
+    n = int(layout.offsets[-1])
+    x, y, z = _coords((X, Y, Z), np.arange(P))
+    rb, cb, _ = plexus_blocks((X, Y, Z), n, n)
+    own_r, own_c = np.diff(rb)[z * X + x], np.diff(cb)[x * Z + z]
+    r_z, c_x = np.diff(rb).reshape(Z, X).sum(axis=1)[z], np.diff(cb).reshape(X, Z).sum(axis=1)[x]
+    matrix = 8 * (r_z + 1) + plexus_tile_nnz(layout, (X, Y, Z)) * (4 + 8)
+    sizes = layout.sizes.astype(np.int64)
+    split = (Y, y)
+    bufs = [(own_c, "dense", split), (c_x, "dense", split), (r_z, "dense", split),
+            (own_r, "dense", split), (sizes, "dense"), (sizes, "dense")]
+    return Held(matrix, 8 * (2 * sizes + own_c) + 8 * (2 * sizes + own_r), bufs)
+
+
 HELD = {"sparse1d": _sparse_held, "sparse15d": _sparse_held, "prepost1d": _sparse_held,
         "oblivious1d": _oblivious_held, "oblivious15d": _oblivious_held,
         "featureparallel": _featureparallel_held, "sparse2d": _grid_sparse_held,
         "sparse3d": _grid_sparse_held, "oblivious2d": _summa_held,
-        "oblivious3d": _summa_held}
+        "oblivious3d": _summa_held, "plexus3d": _plexus_held}
 
 
 def _buffer_bytes(held: Held, w: int, itemsize: int, backward: bool, fwd,

@@ -29,6 +29,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from ..algorithms import ALGORITHMS
+from ..algorithms.plexus3d import plexus_blocks, plexus_orders
 from ..algorithms.vertex_cover import min_vertex_cover
 from ..codecs import get_codec
 from ..errors import SpmmgnnError
@@ -546,6 +547,77 @@ def summa_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
                    messages=sum(p.latency for p in phases), phases=phases)
 
 
+def plexus_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
+                   codec: str | None = None, codec_backward: str | None = "same",
+                   shape=None) -> Volumes:
+    """plexus3d (``algorithms/plexus3d.py``): the rows converted to the permuted blocks, the
+    all-gather of X[C_x, F_y] along z, the reduce-scatter of A[R_z, .] X along x, the
+    conversion back (the transpose: the same with x and z swapped), at the default
+    ``permute_seed`` 0."""
+    if codec not in (None, "none"):
+        raise SpmmgnnError("plexus3d gathers and reduces whole blocks: no codec")
+    _one_part_per_rank(layout, P, c)
+    X, Y, Z = grid_shape(P, shape, 3)
+    n = int(layout.offsets[-1])
+    row_pos, col_pos = plexus_orders(n, n)
+    row_bounds, col_bounds, _ = plexus_blocks((X, Y, Z), n, n)
+    x, y, z = _coords((X, Y, Z), np.arange(P))
+    w = np.diff(stage_ranges(f, Y))[y] * itemsize            # bytes of one row's F_y
+    nb = X * Z
+    parts = layout.parts()
+    # cnt[p, b]: rows of part p (rank p's rows) in block b of the permuted order
+    cnt_r = np.bincount(parts * nb + np.searchsorted(row_bounds, row_pos, "right") - 1,
+                        minlength=P * nb).reshape(P, nb)
+    cnt_c = np.bincount(parts * nb + np.searchsorted(col_bounds, col_pos, "right") - 1,
+                        minlength=P * nb).reshape(P, nb)
+    br, bc = z * X + x, x * Z + z                              # my row block, column block
+    size_r, size_c = np.diff(row_bounds), np.diff(col_bounds)
+    r_z, c_x = size_r.reshape(Z, X).sum(axis=1)[z], size_c.reshape(X, Z).sum(axis=1)[x]
+    rank = np.arange(P)
+    fi = f * itemsize
+
+    def to_blocks(cnt, b, size):   # (sent, received) of my rows -> my block
+        own = cnt[rank, b]
+        return layout.sizes * fi - own * w, (size[b] - own) * w
+
+    in_c, in_r = to_blocks(cnt_c, bc, size_c), to_blocks(cnt_r, br, size_r)
+    gather_z = (size_c[bc] * w * (Z - 1), (c_x - size_c[bc]) * w)
+    gather_x = (size_r[br] * w * (X - 1), (r_z - size_r[br]) * w)
+    reduce_x, reduce_z = gather_x[::-1], gather_z[::-1]       # the reverse of a gather
+    sent = in_c[0] + gather_z[0] + reduce_x[0] + in_r[1]
+    received = in_c[1] + gather_z[1] + reduce_x[1] + in_r[0]
+    sent_t = in_r[0] + gather_x[0] + reduce_z[0] + in_c[1]
+    received_t = in_r[1] + gather_x[1] + reduce_z[1] + in_c[0]
+    nnz = plexus_tile_nnz(layout, (X, Y, Z))
+    peers_c = (cnt_c > 0).sum(axis=1) * Y - (cnt_c[rank, bc] > 0)
+    peers_r = (cnt_r > 0).sum(axis=1) * Y - (cnt_r[rank, br] > 0)
+    phases = [Phase("to blocks", peers_c, np.maximum(*in_c)),
+              Phase("all-gather along z", np.full(P, log2_ceil(Z)), np.maximum(*gather_z)),
+              Phase("reduce-scatter along x", np.full(P, log2_ceil(X)),
+                    np.maximum(*reduce_x)),
+              Phase("to rows", peers_r, np.maximum(*in_r))]
+    return Volumes(sent=sent, received=received, sent_t=sent_t, received_t=received_t,
+                   allreduce=np.zeros(P, dtype=np.int64),
+                   nnz=np.rint(nnz * np.diff(stage_ranges(f, Y))[y] / max(f, 1)
+                               ).astype(np.int64),
+                   messages=sum(p.latency for p in phases), phases=phases)
+
+
+def plexus_tile_nnz(layout: Layout, shape3: tuple[int, int, int]) -> np.ndarray:
+    """Per rank (x, y, z): the non-zeros of its plexus3d tile A[R_z, C_x] (default seed)."""
+    X, Y, Z = shape3
+    n = int(layout.offsets[-1])
+    row_pos, col_pos = plexus_orders(n, n)
+    row_bounds, col_bounds, _ = plexus_blocks(shape3, n, n)
+    A = sp.csr_array(layout.A)
+    tile_r = (np.searchsorted(row_bounds, row_pos, "right") - 1) // X
+    tile_c = (np.searchsorted(col_bounds, col_pos, "right") - 1) // Z
+    rows = np.repeat(tile_r, np.diff(A.indptr))
+    nnz = np.bincount(rows * X + tile_c[A.indices], minlength=Z * X).reshape(Z, X)
+    x, _, z = _coords(shape3, np.arange(X * Y * Z))
+    return nnz[z, x]
+
+
 def _one_part_per_rank(layout: Layout, P: int, c: int) -> None:
     if c != 1:
         raise SpmmgnnError("the 2D and 3D algorithms take a grid shape, not a replication c")
@@ -572,6 +644,7 @@ VOLUMES: dict[str, VolumeFn] = {
     "featureparallel": featureparallel_volumes,
     "oblivious2d": partial(summa_volumes, ndim=2), "sparse2d": partial(sparse_grid_volumes, ndim=2),
     "oblivious3d": partial(summa_volumes, ndim=3), "sparse3d": partial(sparse_grid_volumes, ndim=3),
+    "plexus3d": plexus_volumes,
 }
 # from the algorithms' own capability attributes; register_volume adds others
 ONE_D = {name for name, cls in ALGORITHMS.items() if "1.5d" not in cls.grid_kinds}

@@ -27,7 +27,7 @@ PRESETS = {
     "quick": dict(graphs=["csbm:n=20000,avg_degree=16"], modes=["spmm", "train"],
                   algorithms=["oblivious1d", "sparse1d", "prepost1d", "featureparallel",
                               "oblivious15d", "sparse15d", "oblivious2d", "sparse2d",
-                              "oblivious3d", "sparse3d"],
+                              "oblivious3d", "sparse3d", "plexus3d"],
                   replication=[1, 2], partitioners=["none", "metis-vol"],
                   codecs=["none", "int2"], features=[64], repeat=5, epochs=20),
 }
