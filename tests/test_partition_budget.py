@@ -201,3 +201,58 @@ def test_progress_lines_name_the_steps(monkeypatch):
     partition(A, 4, method="default", progress=lines.append, threads=1)
     assert lines[0].startswith("partition default k=4: metis-vol ")
     assert any("budget" in x for x in lines) and "done in" in lines[-1]
+
+
+def test_a_passed_deadline_stops_the_multilevel_refinement_before_any_work():
+    """A deadline already passed: no level is coarsened and no pass runs (each level is
+    reported skipped), so the input comes back unchanged; the deadline is checked inside
+    the passes too (``test_sliced_passes_under_a_far_deadline_make_the_same_moves``)."""
+    from spmmgnn.partitioners.model import ColumnNet
+    from spmmgnn.partitioners.multilevel import refine_multilevel
+
+    A = sbm(3000, 20, avg_degree=8, mixing=0.3, seed=5)
+    k = 8
+    loads = row_loads(A)
+    base = partition(A, k, method="metis-vol").parts
+    cn = ColumnNet.from_matrix(A)
+    cap = load_cap(loads, k, EPS)
+    p, report = refine_multilevel(cn, loads, base, k, cap, deadline=time.perf_counter() - 1)
+    np.testing.assert_array_equal(p, base)
+    assert [lv.get("skipped") for lv in report["levels"]] == ["deadline"]
+    free, report = refine_multilevel(cn, loads, base, k, cap)
+    assert len(report["levels"]) > 1  # without the deadline the same call coarsens
+
+
+def test_a_tiny_budget_reports_every_candidate_it_skipped():
+    """``default`` under a budget its first base already spends: METIS-vol's partition,
+    and each later step listed with why it did not run."""
+    A = sbm(3000, 20, avg_degree=8, mixing=0.3, seed=5)
+    P = partition(A, 8, method="default", time_budget=1e-3)
+    assert P.method == "metis-vol"
+    why = {c["method"]: c["skipped"] for c in P.candidates if "skipped" in c}
+    assert set(why) >= {"kaminpar", "mtkahypar-fast", "metis-vol+multilevel"}
+    assert all("time rule" in w for w in why.values())
+    _check(A, P, 8)
+
+
+def test_default_takes_one_thread_per_idle_core():
+    """With another process busy on a core, ``default`` gives its threaded bases fewer
+    threads than the cores (at least one) and says so on its progress line."""
+    import os
+    import subprocess
+    import sys
+
+    from spmmgnn.partitioners.api import threads_for_load
+
+    cores = os.cpu_count() or 1
+    if cores < 2:
+        pytest.skip("one core: nothing to cut")
+    hogs = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(cores)]
+    try:
+        time.sleep(0.3)
+        threads, note = threads_for_load(cores)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert 1 <= threads < cores and "busy with other work" in note

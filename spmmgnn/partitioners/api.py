@@ -67,6 +67,7 @@ import numpy as np
 
 from ..errors import SpmmgnnError
 from ..layout import Partition
+from ..machine import idle_cores
 from .budget import BASES_MAX_N, default_budget, plan_step, run_until
 from .hypergraph import kahypar_parts, mtkahypar_parts
 from .kaminpar import kaminpar_parts
@@ -116,6 +117,21 @@ LARGE_GRAPH_REFINEMENT = dict(fm_passes=0, mu_fm_passes=0, total_lp_rounds=0, lp
 def default_threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
         os.cpu_count() or 1)
+
+
+def threads_for_load(cores: int) -> tuple[int, str]:
+    """Threads for ``default``'s threaded bases (KaMinPar, Mt-KaHyPar) when the caller did
+    not choose: the cores that are idle now (``machine.idle_cores``), at least one, so a
+    core held by another process is not oversubscribed (issue 47: on a loaded machine the
+    threaded candidates took several times their quiet time while METIS, which sets the
+    budget, slowed down by about the core it lost). Returns (threads, a note when cut)."""
+    idle = idle_cores(cores)
+    if idle is None or cores <= 1:
+        return cores, ""
+    threads = max(1, min(cores, int(idle + 0.5)))
+    note = (f"{threads} thread{'s' if threads > 1 else ''}: {cores - idle:.1f} of {cores} "
+            "cores busy with other work" if threads < cores else "")
+    return threads, note
 
 
 def parse_method(method: str) -> tuple[str, str | None]:
@@ -189,6 +205,10 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     _check_non_negative("volume_slack", refine_options.get("volume_slack", 0.0))
     if time_budget is not None and time_budget != math.inf:
         _check_non_negative("time_budget", time_budget)
+    preset_name = str(method).strip().lower()
+    busy_note = ""
+    if threads is None and preset_name == DEFAULT_METHOD:
+        threads, busy_note = threads_for_load(default_threads())
     threads = default_threads() if threads is None else int(threads)
     if threads < 1:
         raise SpmmgnnError(f"threads must be positive, got {threads}")
@@ -318,8 +338,9 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
                          if c.get("metrics") else dict(method=c["method"], skipped=c["skipped"],
                                                        seconds=c.get("seconds", 0.0))
                          for c in candidates]
-    say(f"done in {seconds:.1f} s: {label}, total {result.metrics.total_volume:,}, max send "
-        f"{result.metrics.max_send:,}")
+    busy = f" ({busy_note})" if busy_note else ""
+    say(f"done in {seconds:.1f} s{busy}: {label}, total {result.metrics.total_volume:,}, "
+        f"max send {result.metrics.max_send:,}")
     return result
 
 
