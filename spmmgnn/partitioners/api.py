@@ -69,6 +69,7 @@ from ..errors import SpmmgnnError
 from ..layout import Partition
 from ..machine import idle_cores
 from .budget import BASES_MAX_N, default_budget, plan_step, run_until
+from .estimate import KAMINPAR_ONLY_NNZ, check_estimate, estimate, resolve
 from .hypergraph import kahypar_parts, mtkahypar_parts
 from .kaminpar import kaminpar_parts
 from .maxsend import rebalance, refine_max_send
@@ -218,6 +219,15 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
         result = Partition.contiguous(n, k)
         result.metrics = metrics(A, result.parts, k)
         return result
+    est = estimate(method, n, int(A.nnz), k)
+    if progress is not None and est.seconds >= PROGRESS_AFTER:
+        progress(f"partition: {est.line()}")
+    check_estimate(est, A.data.nbytes + A.indices.nbytes + A.indptr.nbytes)
+    if preset_name == DEFAULT_METHOD and resolve(method, int(A.nnz)) != DEFAULT_METHOD:
+        method = preset_name = resolve(method, int(A.nnz))
+        if progress is not None:
+            progress(f"partition default k={k}: {int(A.nnz):,} non-zeros >= "
+                     f"{KAMINPAR_ONLY_NNZ:,}: KaMinPar alone (nothing else finishes there)")
     loads = row_loads(A)
     preset = str(method).strip().lower()
     preset = preset if preset in PRESETS else None
