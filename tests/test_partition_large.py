@@ -126,3 +126,16 @@ def test_a_bad_part_vector_is_one_clear_error(tmp_path, content, k, why):
     lines = [x for x in proc.stderr.splitlines() if x.strip()]
     assert proc.returncode != 0 and not out.exists()
     assert len(lines) == 1 and why in lines[0], proc.stderr
+
+
+def test_the_writer_relabels_in_one_copy():
+    """``permute_csr`` (what ``write_partitioned`` relabels with) equals scipy's two fancy
+    indexings, weights and index dtype kept."""
+    from spmmgnn.data.graph import permute_csr
+
+    A = sp.csr_array(sbm(700, 7, avg_degree=6, seed=3))
+    A.data = np.random.default_rng(0).random(A.nnz)
+    A.indices = A.indices.astype(np.int32)
+    perm = np.random.default_rng(1).permutation(700)
+    B = permute_csr(A, perm)
+    assert B.indices.dtype == np.int32 and abs(B - A[perm][:, perm]).max() == 0
