@@ -10,7 +10,10 @@ work, so the seconds are those of a loaded machine):
   and per vertex any measured row of the method needed (conservative: the estimate is at
   least every measured row's peak);
 * seconds: a power law ``c * nnz^a`` fitted by least squares in log-log on the method's rows
-  (at least linear in nnz), times ``log2(k) / 6`` above k = 64.
+  (at least linear in nnz), times ``log2(k) / 6`` above k = 64; ``default``'s is its time
+  rule, 3x METIS-vol's estimate (at least 2 s). The same method can differ by 10-100x
+  between graphs of one size (METIS-vol: 7 s on GCIDE, 349 s on an R-MAT graph of a quarter
+  its non-zeros), so the seconds say the order of magnitude only.
 
 ``check_estimate`` refuses, with one clear line, a method whose estimated peak does not fit in
 the memory available (``machine.available_bytes``; ``SPMMGNN_AVAILABLE_MEMORY`` overrides
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 
 from ..errors import SpmmgnnError
 from ..machine import available_bytes, format_bytes
+from .budget import DEFAULT_BUDGET, DEFAULT_MIN_BUDGET
 
 # ``default`` runs KaMinPar alone from this many non-zeros on: at R-MAT 2^22 (5.7e7
 # non-zeros) KaMinPar took 653 s at 8.0 GB and METIS-vol had not finished after 16 min
@@ -46,6 +50,11 @@ MEASURED: tuple[tuple[str, int, int, int, float | None, float], ...] = (
     ("default", 116_650, 367_578, 64, 1.82, 258.4),
     ("default", 145_870, 1_086_768, 64, 5.72, 323.2),
     ("default", 164_383, 3_417_186, 16, 32.9, 586.1),
+    # bench/results/large-graph.md: R-MAT 2^16-2^20, edge factor 7 (issue 47, load 12-23)
+    ("metis-vol", 65_536, 842_534, 64, 349.2, 336.9),
+    ("kaminpar", 65_536, 842_534, 64, 16.1, 286.8),
+    ("kaminpar", 262_144, 3_466_652, 64, 36.9, 586.0),
+    ("kaminpar", 1_048_576, 14_128_612, 64, 460.4, 1618.5),
     # bench/results/partition_large.json: R-MAT 2^22, edge factor 7
     ("kaminpar", 4_194_304, 57_234_642, 64, 652.9, 8005.1),
     ("metis-vol", 4_194_304, 57_234_642, 64, None, 9420.8),
@@ -94,8 +103,7 @@ def _fit(method: str) -> tuple[float, float, float, float]:
     my = sum(y for _, y in timed) / len(timed)
     sxx = sum((x - mx) ** 2 for x, _ in timed)
     a = max(1.0, sum((x - mx) * (y - my) for x, y in timed) / sxx) if sxx else 1.0
-    c = max(math.exp(y - a * x) for x, y in timed)  # through the slowest row
-    return per_nnz, per_n, c, a
+    return per_nnz, per_n, math.exp(my - a * mx), a
 
 
 def resolve(method: str, nnz: int) -> str:
@@ -125,6 +133,9 @@ def estimate(method: str, n: int, nnz: int, k: int) -> Estimate:
         per_nnz, per_n, c, a = _fit(key)
         peak = BASE_BYTES + per_nnz * nnz + per_n * n
         seconds = c * max(nnz, 1) ** a * scale
+        if key == "default":  # its time rule: 3x METIS-vol's time, at least 2 s
+            _, _, cm, am = _fit("metis-vol")
+            seconds = max(DEFAULT_MIN_BUDGET, DEFAULT_BUDGET * cm * max(nnz, 1) ** am * scale)
         if base == "metis":
             seconds *= 2
         if base == "quality":
