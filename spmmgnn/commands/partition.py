@@ -60,7 +60,8 @@ def add_parser(sub) -> None:
                    help="allowed load imbalance: max non-zeros per part <= (1+eps) x average")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None,
-                   help="threads for Mt-KaHyPar and KaMinPar (default: all available cores)")
+                   help="threads for Mt-KaHyPar and KaMinPar (default: all available cores; "
+                   "'default' takes the cores idle at its start, at least one)")
     p.add_argument("--volume-slack", type=float, default=None, metavar="S",
                    help="+maxsend (and default): how much total volume (fraction of the "
                    "refined total, default 0.1) may be traded for a lower max send")

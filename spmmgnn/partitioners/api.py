@@ -22,7 +22,10 @@ Two presets keep the best of several candidates:
   METIS-vol, then KaMinPar and
   Mt-KaHyPar's fast preset as ``budget.plan_step`` allows, the label-propagation multilevel
   refinement of each base, best base first, and the full refinement of the best with the
-  time left, all under the budget's deadline; the steps skipped are listed with why;
+  time left, all under the budget's deadline (checked inside the refinement's passes and
+  between its levels); the steps skipped are listed with why. Without ``threads`` its
+  threaded bases get one thread per idle core (``threads_for_load``). From
+  ``estimate.KAMINPAR_ONLY_NNZ`` non-zeros on it is KaMinPar alone;
 * ``quality``: the lowest max send at a near-minimum total volume. It computes both bases
   (METIS-vol and Mt-KaHyPar, on every graph), refines each with ``default``'s multilevel
   refinement, then, while ``time_budget`` seconds last (default ``QUALITY_BUDGET`` times
@@ -193,7 +196,9 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     go to ``maxsend.refine_max_send`` (through ``multilevel.refine_multilevel`` for
     ``+multilevel``).
     ``twolevel:<method>`` partitions into nodes of ``parts_per_node`` parts first
-    (``twolevel``).
+    (``twolevel``). Before any work the method's peak memory and seconds are estimated
+    from n and nnz (``estimate``; passed to ``progress`` when it expects seconds) and a
+    method that cannot fit in the memory available is refused (SpmmgnnError).
     """
     if is_two_level(method):
         return two_level(A, k, method, parts_per_node, epsilon=epsilon, seed=seed,
