@@ -256,3 +256,42 @@ def test_default_takes_one_thread_per_idle_core():
             h.kill()
             h.wait()
     assert 1 <= threads < cores and "busy with other work" in note
+
+
+def test_a_pass_stops_at_its_deadline():
+    """A label-propagation round and an FM pass whose deadline has passed stop after their
+    first slice (``LP_SLICE`` vertices; one call of ``FM_WORK`` nets), where the same pass
+    without a deadline visits every vertex: the clock is checked inside a pass, not only
+    between passes."""
+    from spmmgnn.partitioners.maxsend import driver
+    from spmmgnn.partitioners.maxsend.driver import Refinement
+    from spmmgnn.partitioners.maxsend.state import make_targets
+    from spmmgnn.partitioners.model import ColumnNet
+
+    A = sp.csr_array(sbm(3000, 20, avg_degree=8, mixing=0.3, seed=7))
+    k, loads = 8, row_loads(A)
+    cap = load_cap(loads, k, EPS)
+    cn = ColumnNet.from_matrix(A)
+    start = np.random.default_rng(0).integers(0, k, A.shape[0])  # nearly every vertex moves
+
+    def round_moves(expired) -> int:
+        st = Refinement(cn, loads, start.copy(), k, make_targets())
+        st.retarget(0.01, 0.02)
+        return st.lp_round(10 * cap, 0.0, np.random.default_rng(1), expired)
+
+    def fm_work(expired) -> tuple[int, int]:
+        """(nets scanned, the seed the pass's last call stopped at)."""
+        st = Refinement(cn, loads, start.copy(), k, make_targets())
+        st.retarget(0.01, 0.02)
+        st.fm_pass(10 * cap, 0.0, np.random.default_rng(1), expired=expired)
+        return int(st.fm_stats[6]), int(st.fm_stats[7])
+
+    saved = driver.LP_SLICE, driver.FM_WORK
+    driver.LP_SLICE, driver.FM_WORK = 100, 500
+    try:
+        full, cut = round_moves(None), round_moves(lambda: True)
+        assert cut <= 100 < full
+        (cut_work, cut_seed), (full_work, _) = fm_work(lambda: True), fm_work(lambda: False)
+        assert cut_seed < A.shape[0] and cut_work < full_work
+    finally:
+        driver.LP_SLICE, driver.FM_WORK = saved
