@@ -51,7 +51,7 @@ def test_a_partition_that_cannot_fit_is_refused_before_any_work(monkeypatch):
     monkeypatch.setattr(api, "_base_parts", lambda *a, **kw: started.append(a[0]) or real(
         *a, **kw))
     monkeypatch.setenv(MEMORY_ENV, "1000")
-    with pytest.raises(SpmmgnnError, match="needs about .* available"):
+    with pytest.raises(SpmmgnnError, match="needs about .* more memory .* available"):
         partition(A, 4, method="metis-vol")
     assert started == []
     monkeypatch.setenv(MEMORY_ENV, str(64 * 2**30))
@@ -59,12 +59,16 @@ def test_a_partition_that_cannot_fit_is_refused_before_any_work(monkeypatch):
 
 
 def test_the_command_refuses_with_one_line_and_writes_nothing(tmp_path):
+    """20 MB available: enough to read the file (its own preflight), not for the estimate
+    of ``default`` (about 32 MB above the graph): the estimate line, then one error line."""
     src, out = tmp_path / "g.npz", tmp_path / "g.h5"
-    sp.save_npz(src, sp.csr_matrix(sbm(500, 5, avg_degree=6, seed=0)))
-    proc = cli(src, "-k", 4, "-o", out, env={MEMORY_ENV: "1000"})
+    sp.save_npz(src, sp.csr_matrix(sbm(20000, 20, avg_degree=10, seed=0)))
+    proc = cli(src, "-k", 4, "-o", out, env={MEMORY_ENV: str(20 * 10**6)})
     assert proc.returncode != 0 and not out.exists()
-    lines = [x for x in proc.stderr.splitlines() if x.strip()]
-    assert len(lines) == 1 and "needs about" in lines[0], proc.stderr
+    errors = [x for x in proc.stderr.splitlines() if "error" in x]
+    assert len(errors) == 1 and "estimate fitted on measured rows" in errors[0], proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == errors[0]
+    assert "partition: estimate for default k=4" in proc.stderr
 
 
 def test_default_sends_a_large_graph_to_kaminpar_alone(monkeypatch):
