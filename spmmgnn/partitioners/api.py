@@ -72,7 +72,7 @@ from ..errors import SpmmgnnError
 from ..layout import Partition
 from ..machine import idle_cores
 from .budget import BASES_MAX_N, default_budget, plan_step, run_until
-from .estimate import KAMINPAR_ONLY_NNZ, check_estimate, estimate, resolve
+from .estimate import KAMINPAR_ONLY_NNZ, SAY_AFTER, check_estimate, estimate, resolve
 from .hypergraph import kahypar_parts, mtkahypar_parts
 from .kaminpar import kaminpar_parts
 from .maxsend import rebalance, refine_max_send
@@ -225,7 +225,7 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
         result.metrics = metrics(A, result.parts, k)
         return result
     est = estimate(method, n, int(A.nnz), k)
-    if progress is not None and est.seconds >= PROGRESS_AFTER:
+    if progress is not None and est.seconds >= SAY_AFTER:
         progress(f"partition: {est.line()}")
     check_estimate(est, A.data.nbytes + A.indices.nbytes + A.indptr.nbytes)
     if preset_name == DEFAULT_METHOD and resolve(method, int(A.nnz)) != DEFAULT_METHOD:

@@ -36,6 +36,8 @@ KAMINPAR_ONLY_NNZ = 50_000_000
 # the interpreter, numpy/scipy/numba and the partitioner libraries, before the graph
 BASE_BYTES = 200 * 2**20
 MIB = 2**20
+# ``partition`` prints the estimate when it expects at least this many seconds
+SAY_AFTER = 3.0
 
 # (method, n, nnz, k, seconds, peak MiB): measured rows (a loaded 2-core machine); a row
 # that did not finish gives a lower bound of its memory (seconds None)
