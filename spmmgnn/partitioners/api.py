@@ -333,6 +333,9 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
             if ref:
                 say(f"{candidates[-1]['method']} {secs:.1f} s: total {m.total_volume:,}, "
                     f"max send {m.max_send:,}")
+            else:  # the load cap's check (and rebalance) and the metrics: seconds at 10^7
+                say(f"{b} under the load cap, metrics: total {m.total_volume:,}, "
+                    f"max send {m.max_send:,}")
         ran = [c for c in candidates if "metrics" in c]
         within = [c for c in ran
                   if total_limit is None or c["metrics"].total_volume <= total_limit]
