@@ -164,6 +164,6 @@ def check_estimate(est: Estimate, graph_bytes: float = 0.0) -> None:
             f"{est.method} k={est.k} on n={est.n:,}, nnz={est.nnz:,} needs about "
             f"{format_bytes(need)} more memory (a peak of about {format_bytes(est.peak_bytes)},"
             f" estimate fitted on measured rows) and this node has {format_bytes(have)} "
-            "available; use a machine with more memory, "
-            "--method kaminpar (the leanest), or partition offline (dKaMinPar, ParMETIS) and "
-            "pass the part vector with --from-parts (docs/partitioning.md, Beyond one machine)")
+            "available; use a machine with more memory, the method kaminpar (the leanest), "
+            "or partition offline (dKaMinPar, ParMETIS) and pass the part vector to "
+            "'spmmgnn partition --from-parts' (docs/partitioning.md, Beyond one machine)")
