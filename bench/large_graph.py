@@ -14,6 +14,10 @@ Every (method, k) runs in a fresh process (``bench/partition_child.py`` reads th
 the ``.npy`` files written once, memory-mapped) with its time and peak memory; with
 ``--write``, ``spmmgnn datasets convert ... --parts k`` writes the HDF5 file (partitioned by
 ``--write-method``) and every block row is read back on its own and checked.
+``bench/large_graph_report.py`` turns the JSON rows into ``bench/results/large-graph.md``
+with ``partitioners.estimate``'s estimate next to each. At 2^24 KaMinPar's estimate (about
+27 GiB) is above what a 24 GB machine has free, so ``partition`` refuses it there unless
+``SPMMGNN_AVAILABLE_MEMORY`` (bytes) says more is available.
 """
 
 from __future__ import annotations

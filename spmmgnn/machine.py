@@ -11,9 +11,23 @@ from pathlib import Path
 
 from mpi4py import MPI
 
+# bytes the memory preflights take as available instead of probing (a user sharing the node
+# with other jobs; tests of the refusal paths)
+MEMORY_ENV = "SPMMGNN_AVAILABLE_MEMORY"
+
 
 def available_bytes() -> int | None:
-    """Memory available on this node (``/proc/meminfo`` MemAvailable, or sysconf), or None."""
+    """Memory available on this node (``SPMMGNN_AVAILABLE_MEMORY`` bytes if set, else
+    ``/proc/meminfo`` MemAvailable, or sysconf), or None."""
+    forced = os.environ.get(MEMORY_ENV)
+    if forced:
+        try:
+            return int(float(forced))
+        except ValueError:
+            from .errors import SpmmgnnError
+
+            raise SpmmgnnError(f"{MEMORY_ENV} must be a number of bytes, got {forced!r}") \
+                from None
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
@@ -25,6 +39,35 @@ def available_bytes() -> int | None:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    """(busy, total) jiffies of all cores since boot (``/proc/stat``), or None."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = [int(x) for x in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = sum(fields[3:5])  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def idle_cores(cores: int, interval: float = 0.1) -> float | None:
+    """How many of ``cores`` were idle over the next ``interval`` seconds (``/proc/stat``:
+    the machine's busy share times ``cores``, this process sleeping meanwhile), or None where
+    unknown. A user's machine is rarely idle: threaded partitioners oversubscribed by another
+    process's busy core slow down by far more than the core they lose."""
+    import time
+
+    a = _cpu_times()
+    if a is None:
+        return None
+    time.sleep(interval)
+    b = _cpu_times()
+    if b is None or b[1] <= a[1]:
+        return None
+    busy = (b[0] - a[0]) / (b[1] - a[1]) * (os.cpu_count() or cores)
+    return max(0.0, min(float(cores), (os.cpu_count() or cores) - busy))
 
 
 def format_bytes(n: float) -> str:

@@ -201,3 +201,97 @@ def test_progress_lines_name_the_steps(monkeypatch):
     partition(A, 4, method="default", progress=lines.append, threads=1)
     assert lines[0].startswith("partition default k=4: metis-vol ")
     assert any("budget" in x for x in lines) and "done in" in lines[-1]
+
+
+def test_a_passed_deadline_stops_the_multilevel_refinement_before_any_work():
+    """A deadline already passed: no level is coarsened and no pass runs (each level is
+    reported skipped), so the input comes back unchanged; the deadline is checked inside
+    the passes too (``test_sliced_passes_under_a_far_deadline_make_the_same_moves``)."""
+    from spmmgnn.partitioners.model import ColumnNet
+    from spmmgnn.partitioners.multilevel import refine_multilevel
+
+    A = sbm(3000, 20, avg_degree=8, mixing=0.3, seed=5)
+    k = 8
+    loads = row_loads(A)
+    base = partition(A, k, method="metis-vol").parts
+    cn = ColumnNet.from_matrix(A)
+    cap = load_cap(loads, k, EPS)
+    p, report = refine_multilevel(cn, loads, base, k, cap, deadline=time.perf_counter() - 1)
+    np.testing.assert_array_equal(p, base)
+    assert [lv.get("skipped") for lv in report["levels"]] == ["deadline"]
+    free, report = refine_multilevel(cn, loads, base, k, cap)
+    assert len(report["levels"]) > 1  # without the deadline the same call coarsens
+
+
+def test_a_tiny_budget_reports_every_candidate_it_skipped():
+    """``default`` under a budget its first base already spends: METIS-vol's partition,
+    and each later step listed with why it did not run."""
+    A = sbm(3000, 20, avg_degree=8, mixing=0.3, seed=5)
+    P = partition(A, 8, method="default", time_budget=1e-3)
+    assert P.method == "metis-vol"
+    why = {c["method"]: c["skipped"] for c in P.candidates if "skipped" in c}
+    assert set(why) >= {"kaminpar", "mtkahypar-fast", "metis-vol+multilevel"}
+    assert all("time rule" in w for w in why.values())
+    _check(A, P, 8)
+
+
+def test_default_takes_one_thread_per_idle_core():
+    """With another process busy on a core, ``default`` gives its threaded bases fewer
+    threads than the cores (at least one) and says so on its progress line."""
+    import os
+    import subprocess
+    import sys
+
+    from spmmgnn.partitioners.api import threads_for_load
+
+    cores = os.cpu_count() or 1
+    if cores < 2:
+        pytest.skip("one core: nothing to cut")
+    hogs = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(cores)]
+    try:
+        time.sleep(0.3)
+        threads, note = threads_for_load(cores)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert 1 <= threads < cores and "busy with other work" in note
+
+
+def test_a_pass_stops_at_its_deadline():
+    """A label-propagation round and an FM pass whose deadline has passed stop after their
+    first slice (``LP_SLICE`` vertices; one call of ``FM_WORK`` nets), where the same pass
+    without a deadline visits every vertex: the clock is checked inside a pass, not only
+    between passes."""
+    from spmmgnn.partitioners.maxsend import driver
+    from spmmgnn.partitioners.maxsend.driver import Refinement
+    from spmmgnn.partitioners.maxsend.state import make_targets
+    from spmmgnn.partitioners.model import ColumnNet
+
+    A = sp.csr_array(sbm(3000, 20, avg_degree=8, mixing=0.3, seed=7))
+    k, loads = 8, row_loads(A)
+    cap = load_cap(loads, k, EPS)
+    cn = ColumnNet.from_matrix(A)
+    start = np.random.default_rng(0).integers(0, k, A.shape[0])  # nearly every vertex moves
+
+    def round_moves(expired) -> int:
+        st = Refinement(cn, loads, start.copy(), k, make_targets())
+        st.retarget(0.01, 0.02)
+        return st.lp_round(10 * cap, 0.0, np.random.default_rng(1), expired)
+
+    def fm_work(expired) -> tuple[int, int]:
+        """(nets scanned, the seed the pass's last call stopped at)."""
+        st = Refinement(cn, loads, start.copy(), k, make_targets())
+        st.retarget(0.01, 0.02)
+        st.fm_pass(10 * cap, 0.0, np.random.default_rng(1), expired=expired)
+        return int(st.fm_stats[6]), int(st.fm_stats[7])
+
+    saved = driver.LP_SLICE, driver.FM_WORK
+    driver.LP_SLICE, driver.FM_WORK = 100, 500
+    try:
+        full, cut = round_moves(None), round_moves(lambda: True)
+        assert cut <= 100 < full
+        (cut_work, cut_seed), (full_work, _) = fm_work(lambda: True), fm_work(lambda: False)
+        assert cut_seed < A.shape[0] and cut_work < full_work
+    finally:
+        driver.LP_SLICE, driver.FM_WORK = saved

@@ -9,6 +9,7 @@ into P/c block rows. Serial: under mpiexec only rank 0 works.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from mpi4py import MPI
@@ -16,6 +17,8 @@ from mpi4py import MPI
 from ..atomic import check_writable, write_text_atomic
 from ..errors import SpmmgnnError, check_on_root
 
+# input files from this size on announce their reading (it takes seconds)
+LOUD_BYTES = 64 * 2**20
 ROWS = [("total volume (rows per SpMM)", "total_volume", "{:,}"),
         ("max send volume", "max_send", "{:,}"), ("send imbalance", "send_imbalance", "{:.1%}"),
         ("max receive volume", "max_recv", "{:,}"),
@@ -47,12 +50,18 @@ def add_parser(sub) -> None:
                    "3x METIS-vol's time, at least 2 s, Mt-KaHyPar stopped at its deadline; "
                    f"'{QUALITY_METHOD}' 20x METIS-vol's time, at least 10 s, a base "
                    "partitioner that has started finishes); 'inf': every step runs")
+    p.add_argument("--from-parts", metavar="FILE", default=None,
+                   help="use the part vector in FILE instead of partitioning: made outside "
+                   "(dKaMinPar, ParMETIS, XtraPuLP, gpmetis), one part id per line in vertex "
+                   "order, or a .npy integer array; checked (length n, values in [0, k), "
+                   "integers), its metrics computed and the graph written as usual")
     p.add_argument("-o", "--output", required=True, help="output HDF5 file (.h5)")
     p.add_argument("--epsilon", type=float, default=0.03,
                    help="allowed load imbalance: max non-zeros per part <= (1+eps) x average")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None,
-                   help="threads for Mt-KaHyPar and KaMinPar (default: all available cores)")
+                   help="threads for Mt-KaHyPar and KaMinPar (default: all available cores; "
+                   "'default' takes the cores idle at its start, at least one)")
     p.add_argument("--volume-slack", type=float, default=None, metavar="S",
                    help="+maxsend (and default): how much total volume (fraction of the "
                    "refined total, default 0.1) may be traded for a lower max send")
@@ -63,7 +72,7 @@ def add_parser(sub) -> None:
 def _partition(args) -> dict:
     from ..data.loaders import load_graph
     from ..data.partitioned import source_perm, write_partitioned
-    from ..partitioners.api import CONTIGUOUS, stderr_progress
+    from ..partitioners.api import CONTIGUOUS, PROGRESS_AFTER, stderr_progress
 
     if args.parts < 1:
         raise SpmmgnnError(f"-k must be a positive number of parts, got {args.parts}")
@@ -74,14 +83,26 @@ def _partition(args) -> dict:
     for path, what in ((args.output, "graph file"), (args.json, "--json output")):
         if path:
             check_writable(path, what)
+    t = time.perf_counter()
+    if Path(args.graph).is_file() and Path(args.graph).stat().st_size >= LOUD_BYTES:
+        stderr_progress(f"reading {args.graph}")
     g = load_graph(args.graph)
+    if time.perf_counter() - t >= PROGRESS_AFTER:
+        stderr_progress(f"read n={g.n:,}, nnz={g.adj.nnz:,} in "
+                        f"{time.perf_counter() - t:.1f} s")
     refine = {} if args.volume_slack is None else dict(volume_slack=args.volume_slack)
     if args.time_budget is not None:
         refine["time_budget"] = args.time_budget
-    P = write_partitioned(g, args.output, args.parts, args.method, seed=args.seed,
+    method, given = args.method, None
+    if args.from_parts is not None:
+        from ..data.parts_file import read_part_vector
+
+        given = read_part_vector(args.from_parts, g.n, args.parts)
+        method, refine = f"from-parts:{Path(args.from_parts).name}", {}
+    P = write_partitioned(g, args.output, args.parts, method, seed=args.seed,
                           epsilon=args.epsilon, threads=args.threads,
                           original_perm=source_perm(args.graph, g.n),
-                          progress=stderr_progress, **refine)
+                          progress=stderr_progress, part_vector=given, **refine)
     m = P.metrics
     report = dict(graph=str(args.graph), output=str(args.output), method=P.method,
                   n=g.n, matrix_nnz=int(g.adj.nnz), epsilon=args.epsilon, seed=args.seed,

@@ -80,9 +80,12 @@ def write_graph(path, adj, offsets=None, perm=None, features=None, labels=None, 
         h["offsets"] = offsets
         h["perm"] = np.arange(n, dtype=np.int64) if perm is None else np.asarray(perm, np.int64)
         g = h.create_group("adj")
-        g["indptr"] = adj.indptr.astype(np.int64)
-        g["indices"] = adj.indices.astype(np.int32 if n < 2**31 - 1 else np.int64)
-        if not np.all(adj.data == 1):
+        # no copy where the dtype already fits (a copy of the graph is what a large write
+        # cannot afford)
+        g["indptr"] = adj.indptr.astype(np.int64, copy=False)
+        g["indices"] = adj.indices.astype(np.int32 if n < 2**31 - 1 else np.int64,
+                                          copy=False)
+        if not _all_ones(adj.data):
             g["data"] = adj.data
         if features is not None:
             h.create_dataset("features", data=np.asarray(features, dtype=np.float32),
@@ -96,12 +99,18 @@ def write_graph(path, adj, offsets=None, perm=None, features=None, labels=None, 
             h[f"masks/{name}"] = np.asarray(m, dtype=bool)
 
 
+def _all_ones(data: np.ndarray) -> bool:
+    """Every value is 1 (the data array is then not stored), in chunks of bounded memory."""
+    step = 1 << 24
+    return all(bool(np.all(data[i:i + step] == 1)) for i in range(0, data.size, step))
+
+
 def _file_bytes(adj: sp.csr_array, offsets, features, labels, masks) -> int:
     """An upper bound on the bytes ``write_graph`` writes: its arrays as stored, 2 % for
     chunk indexes and 1 MiB for HDF5's own metadata."""
     n, nnz = adj.shape[0], int(adj.nnz)
     size = 8 * (offsets.size + n + n + 1) + nnz * (4 if n < 2**31 - 1 else 8)
-    size += 0 if np.all(adj.data == 1) else 8 * nnz
+    size += 0 if _all_ones(adj.data) else 8 * nnz
     size += 0 if features is None else 4 * int(np.prod(np.shape(features)))
     size += (0 if labels is None else 8 * n) + n * len(masks or {})
     return size + size // 50 + 2**20

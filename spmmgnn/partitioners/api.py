@@ -22,7 +22,10 @@ Two presets keep the best of several candidates:
   METIS-vol, then KaMinPar and
   Mt-KaHyPar's fast preset as ``budget.plan_step`` allows, the label-propagation multilevel
   refinement of each base, best base first, and the full refinement of the best with the
-  time left, all under the budget's deadline; the steps skipped are listed with why;
+  time left, all under the budget's deadline (checked inside the refinement's passes and
+  between its levels); the steps skipped are listed with why. Without ``threads`` its
+  threaded bases get one thread per idle core (``threads_for_load``). From
+  ``estimate.KAMINPAR_ONLY_NNZ`` non-zeros on it is KaMinPar alone;
 * ``quality``: the lowest max send at a near-minimum total volume. It computes both bases
   (METIS-vol and Mt-KaHyPar, on every graph), refines each with ``default``'s multilevel
   refinement, then, while ``time_budget`` seconds last (default ``QUALITY_BUDGET`` times
@@ -67,7 +70,9 @@ import numpy as np
 
 from ..errors import SpmmgnnError
 from ..layout import Partition
+from ..machine import idle_cores
 from .budget import BASES_MAX_N, default_budget, plan_step, run_until
+from .estimate import KAMINPAR_ONLY_NNZ, SAY_AFTER, check_estimate, estimate, resolve
 from .hypergraph import kahypar_parts, mtkahypar_parts
 from .kaminpar import kaminpar_parts
 from .maxsend import rebalance, refine_max_send
@@ -116,6 +121,21 @@ LARGE_GRAPH_REFINEMENT = dict(fm_passes=0, mu_fm_passes=0, total_lp_rounds=0, lp
 def default_threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
         os.cpu_count() or 1)
+
+
+def threads_for_load(cores: int) -> tuple[int, str]:
+    """Threads for ``default``'s threaded bases (KaMinPar, Mt-KaHyPar) when the caller did
+    not choose: the cores that are idle now (``machine.idle_cores``), at least one, so a
+    core held by another process is not oversubscribed (issue 47: on a loaded machine the
+    threaded candidates took several times their quiet time while METIS, which sets the
+    budget, slowed down by about the core it lost). Returns (threads, a note when cut)."""
+    idle = idle_cores(cores)
+    if idle is None or cores <= 1:
+        return cores, ""
+    threads = max(1, min(cores, int(idle + 0.5)))
+    note = (f"{threads} thread{'s' if threads > 1 else ''}: {cores - idle:.1f} of {cores} "
+            "cores busy with other work" if threads < cores else "")
+    return threads, note
 
 
 def parse_method(method: str) -> tuple[str, str | None]:
@@ -176,7 +196,9 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     go to ``maxsend.refine_max_send`` (through ``multilevel.refine_multilevel`` for
     ``+multilevel``).
     ``twolevel:<method>`` partitions into nodes of ``parts_per_node`` parts first
-    (``twolevel``).
+    (``twolevel``). Before any work the method's peak memory and seconds are estimated
+    from n and nnz (``estimate``; passed to ``progress`` when it expects seconds) and a
+    method that cannot fit in the memory available is refused (SpmmgnnError).
     """
     if is_two_level(method):
         return two_level(A, k, method, parts_per_node, partition, epsilon=epsilon, seed=seed,
@@ -189,6 +211,10 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     _check_non_negative("volume_slack", refine_options.get("volume_slack", 0.0))
     if time_budget is not None and time_budget != math.inf:
         _check_non_negative("time_budget", time_budget)
+    preset_name = str(method).strip().lower()
+    busy_note = ""
+    if threads is None and preset_name == DEFAULT_METHOD:
+        threads, busy_note = threads_for_load(default_threads())
     threads = default_threads() if threads is None else int(threads)
     if threads < 1:
         raise SpmmgnnError(f"threads must be positive, got {threads}")
@@ -198,6 +224,15 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
         result = Partition.contiguous(n, k)
         result.metrics = metrics(A, result.parts, k)
         return result
+    est = estimate(method, n, int(A.nnz), k)
+    if progress is not None and est.seconds >= SAY_AFTER:
+        progress(f"partition: {est.line()}")
+    check_estimate(est, A.data.nbytes + A.indices.nbytes + A.indptr.nbytes)
+    if preset_name == DEFAULT_METHOD and resolve(method, int(A.nnz)) != DEFAULT_METHOD:
+        method = preset_name = resolve(method, int(A.nnz))
+        if progress is not None:
+            progress(f"partition default k={k}: {int(A.nnz):,} non-zeros >= "
+                     f"{KAMINPAR_ONLY_NNZ:,}: KaMinPar alone (nothing else finishes there)")
     loads = row_loads(A)
     preset = str(method).strip().lower()
     preset = preset if preset in PRESETS else None
@@ -298,6 +333,9 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
             if ref:
                 say(f"{candidates[-1]['method']} {secs:.1f} s: total {m.total_volume:,}, "
                     f"max send {m.max_send:,}")
+            else:  # the load cap's check (and rebalance) and the metrics: seconds at 10^7
+                say(f"{b} under the load cap, metrics: total {m.total_volume:,}, "
+                    f"max send {m.max_send:,}")
         ran = [c for c in candidates if "metrics" in c]
         within = [c for c in ran
                   if total_limit is None or c["metrics"].total_volume <= total_limit]
@@ -318,8 +356,9 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
                          if c.get("metrics") else dict(method=c["method"], skipped=c["skipped"],
                                                        seconds=c.get("seconds", 0.0))
                          for c in candidates]
-    say(f"done in {seconds:.1f} s: {label}, total {result.metrics.total_volume:,}, max send "
-        f"{result.metrics.max_send:,}")
+    busy = f" ({busy_note})" if busy_note else ""
+    say(f"done in {seconds:.1f} s{busy}: {label}, total {result.metrics.total_volume:,}, "
+        f"max send {result.metrics.max_send:,}")
     return result
 
 

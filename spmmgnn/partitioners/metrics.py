@@ -102,7 +102,7 @@ def _volumes(indptr, indices, parts, k, want_pairs, threads):
     send = np.zeros((threads, k), dtype=np.int64)
     recv = np.zeros(k, dtype=np.int64)
     pair = np.zeros((k, k) if want_pairs else (1, 1), dtype=np.int64)
-    stamp = np.full((threads, n), -1, dtype=np.int64)
+    stamp = np.full((threads, n), -1, dtype=np.int32)  # a part id: half the memory of int64
     for t in prange(threads):
         for p in range(t, k, threads):
             got = 0

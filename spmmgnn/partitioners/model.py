@@ -17,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SpmmgnnError
+from ..jit import njit
 
 
 def as_square_csr(A) -> sp.csr_array:
@@ -101,9 +102,26 @@ def symmetric_graph(A: sp.csr_array) -> sp.csr_array:
     see (a non-symmetric A is symmetrized, so their objective only approximates the volume)."""
     P = pattern(A)
     G = sp.csr_array(P + P.T)
-    rows = np.repeat(np.arange(G.shape[0]), np.diff(G.indptr))
-    off = rows != G.indices
-    G = sp.csr_array((np.ones(int(off.sum()), dtype=np.int8), (rows[off], G.indices[off])),
-                     shape=G.shape)
+    del P
     G.sort_indices()
-    return G
+    # the diagonal dropped in place (no int64 row array, no COO round trip: at 2 x 10^8
+    # non-zeros those were several GB)
+    end = _drop_diagonal(G.indptr, G.indices)
+    return sp.csr_array((np.ones(end, dtype=np.int8), G.indices[:end], G.indptr),
+                        shape=G.shape)
+
+
+@njit(cache=True)
+def _drop_diagonal(indptr, indices):
+    """Compact the CSR arrays in place without the entries (r, r); returns the new nnz."""
+    out = 0
+    start = indptr[0]
+    for r in range(indptr.size - 1):
+        stop = indptr[r + 1]
+        for j in range(start, stop):
+            if indices[j] != r:
+                indices[out] = indices[j]
+                out += 1
+        start = stop
+        indptr[r + 1] = out
+    return out

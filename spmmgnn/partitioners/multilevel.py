@@ -158,13 +158,15 @@ class Level:
 
 def coarsen(cn: ColumnNet, loads: np.ndarray, parts: np.ndarray, k: int, max_weight: int,
             coarsest: int = 64, max_levels: int = 12, min_shrink: float = 0.9,
-            seed: int = 0) -> list[Level]:
+            seed: int = 0, deadline: float | None = None) -> list[Level]:
     """The hierarchy, finest first: match inside parts until a level has at most
-    ``coarsest * k`` vertices, shrinks by less than ``min_shrink`` or ``max_levels`` is
-    reached. No coarse vertex is heavier than ``max_weight`` unless a fine one is."""
+    ``coarsest * k`` vertices, shrinks by less than ``min_shrink``, ``max_levels`` is
+    reached or the clock passes ``deadline`` (``time.perf_counter()``; checked before each
+    level). No coarse vertex is heavier than ``max_weight`` unless a fine one is."""
     rng = np.random.default_rng(seed)
     levels = [Level(cn, loads.astype(np.int64), parts.astype(np.int64))]
-    while len(levels) <= max_levels and levels[-1].cn.n > coarsest * k:
+    while (len(levels) <= max_levels and levels[-1].cn.n > coarsest * k
+           and (deadline is None or time.perf_counter() < deadline)):
         fine = levels[-1]
         cluster, nc = _match(rng.permutation(fine.cn.n), fine.parts, fine.loads,
                              max_weight, fine.cn.vptr, fine.cn.vnets, fine.cn.nptr,
@@ -188,16 +190,18 @@ def refine_multilevel(cn: ColumnNet, loads: np.ndarray, parts: np.ndarray, k: in
     (default a quarter of the average part load: a cluster still fits next to others).
     Returns the parts and a report with each level's vertices, nets, score before and after
     (``max send + total / k``) and seconds. Past a ``deadline`` (a ``refine_max_send``
-    option) the remaining levels only project the parts down (reported as skipped), so the
-    result is the input refined as far as the time allowed."""
+    option) no further level is coarsened, and the remaining levels only project the parts
+    down (reported as skipped; a level's passes check it inside, every few thousand
+    vertices), so the result is the input refined as far as the time allowed."""
     t0 = time.perf_counter()
     if max_weight is None:
         max_weight = max(1, int(loads.sum()) // (4 * k))
-    levels = coarsen(cn, loads, parts, k, max_weight, coarsest, max_levels, seed=seed)
+    deadline = refine_options.get("deadline")
+    levels = coarsen(cn, loads, parts, k, max_weight, coarsest, max_levels, seed=seed,
+                     deadline=deadline)
     t_coarsen = time.perf_counter() - t0
     report = dict(coarsen_seconds=round(t_coarsen, 3), levels=[])
     p = levels[-1].parts
-    deadline = refine_options.get("deadline")
     for depth in range(len(levels) - 1, -1, -1):
         lv = levels[depth]
         if deadline is not None and time.perf_counter() >= deadline:

@@ -1,0 +1,169 @@
+"""What a partitioning method will cost, from the graph's size, before paying it (issue 47).
+
+``estimate(method, n, nnz, k)`` gives the peak resident memory and the seconds a method
+takes on a graph of ``n`` vertices and ``nnz`` non-zeros, from a small model fitted on the
+measured rows of ``MEASURED`` (``bench/results/large-graph.md``, ``partition_real.md``;
+``bench/large_graph.py`` and ``bench/partition.py``, a 2-core machine shared with other
+work, so the seconds are those of a loaded machine):
+
+* memory: ``BASE_BYTES`` (the interpreter and libraries) plus the largest bytes per non-zero
+  and per vertex any measured row of the method needed (conservative: the estimate is at
+  least every measured row's peak);
+* seconds: a power law ``c * nnz^a`` fitted by least squares in log-log on the method's rows
+  (at least linear in nnz), times ``log2(k) / 6`` above k = 64; ``default``'s is its time
+  rule, 3x METIS-vol's estimate (at least 2 s). The same method can differ by 10-100x
+  between graphs of one size (METIS-vol: 7 s on GCIDE, 349 s on an R-MAT graph of a quarter
+  its non-zeros), so the seconds say the order of magnitude only.
+
+``check_estimate`` refuses, with one clear line, a method whose estimated peak does not fit in
+the memory available (``machine.available_bytes``; ``SPMMGNN_AVAILABLE_MEMORY`` overrides
+it), before any partitioning work. ``default`` above ``KAMINPAR_ONLY_NNZ`` non-zeros runs
+KaMinPar alone (nothing else finished there), so its estimate is KaMinPar's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import SpmmgnnError
+from ..machine import available_bytes, format_bytes
+from .budget import DEFAULT_BUDGET, DEFAULT_MIN_BUDGET
+
+# ``default`` runs KaMinPar alone from this many non-zeros on: at R-MAT 2^22 (5.7e7
+# non-zeros) KaMinPar took 653 s at 8.0 GB and METIS-vol had not finished after 16 min
+KAMINPAR_ONLY_NNZ = 50_000_000
+# the interpreter, numpy/scipy/numba and the partitioner libraries, before the graph
+BASE_BYTES = 200 * 2**20
+MIB = 2**20
+# ``partition`` prints the estimate when it expects at least this many seconds
+SAY_AFTER = 3.0
+
+# (method, n, nnz, k, seconds, peak MiB): measured rows (a loaded 2-core machine); a row
+# that did not finish gives a lower bound of its memory (seconds None)
+MEASURED: tuple[tuple[str, int, int, int, float | None, float], ...] = (
+    # bench/results/partition_real.md (Debian graphs)
+    ("metis-vol", 116_650, 367_578, 64, 0.51, 255.7),
+    ("metis-vol", 145_870, 1_086_768, 64, 2.16, 322.8),
+    ("metis-vol", 164_383, 3_417_186, 16, 7.21, 584.9),
+    ("kaminpar", 116_650, 367_578, 64, 0.59, 240.1),
+    ("kaminpar", 145_870, 1_086_768, 64, 2.44, 290.0),
+    ("kaminpar", 164_383, 3_417_186, 64, 0.70, 461.8),
+    ("default", 116_650, 367_578, 64, 1.82, 258.4),
+    ("default", 145_870, 1_086_768, 64, 5.72, 323.2),
+    ("default", 164_383, 3_417_186, 16, 32.9, 586.1),
+    # bench/results/large-graph.md: R-MAT 2^16-2^20, edge factor 7 (issue 47, load 12-23)
+    ("metis-vol", 65_536, 842_534, 64, 349.2, 336.9),
+    ("kaminpar", 65_536, 842_534, 64, 16.1, 286.8),
+    ("kaminpar", 262_144, 3_466_652, 64, 36.9, 586.0),
+    ("kaminpar", 1_048_576, 14_128_612, 64, 460.4, 1618.5),
+    # bench/results/partition_large.json: R-MAT 2^22, edge factor 7
+    ("kaminpar", 4_194_304, 57_234_642, 64, 652.9, 8005.1),
+    ("metis-vol", 4_194_304, 57_234_642, 64, None, 9420.8),
+)
+# hypergraph methods (no large rows measured): bytes per pin of the column-net hypergraph
+# (Mt-KaHyPar's Python interface copies the nets as Python ints, about 60 bytes a pin, and
+# its own structures several times that) and the slowest measured rate (gcide: 180-337 s)
+HYPERGRAPH_BYTES_PER_PIN, HYPERGRAPH_SECONDS_PER_PIN = 400.0, 1.0e-4
+# the column-net hypergraph and refinement state of ``+maxsend`` / ``+multilevel``
+REFINE_BYTES_PER_PIN, REFINE_SECONDS_PER_PIN = 120.0, 2.0e-6
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The estimated peak resident bytes and seconds of ``method`` on a graph."""
+
+    method: str
+    n: int
+    nnz: int
+    k: int
+    peak_bytes: float
+    seconds: float
+
+    def line(self) -> str:
+        return (f"estimate for {self.method} k={self.k} (n={self.n:,}, nnz={self.nnz:,}): "
+                f"about {format_bytes(self.peak_bytes)} peak, {_duration(self.seconds)} "
+                "(fitted on measured rows, a loaded 2-core machine)")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def _fit(method: str) -> tuple[float, float, float, float]:
+    """(bytes per non-zero, bytes per vertex, c, a) of ``method`` from its rows."""
+    rows = [r for r in MEASURED if r[0] == method]
+    per_nnz = max((r[5] * MIB - BASE_BYTES) / max(r[2], 1) for r in rows)
+    per_n = 0.1 * per_nnz  # a vertex costs its indptr entries, part and load arrays
+    timed = [(math.log(r[2]), math.log(r[4])) for r in rows if r[4]]
+    if len(timed) < 2:
+        x, y = timed[0]
+        return per_nnz, per_n, math.exp(y - x), 1.0
+    mx = sum(x for x, _ in timed) / len(timed)
+    my = sum(y for _, y in timed) / len(timed)
+    sxx = sum((x - mx) ** 2 for x, _ in timed)
+    a = max(1.0, sum((x - mx) * (y - my) for x, y in timed) / sxx) if sxx else 1.0
+    return per_nnz, per_n, math.exp(my - a * mx), a
+
+
+def resolve(method: str, nnz: int) -> str:
+    """The method ``partition`` runs for ``method`` on ``nnz`` non-zeros (``default``
+    above ``KAMINPAR_ONLY_NNZ``: ``kaminpar``)."""
+    name = str(method).strip().lower()
+    return "kaminpar" if name == "default" and nnz >= KAMINPAR_ONLY_NNZ else name
+
+
+def estimate(method: str, n: int, nnz: int, k: int) -> Estimate:
+    """The estimated peak memory and seconds of ``method`` (a method name or preset) on a
+    graph of ``n`` vertices and ``nnz`` non-zeros (of the matrix ``partition`` receives)."""
+    name = resolve(method, nnz)
+    base, _, refine = name.partition("+")
+    if base.startswith("twolevel:"):
+        base = base.split(":", 1)[1].split("+")[0]
+    pins = nnz + n
+    fitted = {"metis-vol", "kaminpar", "default", "quality"}
+    if base in ("metis", "metis-cut", "quality"):
+        key = "metis-vol" if base != "quality" else "default"
+    elif base in fitted:
+        key = base
+    else:
+        key = None
+    scale = max(1.0, math.log2(max(k, 2)) / 6.0)
+    if key is not None:
+        per_nnz, per_n, c, a = _fit(key)
+        peak = BASE_BYTES + per_nnz * nnz + per_n * n
+        seconds = c * max(nnz, 1) ** a * scale
+        if key == "default":  # its time rule: 3x METIS-vol's time, at least 2 s
+            _, _, cm, am = _fit("metis-vol")
+            seconds = max(DEFAULT_MIN_BUDGET, DEFAULT_BUDGET * cm * max(nnz, 1) ** am * scale)
+        if base == "metis":
+            seconds *= 2
+        if base == "quality":
+            seconds *= 20.0 / 3.0
+    elif base in ("kahypar", "mtkahypar", "mtkahypar-fast"):
+        peak = BASE_BYTES + HYPERGRAPH_BYTES_PER_PIN * pins
+        seconds = HYPERGRAPH_SECONDS_PER_PIN * pins * scale
+    else:  # block, random: the load vector and the part vector
+        peak, seconds = BASE_BYTES + 24.0 * n + 8.0 * nnz, 1e-7 * nnz
+    if refine:
+        peak += REFINE_BYTES_PER_PIN * pins
+        seconds += REFINE_SECONDS_PER_PIN * pins * scale
+    return Estimate(name, int(n), int(nnz), int(k), float(peak), float(seconds))
+
+
+def check_estimate(est: Estimate, graph_bytes: float = 0.0) -> None:
+    """SpmmgnnError (one line) when ``est``'s peak, less what is already resident (the
+    interpreter's ``BASE_BYTES`` and the graph's ``graph_bytes``), does not fit in the memory
+    available now."""
+    have = available_bytes()
+    need = est.peak_bytes - BASE_BYTES - graph_bytes
+    if have is not None and need > have:
+        raise SpmmgnnError(
+            f"{est.method} k={est.k} on n={est.n:,}, nnz={est.nnz:,} needs about "
+            f"{format_bytes(need)} more memory (a peak of about {format_bytes(est.peak_bytes)},"
+            f" estimate fitted on measured rows) and this node has {format_bytes(have)} "
+            "available; use a machine with more memory, the method kaminpar (the leanest), "
+            "or partition offline (dKaMinPar, ParMETIS) and pass the part vector to "
+            "'spmmgnn partition --from-parts' (docs/partitioning.md, Beyond one machine)")
