@@ -1,0 +1,273 @@
+"""The device path of the sparse 1D and 1.5D algorithms: ``matmul`` / ``matmul_t`` on torch
+tensors that stay on the grid's device (``ProcessGrid(device=...)``).
+
+The plan is the numpy one (the operator's ``GhostProduct`` and its halo plan, built as
+usual); this module keeps device copies of what the products read: the owned and ghost
+blocks as torch sparse CSR (and their transposes, built on the first ``matmul_t``), and the
+halo plan's send rows as an index tensor. One call is the CPU path's, step by step, with
+torch doing the local work on the device:
+
+* ``A x``: gather the rows peers need (``index_select``), encode them when a codec is set,
+  copy them to a host buffer, post the plan's ``Ialltoallv`` (counted by the same
+  ``Route.post`` as the CPU path), multiply the owned block (``torch.sparse.mm``) while they
+  travel, copy what arrived to the device, decode, add the ghost block's product
+  (``torch.addmm``).
+* ``A^T y``: the ghost block's transposed product first, to the host and posted backwards;
+  the owned block's transposed product meanwhile; what arrived is added into the owners'
+  rows (``index_add_``).
+* 1.5D: the replicas' all-reduce runs on a host copy of the result.
+
+Host <-> device copies are counted as the ``device_host`` tier (``spmmgnn.device``). The
+cast codecs (float32, float16, bfloat16) encode and decode on the device with torch's
+round-to-nearest-even casts, so the wire bytes equal the CPU codec's; the integer codecs and
+the node-aware exchange are refused on a device grid when the operator is built.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from ..codecs import CastCodec
+from ..device import device_error, to_device, to_host
+from ..errors import SpmmgnnError, agree, collective_error
+from .base import CALLS, DistSpMM, local_input_error
+
+DEVICE_CODECS = ("float32", "float16", "bfloat16")
+
+
+def device_families() -> list[str]:
+    """The algorithms that run on a device grid (their ``runs_on_device`` flag)."""
+    from .base import ALGORITHMS
+
+    return sorted(name for name, cls in ALGORITHMS.items() if cls.runs_on_device)
+
+
+def construction_error(op: DistSpMM) -> str | None:
+    """Why ``op``'s options cannot run on its device grid (None: they can); the same verdict
+    on every rank (the options were agreed)."""
+    if not op.runs_on_device:
+        return (f"{op.name} does not run on a device grid (device={op.grid.device}); the "
+                f"algorithms that do: {', '.join(device_families())} (or build the grid with "
+                "device=None for the numpy path)")
+    if op.exchange != "flat":
+        return (f"exchange={op.exchange!r} does not run on a device grid yet; use "
+                "exchange='flat'")
+    for codec in (getattr(op, "codec", None), getattr(op, "codec_backward", None)):
+        if codec is not None and codec.name not in DEVICE_CODECS:
+            return (f"codec {codec.name!r} does not run on a device grid yet; the codecs that "
+                    f"do: none, {', '.join(DEVICE_CODECS)}")
+    return None
+
+
+def torch_dtype(codec: CastCodec):
+    import torch
+
+    return getattr(torch, codec.wire)
+
+
+def _tensor_csr(m: sp.csr_array, device, dtype):
+    """``m`` as a torch sparse CSR tensor on ``device`` (int32 indices when they fit)."""
+    import torch
+
+    m = sp.csr_array(m)
+    small = m.nnz < 2**31 - 1 and max(m.shape) < 2**31 - 1
+    itype = torch.int32 if small else torch.int64
+    with warnings.catch_warnings():  # "sparse CSR support is in beta", once per process
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(
+            torch.from_numpy(m.indptr.astype(np.int64)).to(device=device, dtype=itype),
+            torch.from_numpy(m.indices.astype(np.int64)).to(device=device, dtype=itype),
+            torch.from_numpy(m.data).to(device=device, dtype=dtype), size=m.shape,
+            check_invariants=False)
+
+
+class DeviceBlock:
+    """One local block (a ``LocalCSR``) as torch CSR on the device, per dtype, and its
+    transpose (built on the first transposed product)."""
+
+    def __init__(self, block, device):
+        self.block, self.device = block, device
+        self._csr: dict = {}
+
+    def csr(self, dtype, transposed: bool = False):
+        key = (dtype, transposed)
+        if key not in self._csr:
+            m = self.block.to_scipy()
+            self._csr[key] = _tensor_csr(m.T.tocsr() if transposed else m, self.device, dtype)
+        return self._csr[key]
+
+    def matmul(self, x, transposed: bool = False, out=None):
+        """``self @ x`` (or ``self.T @ x``), added to ``out`` when given."""
+        import torch
+
+        a = self.csr(x.dtype, transposed)
+        if out is None:
+            return torch.sparse.mm(a, x)
+        return torch.addmm(out, a, x)
+
+
+class DeviceProduct:
+    """A ``GhostProduct`` run on the device (see the module docstring)."""
+
+    def __init__(self, op: DistSpMM):
+        import torch
+
+        product = op.product
+        self.op, self.plan, self.stats = op, product.plan, op.stats
+        self.device = op.grid.device
+        self.diag = DeviceBlock(product.diag, self.device)
+        self.ghost = DeviceBlock(product.ghost, self.device)
+        self.send_idx = torch.from_numpy(self.plan.send_idx).to(self.device)
+        self.codec, self.codec_backward = product.codec, product.codec_backward
+
+    def _wire(self, codec, rows, dtype):
+        """(host rows to post, param bytes): ``rows`` as they are, or cast on the device;
+        NaN or Inf reaching a codec on any rank is one error on every rank."""
+        import torch
+
+        if codec is not None and not self.plan.passthrough(codec, _numpy_dtype(dtype)):
+            with self.stats.timing("seconds_codec"):
+                cast = rows.to(torch_dtype(codec))
+                bad = int((~torch.isfinite(cast).all(dim=1)).sum()) if cast.numel() else 0
+            agree(self.plan.comm, f"{bad} row(s) with NaN or Inf reached the {codec.name} "
+                  "codec" if bad else None)
+            # explicit widths: a rank with no rows still posts the codec's row type
+            rows = cast.reshape(-1).view(torch.uint8).reshape(
+                cast.shape[0], codec.row_bytes(cast.shape[1]))
+        with self.stats.timing("seconds_exchange"):
+            return to_host(rows, self.stats), 0 if codec is None else codec.param_bytes
+
+    def _arrived(self, codec, recv: np.ndarray, dtype, f: int):
+        """What landed in the host buffer ``recv``, on the device as ``dtype`` rows."""
+        with self.stats.timing("seconds_exchange"):
+            rows = to_device(recv, self.device, self.stats)
+        if rows.dtype == dtype:
+            return rows
+        with self.stats.timing("seconds_codec"):
+            return rows.reshape(-1).view(torch_dtype(codec)).reshape(-1, f).to(dtype)
+
+    def _post(self, host: np.ndarray, rows: int, forward: bool, param_bytes: int):
+        """Post the plan's Ialltoallv of ``host`` (counted by ``Route.post``)."""
+        plan = self.plan
+        recv = plan.buffer("dev_recv" if forward else "dev_partial_recv", rows,
+                           host.shape[1], host.dtype)
+        return plan.post(host, recv, forward, param_bytes), recv, time.perf_counter()
+
+    def _wait(self, request, posted: float) -> None:
+        stats = self.stats
+        stats.seconds_exchange_hidden += time.perf_counter() - posted
+        with stats.timing("seconds_exchange"):
+            request.Wait()
+
+    def matmul(self, x):
+        """out = A x on the device."""
+        stats, plan = self.stats, self.plan
+        with stats.timing("seconds_exchange"):
+            send = x.index_select(0, self.send_idx)
+        host, params = self._wire(self.codec, send, x.dtype)
+        request, recv, posted = self._post(host, plan.n_ghost, True, params)
+        with stats.timing("seconds_multiply"):
+            out = self.diag.matmul(x)
+        self._wait(request, posted)
+        ghost_x = self._arrived(self.codec, recv, x.dtype, x.shape[1])
+        with stats.timing("seconds_multiply"):
+            return self.ghost.matmul(ghost_x, out=out)
+
+    def matmul_t(self, y):
+        """out = A^T y on the device."""
+        stats, plan = self.stats, self.plan
+        with stats.timing("seconds_multiply"):
+            partial = self.ghost.matmul(y, transposed=True)
+        host, params = self._wire(self.codec_backward, partial, y.dtype)
+        request, recv, posted = self._post(host, plan.n_send, False, params)
+        with stats.timing("seconds_multiply"):
+            out = self.diag.matmul(y, transposed=True)
+        self._wait(request, posted)
+        back = self._arrived(self.codec_backward, recv, y.dtype, y.shape[1])
+        with stats.timing("seconds_exchange"):
+            return out.index_add_(0, self.send_idx, back)
+
+
+def _numpy_dtype(dtype) -> np.dtype:
+    """numpy's float32 / float64 for torch's."""
+    return np.dtype(str(dtype).removeprefix("torch."))
+
+
+def check_tensor(op: DistSpMM, x, what: str, rows: int):
+    """``check_local`` for a device grid, without copying ``x`` off the device: where it
+    lives, its dtype, shape and finiteness here, then (unless ``validate=False``) one small
+    all-reduce so a problem on one rank, or ranks in different calls, is an error on all."""
+    import torch
+
+    error = local_input_error(x, what, op.device)
+    if error is None:
+        if x.dim() != 2 or x.shape[0] != rows:
+            error = (f"{what}: expected this rank's {rows} rows as a 2-D array, got shape "
+                     f"{tuple(x.shape)}")
+        elif x.shape[1] < 1:
+            error = f"{what}: the dense matrix needs at least one column"
+        elif op.validate and not bool(torch.isfinite(x).all()):
+            error = f"{what}: input has NaN or Inf values"
+    if not op.validate:
+        if error:
+            raise SpmmgnnError(error)
+        return x
+    comm = op.grid.comm
+    if comm.Get_size() == 1:
+        agree(comm, error)
+        return x
+    ok = error is None
+    f = int(x.shape[1]) if ok else 0
+    n = int(x.element_size()) if ok else 0
+    c = CALLS.index(what)
+    probe = np.array([not ok, f, -f, n, -n, c, -c], dtype=np.int64)
+    seen = np.empty_like(probe)
+    comm.Allreduce(probe, seen, op=MPI.MAX)
+    if seen[5] != -seen[6]:
+        raise collective_error(f"the ranks call different methods at the same time "
+                               f"({CALLS[-seen[6]]} and {CALLS[seen[5]]}): every rank must "
+                               "make the same collective call")
+    if error is None and not seen[0] and (seen[1] != -seen[2] or seen[3] != -seen[4]):
+        error = f"{what}: ranks disagree on the number of columns or the dtype"
+    agree(comm, error)
+    return x
+
+
+class DevicePath:
+    """An operator's calls on its device grid (built on the first call)."""
+
+    def __init__(self, op: DistSpMM):
+        self.op = op
+        self.product = DeviceProduct(op)
+        self.replication = getattr(op, "replication", None)
+
+    def _allreduce(self, out):
+        """The 1.5D replicas' sum of ``out``, through a host copy."""
+        rep, stats = self.replication, self.op.stats
+        if rep is None or self.op.grid.replication == 1:
+            return out
+        host = to_host(out, stats).copy()
+        rep.allreduce(host, stats)
+        return out.copy_(to_device(host, self.op.grid.device, stats))
+
+    def call(self, X, stream: int | None, transposed: bool):
+        """``matmul`` (``transposed`` False) or ``matmul_t`` of tensor ``X`` (2-D or 1-D)."""
+        op = self.op
+        what = "matmul_t" if transposed else "matmul"
+        vector = getattr(X, "ndim", 0) == 1 and device_error(X, op.device, what) is None
+        x = check_tensor(op, X.reshape(-1, 1) if vector else X, what,
+                         op.n_local if transposed else op.n_local_in)
+        x = x.detach().contiguous()
+        if transposed:
+            op.stats.calls_matmul_t += 1
+        else:
+            op.stats.calls_matmul += 1
+        op.rounding_key(stream, int(transposed))  # the cast codecs round to nearest
+        out = self.product.matmul_t(x) if transposed else self.product.matmul(x)
+        out = self._allreduce(out)
+        return out[:, 0] if vector else out

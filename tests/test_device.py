@@ -1,0 +1,135 @@
+"""The device path (``ProcessGrid(device=...)``, issue 44) run with ``device="cpu"``: the same
+functions that run on CUDA, equal to scipy and to the numpy/numba path, the bytes counted
+alike, and wrong-device input one error on every rank. The ``gpu`` tests repeat the MPI cases
+on CUDA (P = 1, and P = 2 ranks sharing one GPU) and are skipped without one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from spmmgnn import DistSpMM, ProcessGrid, SpmmgnnError
+from spmmgnn.device import device_error
+
+TOL = {"float32": 1e-5, "float64": 1e-12}
+HAS_CUDA = torch.cuda.is_available()
+
+
+def check_cases(got: dict, P: int) -> None:
+    rows = got["cases"]
+    assert rows and {r["algorithm"] for r in rows} == {"sparse1d", "sparse15d"}
+    assert any(r["codec"] for r in rows) and any(r["c"] == 2 for r in rows) == (P % 2 == 0)
+    for r in rows:
+        label = f"{r['algorithm']} c={r['c']} {r['case']} {r['codec']} {r['dtype']} f={r['f']}"
+        tol = TOL[r["dtype"]]
+        if r["codec"] is None:  # exact products: scipy's numbers
+            assert r["err"] <= tol and r["err_t"] <= tol, (label, r["err"], r["err_t"])
+        # codecs round on the wire alike on both paths: the numpy path's numbers
+        assert r["err_np"] <= tol and r["err_np_t"] <= tol, (label, r["err_np"], r["err_np_t"])
+        assert r["same_bytes"], label
+        for st in r["ranks"]:  # every staged byte counted once, rank-to-rank bytes apart
+            assert st["device_host_sent"] == st["bytes_sent"] + st["allreduce_bytes"], label
+            assert st["device_host_received"] == st["bytes_received"] + st["allreduce_bytes"]
+            assert st["numpy_device_host"] == 0, label
+
+
+def check_errors(got: dict, P: int) -> None:
+    per_rank = got["errors"]
+    assert len(per_rank) == P
+    for name, first in per_rank[0].items():
+        if name == "dot_after":
+            continue
+        assert first is not None and first[1], (name, first)  # refused, collectively
+        assert all(r[name] == first for r in per_rank), name  # the same message on all
+    words = dict(numpy_everywhere="pass a torch tensor on", numpy_on_rank_1="got a ndarray",
+                 meta_on_last="meta tensor", nan_on_rank_0="NaN", int_codec="int8",
+                 oblivious="sparse15d, sparse1d", scatter_numpy="scatter_rows",
+                 gather_numpy="gather_rows", dot_numpy="dot:")
+    for name, word in words.items():
+        assert word in per_rank[0][name][0], (name, per_rank[0][name])
+    assert all(r["dot_after"][1] == per_rank[0]["dot_after"][1] for r in per_rank)
+
+
+@pytest.mark.parametrize("P", [1, 2, pytest.param(3, marks=pytest.mark.slow),
+                               pytest.param(4, marks=pytest.mark.slow)])
+def test_device_cpu_equals_scipy_and_numpy_path(P, mpi_json):
+    got = mpi_json(P, "device_cases.py", "cpu")
+    check_cases(got, P)
+    check_errors(got, P)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+@pytest.mark.parametrize("P", [1, 2])
+def test_device_cuda_equals_scipy_and_numpy_path(P, mpi_json):
+    got = mpi_json(P, "device_cases.py", "cuda")
+    check_cases(got, P)
+    check_errors(got, P)
+    assert per_device(got) == "cuda:0"
+
+
+def per_device(got: dict) -> str:
+    return got["errors"][0]["dot_after"][1]
+
+
+# ------------------------------------------------------------------ in-process (P = 1)
+def small():
+    A = sp.random(23, 23, density=0.2, format="csr", random_state=4)
+    return A, np.random.default_rng(0).standard_normal((23, 3))
+
+
+def test_device_none_refuses_data_on_another_device():
+    """device=None never returns a tensor from another device on the CPU (issue 44's bug):
+    the rule refuses every non-CPU tensor; meta is the non-CPU device a CPU build has."""
+    A, X = small()
+    op = DistSpMM.from_scipy(A, ProcessGrid())
+    meta = torch.empty(23, 3, dtype=torch.float64, device="meta")
+    for call in (op.matmul, op.matmul_t, op.gather_rows, op.scatter_rows, op.norm):
+        with pytest.raises(SpmmgnnError, match="meta tensor"):
+            call(meta)
+    assert device_error(meta, None, "matmul") is not None
+    assert device_error(torch.ones(2), None, "matmul") is None
+    assert device_error(np.ones(2), None, "matmul") is None
+    assert "meta" in device_error(meta, torch.device("cpu"), "matmul")
+    y = op.matmul(torch.from_numpy(X))
+    assert y.device.type == "cpu" and np.allclose(y.numpy(), A @ X)
+
+
+@pytest.mark.parametrize("spec, word", [("tpu", "device must be None, 'cpu', 'cuda'"),
+                                        ("cuda:x", "device must be None"),
+                                        ("cpu:1", "device must be None")])
+def test_bad_device_is_one_error(spec, word):
+    with pytest.raises(SpmmgnnError, match=word):
+        ProcessGrid(device=spec)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the refusal where no CUDA device is visible")
+def test_cuda_without_a_gpu_is_one_error():
+    with pytest.raises(SpmmgnnError, match="no CUDA device is visible"):
+        ProcessGrid(device="cuda")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_device_cpu_vector_linalg_and_stats(dtype):
+    A, X = small()
+    grid = ProcessGrid(device="cpu")
+    assert grid.device == torch.device("cpu")
+    op = DistSpMM.from_scipy(A, grid)
+    x = torch.from_numpy(X).to(dtype)
+    v = op.matmul(x[:, 0])
+    assert v.shape == (23,) and v.dtype == dtype
+    tol = TOL[str(dtype).removeprefix("torch.")]
+    assert np.allclose(v.numpy(), A @ X[:, 0], rtol=tol, atol=tol)
+    assert np.allclose(op.norm(x).numpy(), np.linalg.norm(X, axis=0), rtol=tol)
+    q, r = op.qr(x)
+    assert isinstance(q, torch.Tensor) and np.allclose((q @ r).numpy(), X, atol=1e-4)
+    tiers = op.comm_stats()["bytes_sent_by_tier"]
+    assert set(tiers) == {"intra", "inter", "device_host"} and tiers["device_host"] == 0
+    assert DistSpMM.from_scipy(A).comm_stats()["bytes_received_by_tier"]["device_host"] == 0
+    with pytest.raises(SpmmgnnError, match="requires grad"):
+        op.matmul(x.clone().requires_grad_())
+    with pytest.raises(SpmmgnnError, match="delayed remote aggregates do not run"):
+        from spmmgnn.algorithms.delayed import DelayedRemote
+        DelayedRemote(op, staleness=1)
