@@ -119,3 +119,13 @@ def to_device(a: np.ndarray, device, stats: CommStats | None = None):
     if stats is not None:
         stats.bytes_host_to_device += int(a.nbytes)
     return t if device is None or device.type == "cpu" else t.to(device)
+
+
+def synchronizer(device):
+    """A function that waits for ``device``'s queued work (a no-op off CUDA): timings of
+    device work stop only once it has run."""
+    if device is None or device.type != "cuda":
+        return lambda: None
+    import torch
+
+    return lambda: torch.cuda.synchronize(device)

@@ -133,3 +133,64 @@ def test_device_cpu_vector_linalg_and_stats(dtype):
     with pytest.raises(SpmmgnnError, match="delayed remote aggregates do not run"):
         from spmmgnn.algorithms.delayed import DelayedRemote
         DelayedRemote(op, staleness=1)
+
+
+def test_runs_on_device_flag_says_what_builds():
+    """Each algorithm builds on a device grid exactly where its ``runs_on_device`` says;
+    the others refuse naming the ones that run there."""
+    from spmmgnn import ALGORITHMS
+
+    A, X = small()
+    shapes = {"1d": None, "1.5d": None, "2d": (1, 1), "3d": (1, 1, 1)}
+    for name, cls in ALGORITHMS.items():
+        grid = ProcessGrid(shape=shapes[cls.grid_kinds[0]], device="cpu")
+        if cls.runs_on_device:
+            op = DistSpMM.from_scipy(A, grid, algorithm=name)
+            got = op.gather_rows(op.matmul(op.scatter_rows(torch.from_numpy(X))))
+            assert np.allclose(got.numpy(), A @ X), name
+        else:
+            with pytest.raises(SpmmgnnError, match="sparse15d, sparse1d"):
+                DistSpMM.from_scipy(A, grid, algorithm=name)
+
+
+@pytest.mark.slow
+@pytest.mark.mpi
+def test_bench_gpu_dry_run(tmp_path):
+    """``bench/gpu.py --device cpu --quick`` runs end to end: the device path trains the GCN
+    with the numpy path's losses (P = 1, 2) and P = 2's equal P = 1's."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "gpu.json"
+    script = Path(__file__).resolve().parent.parent / "bench" / "gpu.py"
+    proc = subprocess.run([sys.executable, str(script), "--device", "cpu", "--quick", "--n",
+                           "3000", "--out", str(out)], capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(out.read_text())
+    checks = got["checks"]
+    for key in ("P = 2 vs P = 1 losses, max relative difference",
+                "device vs numpy path losses, P = 1", "device vs numpy path losses, P = 2"):
+        assert checks[key] <= 1e-5, (key, checks[key])
+    assert set(got["local_product"]) == {"f=16", "f=128"}
+    assert "| spmmgnn --device cpu, P = 2 |" in out.with_suffix(".md").read_text()
+
+
+def test_spmm_command_on_a_device_grid(tmp_path):
+    """``spmmgnn spmm --device cpu`` checks its product against scipy (the command fails
+    otherwise); a family that cannot run there is one error line."""
+    import json
+
+    from .mpi import one_line_error, run_cli
+
+    out = tmp_path / "spmm.json"
+    proc = run_cli(2, "spmm", "--scale", "8", "--algorithm", "sparse1d", "sparse15d",
+                   "--device", "cpu", "--repeat", "2", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert [r["device"] for r in rows] == ["cpu", "cpu"]
+    assert all(r["max_rel_error"] <= 1e-5 and r["max_bytes_sent_per_spmm"] > 0 for r in rows)
+    one_line_error(run_cli(2, "spmm", "--scale", "8", "--algorithm", "oblivious1d",
+                           "--device", "cpu"), "does not run on a device grid", "sparse1d")

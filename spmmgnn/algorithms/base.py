@@ -260,11 +260,12 @@ class DistSpMM(RowAlgebra):
     @classmethod
     def grid_for(cls, comm: MPI.Comm, replication: int = 1,
                  shape: str | tuple[int, ...] | None = None,
-                 ranks_per_node: int | None = None) -> ProcessGrid:
+                 ranks_per_node: int | None = None, device: str | None = None) -> ProcessGrid:
         """Collective: the grid this algorithm runs on, from the command line's flags:
         ``shape`` (``"2x3"`` or a tuple) for the 2D/3D algorithms (None: the factors of P
         closest to a square or cube), ``replication`` for the others; ``ranks_per_node``
-        groups the ranks into nodes (None: by shared memory). A flag the algorithm does not
+        groups the ranks into nodes (None: by shared memory); ``device`` as ``ProcessGrid``'s.
+        A flag the algorithm does not
         take is one error on every rank."""
         if isinstance(shape, str):
             try:
@@ -276,11 +277,12 @@ class DistSpMM(RowAlgebra):
             agree(comm, None if shape is None else
                   f"{cls.name} runs on a P/c x c grid: drop --grid {format_shape(shape)} "
                   "(--replication sets c)")
-            return ProcessGrid(comm, replication, ranks_per_node=ranks_per_node)
+            return ProcessGrid(comm, replication, ranks_per_node=ranks_per_node,
+                               device=device)
         agree(comm, None if replication == 1 else
               f"{cls.name} runs on a {wants}D grid: drop --replication (--grid sets its shape)")
         return ProcessGrid(comm, shape=shape or near_square(comm.Get_size(), wants),
-                           ranks_per_node=ranks_per_node)
+                           ranks_per_node=ranks_per_node, device=device)
 
     @classmethod
     def check_grid(cls, grid: ProcessGrid) -> None:

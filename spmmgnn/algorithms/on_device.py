@@ -70,7 +70,7 @@ def torch_dtype(codec: CastCodec):
     return getattr(torch, codec.wire)
 
 
-def _tensor_csr(m: sp.csr_array, device, dtype):
+def tensor_csr(m: sp.csr_array, device, dtype):
     """``m`` as a torch sparse CSR tensor on ``device`` (int32 indices when they fit)."""
     import torch
 
@@ -98,17 +98,20 @@ class DeviceBlock:
         key = (dtype, transposed)
         if key not in self._csr:
             m = self.block.to_scipy()
-            self._csr[key] = _tensor_csr(m.T.tocsr() if transposed else m, self.device, dtype)
+            self._csr[key] = tensor_csr(m.T.tocsr() if transposed else m, self.device, dtype)
         return self._csr[key]
 
     def matmul(self, x, transposed: bool = False, out=None):
-        """``self @ x`` (or ``self.T @ x``), added to ``out`` when given."""
+        """``self @ x`` (or ``self.T @ x``), added to ``out`` in place when given (an empty
+        block adds nothing: no kernel, no pass over ``out``)."""
         import torch
 
+        if out is not None and self.block.nnz == 0:
+            return out
         a = self.csr(x.dtype, transposed)
         if out is None:
             return torch.sparse.mm(a, x)
-        return torch.addmm(out, a, x)
+        return out.addmm_(a, x)
 
 
 class DeviceProduct:
