@@ -284,8 +284,11 @@ def best_cpu(cfg: dict, quick: bool, where: Path, timeout: float) -> dict:
 def pytest_gpu(quick: bool, forced: bool) -> str:
     if quick and not forced:
         return "skipped (--quick; pass --pytest to run it)"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=240)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests"],
+                              capture_output=True, text=True, cwd=ROOT, timeout=240)
+    except subprocess.TimeoutExpired:
+        return "timed out after 240 s"
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     return (lines[-1] if lines else "no output") + f" (exit {proc.returncode})"
 

@@ -130,6 +130,9 @@ def test_device_cpu_vector_linalg_and_stats(dtype):
     assert DistSpMM.from_scipy(A).comm_stats()["bytes_received_by_tier"]["device_host"] == 0
     with pytest.raises(SpmmgnnError, match="requires grad"):
         op.matmul(x.clone().requires_grad_())
+    assert op.probe_symmetry() is False
+    sym = DistSpMM.from_scipy(A + A.T, grid)
+    assert sym.probe_symmetry() is True
     with pytest.raises(SpmmgnnError, match="delayed remote aggregates do not run"):
         from spmmgnn.algorithms.delayed import DelayedRemote
         DelayedRemote(op, staleness=1)
@@ -194,3 +197,18 @@ def test_spmm_command_on_a_device_grid(tmp_path):
     assert all(r["max_rel_error"] <= 1e-5 and r["max_bytes_sent_per_spmm"] > 0 for r in rows)
     one_line_error(run_cli(2, "spmm", "--scale", "8", "--algorithm", "oblivious1d",
                            "--device", "cpu"), "does not run on a device grid", "sparse1d")
+
+
+def test_device_link_presets_price_the_staged_bytes():
+    """The host <-> device leg of the model: each preset has its source, faster links cost
+    less for the same bytes, and an unknown name is refused naming the choices."""
+    from spmmgnn.tiers import DEVICE_LINKS, device_host_seconds, device_link
+
+    assert {"pcie5", "pcie4", "nvlink-c2c"} <= set(DEVICE_LINKS)
+    nbytes = 2 * 1_000_000 * 128 * 4  # one 1M x 128 float32 block, out and back
+    seconds = {k: float(device_host_seconds(device_link(k), 2, nbytes)) for k in DEVICE_LINKS}
+    assert seconds["nvlink-c2c"] < seconds["pcie5"] < seconds["pcie4"]
+    assert abs(seconds["pcie5"] - (2 * 10e-6 + nbytes / 50e9)) < 1e-12
+    assert all("GB/s" in link.source for link in DEVICE_LINKS.values())
+    with pytest.raises(ValueError, match="pcie5"):
+        device_link("pcie6")

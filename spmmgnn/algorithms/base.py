@@ -25,7 +25,7 @@ from mpi4py import MPI
 from .. import kernels
 from ..buffers import recycled_empty
 from ..convert import FLOAT_DTYPES, is_torch, like_input, mpi_float_type, to_numpy
-from ..device import device_error, to_device
+from ..device import device_error, to_device, to_host
 from ..errors import SpmmgnnError, agree, check_on_root, collective_error
 from ..grid import ProcessGrid, format_shape, near_square, parse_grid
 from ..hashing import mix64, uniform_by_id
@@ -528,7 +528,11 @@ class DistSpMM(RowAlgebra):
         saved = dataclasses.replace(self.stats)
         ids = np.arange(self.lo, self.hi, dtype=np.int64)
         x = np.column_stack([uniform_by_id(ids, seed + k) - 0.5 for k in range(2)])
-        ax, atx = self.matmul(x), self.matmul_t(x)
+        if self._device_path is None:
+            ax, atx = self.matmul(x), self.matmul_t(x)
+        else:  # the device's own products, compared on the host
+            xd = to_device(x, self.device)
+            ax, atx = to_host(self.matmul(xd)), to_host(self.matmul_t(xd))
         local = np.array([np.abs(ax - atx).max(initial=0.0), np.abs(ax).max(initial=0.0)])
         worst = np.empty_like(local)
         self.grid.comm.Allreduce(local, worst, op=MPI.MAX)
@@ -537,6 +541,8 @@ class DistSpMM(RowAlgebra):
         if self.symmetric:  # A.T y runs as A y from now on: the probe's transposes go
             for m in self.local_matrices():
                 m.drop_transpose()
+            if self._device_path is not None:
+                self._device_path.drop_transposes()
         return self.symmetric
 
     # ---------------------------------------------------------------- reporting

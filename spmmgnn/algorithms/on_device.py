@@ -101,6 +101,10 @@ class DeviceBlock:
             self._csr[key] = tensor_csr(m.T.tocsr() if transposed else m, self.device, dtype)
         return self._csr[key]
 
+    def drop_transpose(self) -> None:
+        """Free the transposed CSR copies (``A.T y`` runs as ``A y`` on a symmetric A)."""
+        self._csr = {k: v for k, v in self._csr.items() if not k[1]}
+
     def matmul(self, x, transposed: bool = False, out=None):
         """``self @ x`` (or ``self.T @ x``), added to ``out`` in place when given (an empty
         block adds nothing: no kernel, no pass over ``out``)."""
@@ -248,6 +252,10 @@ class DevicePath:
         self.op = op
         self.product = DeviceProduct(op)
         self.replication = getattr(op, "replication", None)
+
+    def drop_transposes(self) -> None:
+        self.product.diag.drop_transpose()
+        self.product.ghost.drop_transpose()
 
     def _allreduce(self, out):
         """The 1.5D replicas' sum of ``out``, through a host copy."""
