@@ -104,7 +104,10 @@ def to_host(t, stats: CommStats | None = None) -> np.ndarray:
     """A C-contiguous numpy copy (a view on the CPU) of tensor ``t``; with ``stats`` its
     bytes count as sent on the ``device_host`` tier (also on ``device='cpu'``, where no copy
     happens: the counters say what the same call moves across PCIe on a GPU)."""
-    t = t.detach().contiguous()
+    t = t.detach()
+    if t.device.type != "cpu" and t.numel() == 0:  # nothing to copy: no device round trip
+        return np.empty(tuple(t.shape), dtype=str(t.dtype).removeprefix("torch."))
+    t = t.contiguous()
     if stats is not None:
         stats.bytes_device_to_host += t.numel() * t.element_size()
     return (t if t.device.type == "cpu" else t.cpu()).numpy()

@@ -1,5 +1,5 @@
-"""The device path of the sparse 1D and 1.5D algorithms: ``matmul`` / ``matmul_t`` on torch
-tensors that stay on the grid's device (``ProcessGrid(device=...)``).
+"""The device path of the 1D and 1.5D algorithms (sparse and oblivious): ``matmul`` /
+``matmul_t`` on torch tensors that stay on the grid's device (``ProcessGrid(device=...)``).
 
 The plan is the numpy one (the operator's ``GhostProduct`` and its halo plan, built as
 usual); this module keeps device copies of what the products read: the owned and ghost
@@ -15,6 +15,9 @@ torch doing the local work on the device:
 * ``A^T y``: the ghost block's transposed product first, to the host and posted backwards;
   the owned block's transposed product meanwhile; what arrived is added into the owners'
   rows (``index_add_``).
+* the oblivious stage loop (``DeviceBroadcast``): each stage's block row of X is staged to
+  the host by its owner, broadcast, and copied to the device on the others; the transposed
+  partial sums are reduced on the host.
 * 1.5D: the replicas' all-reduce runs on a host copy of the result.
 
 Host <-> device copies are counted as the ``device_host`` tier (``spmmgnn.device``). The
@@ -32,10 +35,13 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
+from ..buffers import BufferPool
 from ..codecs import CastCodec
+from ..convert import mpi_float_type
 from ..device import device_error, to_device, to_host
 from ..errors import SpmmgnnError, agree, collective_error
 from .base import CALLS, DistSpMM, local_input_error
+from .block_broadcast import BlockBroadcast, count_stage
 
 DEVICE_CODECS = ("float32", "float16", "bfloat16")
 
@@ -200,6 +206,66 @@ class DeviceProduct:
             return out.index_add_(0, self.send_idx, back)
 
 
+class DeviceBroadcast:
+    """A ``BlockBroadcast`` (the oblivious stage loop) run on the device: stage q's owner
+    copies its block row of X to the host, MPI broadcasts it, every rank copies it to the
+    device and multiplies; the transpose reduces each stage's partial sums on the host."""
+
+    def __init__(self, op: DistSpMM):
+        self.op, self.src, self.stats = op, op.product, op.stats
+        self.device = op.grid.device
+        self.blocks = {q: DeviceBlock(b, self.device) for q, b in self.src.blocks.items()}
+        self.buffers = BufferPool()
+
+    def matmul(self, x):
+        import torch
+
+        p, stats, device = self.src, self.stats, self.device
+        comm, me = p.comm, p.comm.Get_rank()
+        mpitype = mpi_float_type(_numpy_dtype(x.dtype))
+        out = torch.zeros((self.op.n_local, x.shape[1]), dtype=x.dtype, device=device)
+        alone = comm.Get_size() == 1  # no peer: nothing to stage or broadcast
+        for q in p.stages:
+            with stats.timing("seconds_exchange"):
+                if q == me:
+                    src, nbytes = x, x.numel() * x.element_size()
+                    if not alone:
+                        comm.Bcast([to_host(x, stats), mpitype], root=q)
+                else:
+                    host = self.buffers.get("stage", (int(p.sizes[q]), x.shape[1]),
+                                            _numpy_dtype(x.dtype))
+                    comm.Bcast([host, mpitype], root=q)
+                    src, nbytes = to_device(host, device, stats), host.nbytes
+            count_stage(stats, p.far, me, q, nbytes, into_root=False)
+            with stats.timing("seconds_multiply"):
+                self.blocks[q].matmul(src, out=out)
+        return out
+
+    def matmul_t(self, y):
+        import torch
+        from mpi4py import MPI
+
+        p, stats, device = self.src, self.stats, self.device
+        comm, me = p.comm, p.comm.Get_rank()
+        mpitype = mpi_float_type(_numpy_dtype(y.dtype))
+        out = torch.zeros((self.op.n_local_in, y.shape[1]), dtype=y.dtype, device=device)
+        for q in p.stages:
+            with stats.timing("seconds_multiply"):
+                part = self.blocks[q].matmul(y, transposed=True)
+            with stats.timing("seconds_exchange"):
+                if q == me and comm.Get_size() == 1:
+                    out += part
+                elif q == me:
+                    host = to_host(part, stats)
+                    comm.Reduce(MPI.IN_PLACE, [host, mpitype], op=MPI.SUM, root=q)
+                    out += to_device(host, device, stats)
+                else:
+                    comm.Reduce([to_host(part, stats), mpitype], None, op=MPI.SUM, root=q)
+            count_stage(stats, p.far, me, q, part.numel() * part.element_size(),
+                        into_root=True)
+        return out
+
+
 def _numpy_dtype(dtype) -> np.dtype:
     """numpy's float32 / float64 for torch's."""
     return np.dtype(str(dtype).removeprefix("torch."))
@@ -250,7 +316,8 @@ class DevicePath:
 
     def __init__(self, op: DistSpMM):
         self.op = op
-        self.product = DeviceProduct(op)
+        self.product = (DeviceBroadcast(op) if isinstance(op.product, BlockBroadcast)
+                        else DeviceProduct(op))
         self.replication = getattr(op, "replication", None)
 
     def drop_transposes(self) -> None:

@@ -42,7 +42,7 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the graph and of X")
     p.add_argument("--device", choices=["none", "cpu", "cuda"], default="none",
                    help="where the operator's data lives: none (numpy/numba), or torch "
-                        "tensors on cpu or cuda (sparse1d and sparse15d; docs/gpu.md)")
+                        "tensors on cpu or cuda (the 1D and 1.5D algorithms; docs/gpu.md)")
     p.add_argument("--json", help="write the results as JSON to this file")
     p.set_defaults(func=run)
 

@@ -59,8 +59,8 @@ def errors(grid, A) -> dict:
         "nan_on_rank_0": lambda: op.matmul(x * float("nan") if comm.rank == 0 else x),
         "int_codec": lambda: spmmgnn.DistSpMM.from_scipy(A if comm.rank == 0 else None, grid,
                                                          codec="int8"),
-        "oblivious": lambda: spmmgnn.DistSpMM.from_scipy(A if comm.rank == 0 else None, grid,
-                                                         algorithm="oblivious1d"),
+        "refused_family": lambda: spmmgnn.DistSpMM.from_scipy(
+            A if comm.rank == 0 else None, grid, algorithm="prepost1d"),
         "scatter_numpy": lambda: op.scatter_rows(np.ones((A.shape[0], 2))
                                                  if comm.rank == 0 else None),
         "gather_numpy": lambda: op.gather_rows(np.ones((op.n_local, 2))),
@@ -83,20 +83,22 @@ def main() -> None:
     path = sys.argv[1]
     device = sys.argv[2] if len(sys.argv) > 2 else "cpu"
     results = []
-    grids = [(1, "sparse1d"), (1, "sparse15d")] + ([(2, "sparse15d")] if P % 2 == 0 else [])
+    grids = [(1, "sparse1d"), (1, "sparse15d"), (1, "oblivious1d"), (1, "oblivious15d")]
+    grids += [(2, "sparse15d"), (2, "oblivious15d")] if P % 2 == 0 else []
     for c, algo in grids:
         dev_grid = spmmgnn.ProcessGrid(comm, replication=c, device=device)
         np_grid = spmmgnn.ProcessGrid(comm, replication=c)
         for name, A, spec in cases(dev_grid.n_block_rows):
             # the cast codecs on the cases with uneven and empty blocks, at one width
-            codecs = (None, "float16", "bfloat16") if name in CODEC_CASES else (None,)
+            takes = spmmgnn.ALGORITHMS[algo].takes_codecs
+            codecs = (None, "float16", "bfloat16") if name in CODEC_CASES and takes else (None,)
             for codec in codecs:
                 ops = [spmmgnn.DistSpMM.from_scipy(A if comm.rank == 0 else None, g,
                                                    algorithm=algo, partition=spec,
-                                                   codec=codec)
+                                                   **({"codec": codec} if codec else {}))
                        for g in (dev_grid, np_grid)]
                 for dtype in ("float32", "float64"):
-                    for f in ((5,) if codec else (1, 5)):
+                    for f in ((5,) if codec or not takes else (1, 5)):
                         X = np.random.default_rng(f).standard_normal(
                             (A.shape[0], f)).astype(dtype)
                         Yd, Td, sd = run(ops[0], X, dtype, dev_grid.device)
