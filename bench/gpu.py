@@ -186,7 +186,7 @@ def local_product(op, A, dev, repeat: int, sync) -> dict:
     """op.matmul at P = 1 against torch.sparse.mm of the same CSR (seconds, best of repeat)."""
     import torch
 
-    from spmmgnn.algorithms.on_device import tensor_csr  # the CSR the device path uses
+    from spmmgnn.algorithms.device_products import tensor_csr  # the CSR the device path uses
 
     a = tensor_csr(A, dev, torch.float32)
     out = {}
@@ -218,7 +218,7 @@ def tuned_torch(where: Path, device: str, hidden: int, epochs: int) -> dict:
     A, X, y, train_mask = load(where)
     dev = torch.device(device)
 
-    from spmmgnn.algorithms.on_device import tensor_csr  # int32 indices, as tuned as it gets
+    from spmmgnn.algorithms.device_products import tensor_csr  # int32 indices, as tuned as it gets
 
     a, at = tensor_csr(A, dev, torch.float32), tensor_csr(A.T.tocsr(), dev, torch.float32)
 

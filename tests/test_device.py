@@ -225,3 +225,19 @@ def test_device_link_presets_price_the_staged_bytes():
     assert all("GB/s" in link.source for link in DEVICE_LINKS.values())
     with pytest.raises(ValueError, match="pcie5"):
         device_link("pcie6")
+
+
+def test_nonfinite_checks_agree_with_isfinite():
+    """The device path's input check: the CUDA branch (sum first) on CPU tensors, overflowing
+    finite values included, equals the elementwise test and the CPU branch."""
+    from spmmgnn.algorithms.on_device import has_nonfinite, torch_nonfinite
+
+    big = torch.full((4, 3), 3e38, dtype=torch.float32)  # finite; its sum overflows
+    cases = [torch.zeros(0, 2), torch.ones(5, 2, dtype=torch.float64), big]
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        x = torch.ones(6, 3)
+        x[4, 1] = bad
+        cases.append(x)
+    for x in cases:
+        want = not bool(torch.isfinite(x).all())
+        assert torch_nonfinite(x) == want == has_nonfinite(x), x
