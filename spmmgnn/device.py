@@ -119,6 +119,8 @@ def to_device(a: np.ndarray, device, stats: CommStats | None = None):
     import torch
 
     t = torch.from_numpy(np.ascontiguousarray(a))
+    if t.numel() == 0 and device is not None and device.type != "cpu":
+        return torch.empty(t.shape, dtype=t.dtype, device=device)  # nothing to copy
     if stats is not None:
         stats.bytes_host_to_device += int(a.nbytes)
     return t if device is None or device.type == "cpu" else t.to(device)

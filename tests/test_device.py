@@ -241,3 +241,21 @@ def test_nonfinite_checks_agree_with_isfinite():
     for x in cases:
         want = not bool(torch.isfinite(x).all())
         assert torch_nonfinite(x) == want == has_nonfinite(x), x
+
+
+def test_staged_copies_count_their_bytes():
+    """``to_host`` / ``to_device`` count what they stage as the device_host tier; an empty
+    block on a device is not copied (meta stands for a device a CPU build has)."""
+    from spmmgnn.device import to_device, to_host
+    from spmmgnn.stats import CommStats
+
+    stats = CommStats()
+    t = torch.ones(3, 4, dtype=torch.float64)
+    a = to_host(t, stats)
+    assert a.shape == (3, 4) and stats.bytes_device_to_host == 96
+    back = to_device(a, torch.device("cpu"), stats)
+    assert torch.equal(back, t) and stats.bytes_host_to_device == 96
+    empty = to_device(np.zeros((0, 4), np.float32), torch.device("meta"), stats)
+    assert empty.device.type == "meta" and tuple(empty.shape) == (0, 4)
+    assert to_host(torch.empty(0, 2, device="meta"), stats).shape == (0, 2)
+    assert stats.as_dict()["bytes_sent_by_tier"]["device_host"] == 96
