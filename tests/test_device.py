@@ -259,3 +259,20 @@ def test_staged_copies_count_their_bytes():
     assert empty.device.type == "meta" and tuple(empty.shape) == (0, 4)
     assert to_host(torch.empty(0, 2, device="meta"), stats).shape == (0, 2)
     assert stats.as_dict()["bytes_sent_by_tier"]["device_host"] == 96
+
+
+@pytest.mark.parametrize("algorithm", ["sparse1d", "oblivious1d"])
+@pytest.mark.parametrize("validate", [True, False])
+def test_device_cpu_rectangular(algorithm, validate):
+    """A rectangular A (its two sides have different row counts) on a device grid, with and
+    without the input check."""
+    A = sp.random(17, 29, density=0.2, format="csr", random_state=5)
+    op = DistSpMM.from_scipy(A, ProcessGrid(device="cpu"), algorithm=algorithm,
+                             validate=validate)
+    x = torch.from_numpy(np.random.default_rng(1).standard_normal((29, 4)))
+    y = torch.from_numpy(np.random.default_rng(2).standard_normal((17, 4)))
+    assert np.allclose(op.matmul(op.scatter_rows(x)).numpy(), A @ x.numpy())
+    got = op.matmul_t(op.scatter_rows(y, side="output"))
+    assert np.allclose(op.gather_rows(got, side="input").numpy(), A.T @ y.numpy())
+    with pytest.raises(SpmmgnnError, match="pass a torch tensor"):
+        op.matmul(x.numpy())
