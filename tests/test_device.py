@@ -32,7 +32,10 @@ def check_cases(got: dict, P: int) -> None:
         assert r["same_bytes"], label
         for st in r["ranks"]:
             assert st["numpy_device_host"] == 0, label
-            if r["algorithm"].startswith("sparse"):  # each row sent staged once, each received
+            if r["codec"] in ("int8", "int2"):  # quantized on the host: full rows staged
+                full = st["staged_rows"] * r["f"] * r["itemsize"] + st["allreduce_bytes"]
+                assert st["device_host_sent"] == st["device_host_received"] == full, label
+            elif r["algorithm"].startswith("sparse"):  # each row sent staged once, each received
                 assert st["device_host_sent"] == st["bytes_sent"] + st["allreduce_bytes"]
                 assert st["device_host_received"] == (st["bytes_received"]
                                                       + st["allreduce_bytes"]), label
@@ -55,7 +58,7 @@ def check_errors(got: dict, P: int) -> None:
         assert first is not None and first[1], (name, first)  # refused, collectively
         assert all(r[name] == first for r in per_rank), name  # the same message on all
     words = dict(numpy_everywhere="pass a torch tensor on", numpy_on_rank_1="got a ndarray",
-                 meta_on_last="meta tensor", nan_on_rank_0="NaN", int_codec="int8",
+                 meta_on_last="meta tensor", nan_on_rank_0="NaN", node_exchange="exchange='node'",
                  refused_family="oblivious15d, oblivious1d, sparse15d, sparse1d",
                  scatter_numpy="scatter_rows",
                  gather_numpy="gather_rows", dot_numpy="dot:")

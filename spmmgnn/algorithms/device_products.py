@@ -20,6 +20,7 @@ from ..codecs import CastCodec
 from ..convert import mpi_float_type
 from ..device import to_device, to_host
 from ..errors import agree
+from ..halo import NO_INDEX, encode_rows
 from .base import DistSpMM
 from .block_broadcast import count_stage
 
@@ -92,11 +93,20 @@ class DeviceProduct:
         self.send_idx = torch.from_numpy(self.plan.send_idx).to(self.device)
         self.codec, self.codec_backward = product.codec, product.codec_backward
 
-    def _wire(self, codec, rows, dtype):
-        """(host rows to post, param bytes): ``rows`` as they are, or cast on the device;
-        NaN or Inf reaching a codec on any rank is one error on every rank."""
+    def _wire(self, codec, rows, dtype, key: int, name: str):
+        """(host rows to post, param bytes): ``rows`` as they are, cast on the device, or
+        (integer codecs) quantized on the host; NaN or Inf reaching a codec on any rank is
+        one error on every rank."""
         import torch
 
+        if codec is not None and not isinstance(codec, CastCodec):
+            with self.stats.timing("seconds_exchange"):
+                host = to_host(rows, self.stats)
+            buf = self.plan.buffer(name, host.shape[0], codec.row_bytes(host.shape[1]),
+                                   np.uint8)
+            encode_rows(codec, host, NO_INDEX, buf, self.stats, self.plan.comm,
+                        self.plan.codec_key(key))
+            return buf, codec.param_bytes
         if codec is not None and not self.plan.passthrough(codec, numpy_dtype(dtype)):
             with self.stats.timing("seconds_codec"):
                 cast = rows.to(torch_dtype(codec))
@@ -111,6 +121,12 @@ class DeviceProduct:
 
     def _arrived(self, codec, recv: np.ndarray, dtype, f: int):
         """What landed in the host buffer ``recv``, on the device as ``dtype`` rows."""
+        if codec is not None and not isinstance(codec, CastCodec):
+            rows = self.plan.buffer("dev_decoded", recv.shape[0], f, numpy_dtype(dtype))
+            with self.stats.timing("seconds_codec"):
+                codec.decode(recv, rows, NO_INDEX, accumulate=False)
+            with self.stats.timing("seconds_exchange"):
+                return to_device(rows, self.device, self.stats)
         with self.stats.timing("seconds_exchange"):
             rows = to_device(recv, self.device, self.stats)
         if rows.dtype == dtype:
@@ -131,12 +147,12 @@ class DeviceProduct:
         with stats.timing("seconds_exchange"):
             request.Wait()
 
-    def matmul(self, x):
-        """out = A x on the device."""
+    def matmul(self, x, key: int):
+        """out = A x on the device (``key``: the integer codecs' rounding)."""
         stats, plan = self.stats, self.plan
         with stats.timing("seconds_exchange"):
             send = x.index_select(0, self.send_idx)
-        host, params = self._wire(self.codec, send, x.dtype)
+        host, params = self._wire(self.codec, send, x.dtype, key, "dev_enc_send")
         request, recv, posted = self._post(host, plan.n_ghost, True, params)
         with stats.timing("seconds_multiply"):
             out = self.diag.matmul(x)
@@ -145,12 +161,13 @@ class DeviceProduct:
         with stats.timing("seconds_multiply"):
             return self.ghost.matmul(ghost_x, out=out)
 
-    def matmul_t(self, y):
+    def matmul_t(self, y, key: int):
         """out = A^T y on the device."""
         stats, plan = self.stats, self.plan
         with stats.timing("seconds_multiply"):
             partial = self.ghost.matmul(y, transposed=True)
-        host, params = self._wire(self.codec_backward, partial, y.dtype)
+        host, params = self._wire(self.codec_backward, partial, y.dtype, key,
+                                  "dev_enc_partial")
         request, recv, posted = self._post(host, plan.n_send, False, params)
         with stats.timing("seconds_multiply"):
             out = self.diag.matmul(y, transposed=True)
@@ -171,7 +188,7 @@ class DeviceBroadcast:
         self.blocks = {q: DeviceBlock(b, self.device) for q, b in self.src.blocks.items()}
         self.buffers = BufferPool()
 
-    def matmul(self, x):
+    def matmul(self, x, key: int = 0):
         import torch
 
         p, stats, device = self.src, self.stats, self.device
@@ -195,7 +212,7 @@ class DeviceBroadcast:
                 self.blocks[q].matmul(src, out=out)
         return out
 
-    def matmul_t(self, y):
+    def matmul_t(self, y, key: int = 0):
         import torch
 
         p, stats, device = self.src, self.stats, self.device

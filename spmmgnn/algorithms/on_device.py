@@ -22,8 +22,9 @@ torch doing the local work on the device:
 
 Host <-> device copies are counted as the ``device_host`` tier (``spmmgnn.device``). The
 cast codecs (float32, float16, bfloat16) encode and decode on the device with torch's
-round-to-nearest-even casts, so the wire bytes equal the CPU codec's; the integer codecs and
-the node-aware exchange are refused on a device grid when the operator is built.
+round-to-nearest-even casts, so the wire bytes equal the CPU codec's; the integer codecs
+quantize on the host with the CPU codec itself (the rows leave the device unpacked). The
+node-aware exchange is refused on a device grid when the operator is built.
 """
 
 from __future__ import annotations
@@ -37,8 +38,6 @@ from ..errors import SpmmgnnError, agree, collective_error
 from .base import CALLS, DistSpMM, local_input_error
 from .block_broadcast import BlockBroadcast
 from .device_products import DeviceBroadcast, DeviceProduct
-
-DEVICE_CODECS = ("float32", "float16", "bfloat16")
 
 
 def device_families() -> list[str]:
@@ -58,10 +57,6 @@ def construction_error(op: DistSpMM) -> str | None:
     if op.exchange != "flat":
         return (f"exchange={op.exchange!r} does not run on a device grid yet; use "
                 "exchange='flat'")
-    for codec in (getattr(op, "codec", None), getattr(op, "codec_backward", None)):
-        if codec is not None and codec.name not in DEVICE_CODECS:
-            return (f"codec {codec.name!r} does not run on a device grid yet; the codecs that "
-                    f"do: none, {', '.join(DEVICE_CODECS)}")
     return None
 
 
@@ -157,7 +152,7 @@ class DevicePath:
             op.stats.calls_matmul_t += 1
         else:
             op.stats.calls_matmul += 1
-        op.rounding_key(stream, int(transposed))  # the cast codecs round to nearest
-        out = self.product.matmul_t(x) if transposed else self.product.matmul(x)
+        key = op.rounding_key(stream, int(transposed))  # the integer codecs' rounding
+        out = self.product.matmul_t(x, key) if transposed else self.product.matmul(x, key)
         out = self._allreduce(out)
         return out[:, 0] if vector else out

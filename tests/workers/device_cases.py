@@ -57,8 +57,8 @@ def errors(grid, A) -> dict:
                                             if comm.rank == P - 1 else
                                             torch.ones(op.n_local, 2, dtype=torch.float64)),
         "nan_on_rank_0": lambda: op.matmul(x * float("nan") if comm.rank == 0 else x),
-        "int_codec": lambda: spmmgnn.DistSpMM.from_scipy(A if comm.rank == 0 else None, grid,
-                                                         codec="int8"),
+        "node_exchange": lambda: spmmgnn.DistSpMM.from_scipy(
+            A if comm.rank == 0 else None, grid, exchange="node"),
         "refused_family": lambda: spmmgnn.DistSpMM.from_scipy(
             A if comm.rank == 0 else None, grid, algorithm="prepost1d"),
         "scatter_numpy": lambda: op.scatter_rows(np.ones((A.shape[0], 2))
@@ -91,7 +91,8 @@ def main() -> None:
         for name, A, spec in cases(dev_grid.n_block_rows):
             # the cast codecs on the cases with uneven and empty blocks, at one width
             takes = spmmgnn.ALGORITHMS[algo].takes_codecs
-            codecs = (None, "float16", "bfloat16") if name in CODEC_CASES and takes else (None,)
+            codecs = ((None, "float16", "bfloat16", "int8", "int2")
+                      if name in CODEC_CASES and takes else (None,))
             for codec in codecs:
                 ops = [spmmgnn.DistSpMM.from_scipy(A if comm.rank == 0 else None, g,
                                                    algorithm=algo, partition=spec,
@@ -103,12 +104,15 @@ def main() -> None:
                             (A.shape[0], f)).astype(dtype)
                         Yd, Td, sd = run(ops[0], X, dtype, dev_grid.device)
                         Yn, Tn, sn = run(ops[1], X, dtype, None)
+                        plan = getattr(ops[0], "plan", None)
+                        sd["staged_rows"] = plan.n_send + plan.n_ghost if plan else 0
                         both = comm.gather((sd, sn), root=0)
                         if comm.rank != 0:
                             continue
                         Ad = A.astype(dtype)
                         results.append(dict(
                             case=name, algorithm=algo, c=c, codec=codec, dtype=dtype, f=f,
+                            itemsize=np.dtype(dtype).itemsize,
                             err=_rel(Yd, Ad @ X), err_t=_rel(Td, Ad.T @ X),
                             err_np=_rel(Yd, Yn), err_np_t=_rel(Td, Tn),
                             same_bytes=all({k: a[k] for k in BYTES} == {k: b[k] for k in BYTES}
@@ -119,6 +123,7 @@ def main() -> None:
                                         bytes_sent=a["bytes_sent"],
                                         bytes_received=a["bytes_received"],
                                         allreduce_bytes=a["allreduce_bytes"],
+                                        staged_rows=a["staged_rows"],
                                         numpy_device_host=b["bytes_sent_by_tier"]["device_host"])
                                    for a, b in both]))
     errs = errors(spmmgnn.ProcessGrid(comm, device=device), cases(P)[1][1])
