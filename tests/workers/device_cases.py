@@ -25,11 +25,10 @@ CODEC_CASES = ("uneven_empty_block", "part_vector")
 BYTES = ("bytes_sent", "bytes_received", "payload_bytes_sent", "exchanges", "allreduce_bytes")
 
 
-def run(op, X, dtype, device, transposed_too=True):
-    """(A X, A.T X gathered on root as numpy, stats of the two calls)."""
-    xt = torch.from_numpy(X) if device is not None else X
-    if device is not None:
-        xt = xt.to(device)
+def run(op, X, dtype, device):
+    """(A X, A.T X gathered on root as numpy, stats of the two calls); ``device``: the
+    grid's (None: numpy in and out)."""
+    xt = X if device is None else torch.from_numpy(X).to(op.device)
     xl = op.scatter_rows(xt if comm.rank == 0 else None)
     op.reset_stats()
     yl = op.matmul(xl)
@@ -52,10 +51,12 @@ def errors(grid, A) -> dict:
     got = {}
     tries = {
         "numpy_everywhere": lambda: op.matmul(np.ones((op.n_local_in, 2))),
-        "numpy_on_rank_1": lambda: op.matmul(x.numpy() if comm.rank == 1 % P else x),
+        "numpy_on_rank_1": lambda: op.matmul(np.ones((op.n_local_in, 2)) if comm.rank == 1 % P
+                                             else x),
         "meta_on_last": lambda: op.matmul_t(torch.ones(op.n_local, 2, device="meta")
                                             if comm.rank == P - 1 else
-                                            torch.ones(op.n_local, 2, dtype=torch.float64)),
+                                            torch.ones(op.n_local, 2, dtype=torch.float64,
+                                                       device=grid.device)),
         "nan_on_rank_0": lambda: op.matmul(x * float("nan") if comm.rank == 0 else x),
         "node_exchange": lambda: spmmgnn.DistSpMM.from_scipy(
             A if comm.rank == 0 else None, grid, exchange="node"),
