@@ -280,3 +280,8 @@ def test_device_cpu_rectangular(algorithm, validate):
     assert np.allclose(op.gather_rows(got, side="input").numpy(), A.T @ y.numpy())
     with pytest.raises(SpmmgnnError, match="pass a torch tensor"):
         op.matmul(x.numpy())
+    square = DistSpMM.from_scipy(A[:, :17] + A[:, :17].T, ProcessGrid(device="cpu"),
+                                 algorithm=algorithm, validate=validate)
+    assert square.probe_symmetry() is True
+    got = square.matmul_t(square.scatter_rows(y))  # its transposes freed: built again
+    assert np.allclose(got.numpy(), (A[:, :17] + A[:, :17].T) @ y.numpy())

@@ -93,6 +93,9 @@ class DeviceProduct:
         self.send_idx = torch.from_numpy(self.plan.send_idx).to(self.device)
         self.codec, self.codec_backward = product.codec, product.codec_backward
 
+    def device_blocks(self) -> list[DeviceBlock]:
+        return [self.diag, self.ghost]
+
     def _wire(self, codec, rows, dtype, key: int, name: str):
         """(host rows to post, param bytes): ``rows`` as they are, cast on the device, or
         (integer codecs) quantized on the host; NaN or Inf reaching a codec on any rank is
@@ -187,6 +190,9 @@ class DeviceBroadcast:
         self.device = op.grid.device
         self.blocks = {q: DeviceBlock(b, self.device) for q, b in self.src.blocks.items()}
         self.buffers = BufferPool()
+
+    def device_blocks(self) -> list[DeviceBlock]:
+        return list(self.blocks.values())
 
     def matmul(self, x, key: int = 0):
         import torch

@@ -119,7 +119,7 @@ def check_tensor(op: DistSpMM, x, what: str, rows: int):
 
 
 class DevicePath:
-    """An operator's calls on its device grid (built on the first call)."""
+    """An operator's calls on its device grid (built with the operator: ``attach_device``)."""
 
     def __init__(self, op: DistSpMM):
         self.op = op
@@ -128,8 +128,9 @@ class DevicePath:
         self.replication = getattr(op, "replication", None)
 
     def drop_transposes(self) -> None:
-        self.product.diag.drop_transpose()
-        self.product.ghost.drop_transpose()
+        """Free the transposed CSR copies of every block (a symmetric A needs none)."""
+        for block in self.product.device_blocks():
+            block.drop_transpose()
 
     def _allreduce(self, out):
         """The 1.5D replicas' sum of ``out``, through a host copy."""
