@@ -40,9 +40,11 @@ def to_numpy(x, what: str = "input") -> np.ndarray:
 
 
 def like_input(y: np.ndarray, template):
-    """Return ``y`` as the same kind (numpy or torch) as ``template``."""
+    """Return ``y`` as the same kind (numpy or torch) as ``template``, on its device (a
+    grid with a device computed ``y`` on a host copy: the result goes back there)."""
     if is_torch(template):
-        return sys.modules["torch"].from_numpy(y)
+        t = sys.modules["torch"].from_numpy(y)
+        return t if template.device.type == "cpu" else t.to(template.device)
     return y
 
 

@@ -23,6 +23,10 @@ every rank), ``node_comm`` (my node's ranks) and ``node_map(comm)`` for any of i
 communicators. By default a node is the ranks that share memory; ``ranks_per_node=K`` groups
 consecutive ranks K at a time (a cluster simulated on one machine; the last node is smaller
 when K does not divide P).
+
+``device`` (``spmmgnn.device``): None keeps the numpy/numba path; ``"cpu"``, ``"cuda"`` or
+``"cuda:k"`` makes the grid's operators take and return torch tensors on that device
+(``"cuda"``: GPU ``local rank mod device count``, the local rank on the ranks sharing memory).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import math
 import numpy as np
 from mpi4py import MPI
 
+from .device import resolve_device
 from .errors import agree
 from .nodes import NodeMap, group_ranks
 
@@ -76,7 +81,8 @@ class ProcessGrid:
     rank must ask for the same grid (else one error on every rank)."""
 
     def __init__(self, comm: MPI.Comm | None = None, replication: int = 1,
-                 shape: tuple[int, ...] | None = None, ranks_per_node: int | None = None):
+                 shape: tuple[int, ...] | None = None, ranks_per_node: int | None = None,
+                 device: str | None = None):
         self.comm = MPI.COMM_WORLD if comm is None else comm
         size = self.comm.Get_size()
         c, K = replication, ranks_per_node
@@ -130,6 +136,7 @@ class ProcessGrid:
         self.node = int(self.nodes[self.rank])
         self.n_nodes = int(self.nodes.max()) + 1
         self._node_maps: list[tuple[MPI.Comm, NodeMap]] = []
+        self.device = _device(device, self.comm, self.node_comm, K)
 
     def node_map(self, comm: MPI.Comm) -> NodeMap:
         """Collective over ``comm`` (one of this grid's communicators) the first time: the
@@ -194,6 +201,18 @@ class ProcessGrid:
     def __repr__(self) -> str:
         where = ", ".join(f"{d} {x}" for d, x in zip(self.dims, self.coords, strict=True))
         return f"ProcessGrid(P={self.size}, {self.label()}, rank={self.rank} at ({where}))"
+
+
+def _device(spec, comm: MPI.Comm, node_comm: MPI.Comm, ranks_per_node: int | None):
+    """The grid's torch device (None: numpy); GPUs are shared among the ranks of a real
+    node (shared memory), also when ``ranks_per_node`` simulates smaller nodes."""
+    if ranks_per_node is None:
+        return resolve_device(spec, comm, node_comm)
+    shared = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+    try:
+        return resolve_device(spec, comm, shared)
+    finally:
+        shared.Free()
 
 
 def _coords(rank: int, shape: tuple[int, ...]) -> tuple[int, ...]:

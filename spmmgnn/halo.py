@@ -255,6 +255,11 @@ class HaloPlan(Route):
         """True when rows can travel as they are (no codec, or a cast to their own type)."""
         return codec is None or (isinstance(codec, CastCodec) and codec.wire == np.dtype(dtype))
 
+    def codec_key(self, key: int) -> int:
+        """The stochastic-rounding key this plan's codecs use for call key ``key`` (the
+        device path quantizes on the host with the same bits)."""
+        return mix64(self._key_base, key)
+
     def _encode(self, codec: Codec, x: np.ndarray, idx: np.ndarray, rows: int, name: str,
                 key: int, slot: int) -> np.ndarray:
         """Encode rows into a reusable byte buffer; NaN/Inf anywhere is a collective error.

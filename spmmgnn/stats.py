@@ -19,6 +19,10 @@ class CommStats:
     ``bytes_sent_intra`` + ``bytes_sent_inter`` = ``bytes_sent`` (and the same for received):
     the bytes to (from) ranks on my node and on other nodes (``spmmgnn.nodes``); ``as_dict``
     reports them as ``bytes_sent_by_tier`` = ``{"intra": .., "inter": ..}``.
+    ``bytes_device_to_host`` / ``bytes_host_to_device``: what the device path
+    (``ProcessGrid(device=...)``) staged between the device and host buffers around MPI, its
+    own tier: ``as_dict`` reports them as ``"device_host"`` in ``bytes_sent_by_tier`` /
+    ``bytes_received_by_tier`` (not part of ``bytes_sent``, which counts rank to rank).
     ``node_exchanges``: how many of the ``exchanges`` went node-aware (``node_exchange``).
     ``seconds_exchange`` is *exposed* exchange time: the rank waited in packing, posting or
     completing an exchange. ``seconds_exchange_hidden`` is the time an exchange was in flight
@@ -35,6 +39,8 @@ class CommStats:
     bytes_sent_inter: int = 0
     bytes_received_intra: int = 0
     bytes_received_inter: int = 0
+    bytes_device_to_host: int = 0
+    bytes_host_to_device: int = 0
     calls_matmul: int = 0
     calls_matmul_t: int = 0
     exchanges: int = 0
@@ -63,6 +69,8 @@ class CommStats:
             convert = d.pop(f"convert_bytes_{way}")
             d[f"bytes_{way}_by_phase"] = {"algorithm": d[f"bytes_{way}"] - convert,
                                           "convert": convert}
+        d["bytes_sent_by_tier"]["device_host"] = d.pop("bytes_device_to_host")
+        d["bytes_received_by_tier"]["device_host"] = d.pop("bytes_host_to_device")
         return d
 
     def reset(self) -> None:

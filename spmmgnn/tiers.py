@@ -13,6 +13,11 @@ not modelled as shared). The presets are nominal figures, not measurements: they
 each comes from, and ``spmmgnn bench --network`` measures a machine (one tier at a time).
 The benchmark's cost model (``benchmark.costs``) and ``exchange="auto"`` (``node_exchange``)
 price with these.
+
+A rank on a GPU (``ProcessGrid(device=...)``) adds a third leg: its exchange rows are copied
+device -> host before MPI and host -> device after (the ``device_host`` bytes of
+``comm_stats()``). ``DEVICE_LINKS`` prices that leg, one alpha-beta pair per link, and
+``device_host_seconds`` applies it; the cost model does not add it to its projections yet.
 """
 
 from __future__ import annotations
@@ -74,3 +79,42 @@ def inter_seconds(net: Network, messages, nbytes, node_bytes, ranks_per_node: in
     links = max(1, min(net.nics, int(ranks_per_node)))
     return net.alpha * np.asarray(messages) + net.beta * np.maximum(
         np.asarray(nbytes), np.asarray(node_bytes) / links)
+
+
+@dataclass(frozen=True)
+class DeviceLink:
+    """The host <-> device link of one GPU: per-copy latency alpha (s), seconds per byte beta
+    (one direction), and where the figures come from."""
+
+    alpha: float
+    beta: float
+    source: str
+
+
+DEVICE_LINKS = {
+    "pcie5": DeviceLink(10e-6, 1 / 50e9, "PCIe 5.0 x16: 32 GT/s a lane, 16 lanes, 128b/130b "
+                                         "= 63 GB/s a direction (PCI-SIG PCIe 5.0 base "
+                                         "specification); ~50 GB/s taken for pinned copies, "
+                                         "~10 us for a copy's launch and synchronization "
+                                         "(nominal)"),
+    "pcie4": DeviceLink(10e-6, 1 / 25e9, "PCIe 4.0 x16: 16 GT/s a lane = 31.5 GB/s a "
+                                         "direction (PCI-SIG); ~25 GB/s taken for pinned "
+                                         "copies, ~10 us a copy (nominal)"),
+    "nvlink-c2c": DeviceLink(5e-6, 1 / 450e9, "NVLink-C2C of the NVIDIA GH200 Grace Hopper "
+                                              "superchip: 900 GB/s both directions = 450 GB/s "
+                                              "a direction (NVIDIA GH200 datasheet); ~5 us a "
+                                              "copy (nominal)"),
+}
+
+
+def device_link(name: str) -> DeviceLink:
+    """The host <-> device preset ``name``; ValueError names the choices."""
+    if name not in DEVICE_LINKS:
+        raise ValueError(f"unknown device link {name!r}; choose one of {sorted(DEVICE_LINKS)}")
+    return DEVICE_LINKS[name]
+
+
+def device_host_seconds(link: DeviceLink, copies, nbytes):
+    """Seconds a rank spends on the host <-> device leg: ``copies`` copies moving ``nbytes``
+    in all (one direction after the other: the two directions of one call do not overlap)."""
+    return link.alpha * np.asarray(copies) + link.beta * np.asarray(nbytes)

@@ -25,6 +25,7 @@ from mpi4py import MPI
 from .. import kernels
 from ..buffers import recycled_empty
 from ..convert import FLOAT_DTYPES, is_torch, like_input, mpi_float_type, to_numpy
+from ..device import device_error, to_device, to_host
 from ..errors import SpmmgnnError, agree, check_on_root, collective_error
 from ..grid import ProcessGrid, format_shape, near_square, parse_grid
 from ..hashing import mix64, uniform_by_id
@@ -123,6 +124,7 @@ class DistSpMM(RowAlgebra):
     delayed_remote: ClassVar[bool] = False   # DistGNN cd-R / 0c can wrap it (delayed.py)
     stale_remote: ClassVar[bool] = False     # its remote rows may be stale (delayed views)
     takes_exchange: ClassVar[bool] = False   # exchange="node" / "auto" (node_exchange.py)
+    runs_on_device: ClassVar[bool] = False   # ProcessGrid(device=...) (on_device.py)
 
     def __init__(self, grid: ProcessGrid, partition: Partition, block_row: sp.csr_array,
                  col_partition: Partition | None = None, validate: bool = True,
@@ -147,6 +149,11 @@ class DistSpMM(RowAlgebra):
                                   "algorithms)" if {"codec", "codec_backward"} & set(unknown)
                                   else ""))
         self.grid = grid
+        self.device = grid.device  # None: numpy/numba; else a torch device (on_device.py)
+        self._device_path = None
+        if self.device is not None and not self.runs_on_device:
+            from .on_device import construction_error
+            raise collective_error(construction_error(self))
         self.partition = partition
         self.col_partition = partition if col_partition is None else col_partition
         self.row_offsets = partition.offsets
@@ -266,11 +273,12 @@ class DistSpMM(RowAlgebra):
     @classmethod
     def grid_for(cls, comm: MPI.Comm, replication: int = 1,
                  shape: str | tuple[int, ...] | None = None,
-                 ranks_per_node: int | None = None) -> ProcessGrid:
+                 ranks_per_node: int | None = None, device: str | None = None) -> ProcessGrid:
         """Collective: the grid this algorithm runs on, from the command line's flags:
         ``shape`` (``"2x3"`` or a tuple) for the 2D/3D algorithms (None: the factors of P
         closest to a square or cube), ``replication`` for the others; ``ranks_per_node``
-        groups the ranks into nodes (None: by shared memory). A flag the algorithm does not
+        groups the ranks into nodes (None: by shared memory); ``device`` as ``ProcessGrid``'s.
+        A flag the algorithm does not
         take is one error on every rank."""
         if isinstance(shape, str):
             try:
@@ -282,11 +290,12 @@ class DistSpMM(RowAlgebra):
             agree(comm, None if shape is None else
                   f"{cls.name} runs on a P/c x c grid: drop --grid {format_shape(shape)} "
                   "(--replication sets c)")
-            return ProcessGrid(comm, replication, ranks_per_node=ranks_per_node)
+            return ProcessGrid(comm, replication, ranks_per_node=ranks_per_node,
+                               device=device)
         agree(comm, None if replication == 1 else
               f"{cls.name} runs on a {wants}D grid: drop --replication (--grid sets its shape)")
         return ProcessGrid(comm, shape=shape or near_square(comm.Get_size(), wants),
-                           ranks_per_node=ranks_per_node)
+                           ranks_per_node=ranks_per_node, device=device)
 
     @classmethod
     def check_grid(cls, grid: ProcessGrid) -> None:
@@ -335,6 +344,19 @@ class DistSpMM(RowAlgebra):
         return ((self.col_partition, self.n_local_in) if side == "input"
                 else (self.partition, self.n_local))
 
+    def attach_device(self) -> None:
+        """Collective, at the end of a device-capable algorithm's construction: on a device
+        grid, refuse what cannot run there (one error on every rank) and build the device
+        copies of the local blocks and index lists (``on_device.py``)."""
+        if self.device is None:
+            return
+        from .on_device import DevicePath, construction_error
+
+        error = construction_error(self)
+        if error:
+            raise collective_error(error)
+        self._device_path = DevicePath(self)
+
     def scatter_rows(self, X, root: int = 0, side: str = "input"):
         """Collective. Root passes a full dense matrix in original order; every rank gets its
         block row's rows (numpy or torch, like root's input).
@@ -347,7 +369,7 @@ class DistSpMM(RowAlgebra):
         part, n_local = self._side(side)
 
         def check():
-            error = _grad_error(X, "scatter_rows") or _kind_error(X, "scatter_rows")
+            error = local_input_error(X, "scatter_rows", self.device)
             if error:
                 raise SpmmgnnError(error)
             x = to_numpy(X, "scatter_rows")
@@ -368,7 +390,7 @@ class DistSpMM(RowAlgebra):
                                              root=root)
         local = np.empty((n_local, f), dtype=np.dtype(dt))
         self._rows_collective(xp, local, part.offsets, root, scatter=True)
-        return _as_kind(local[:, 0] if vector else local, as_torch)
+        return _as_kind(local[:, 0] if vector else local, as_torch, self.device)
 
     def gather_rows(self, Z_local, root: int = 0, side: str = "output"):
         """Collective. The full matrix in original order on root, None elsewhere.
@@ -385,7 +407,7 @@ class DistSpMM(RowAlgebra):
             return None
         out = np.empty_like(full)
         out[part.perm] = full
-        return _as_kind(out[:, 0] if vector else out, is_torch(Z_local))
+        return _as_kind(out[:, 0] if vector else out, is_torch(Z_local), self.device)
 
     def _rows_collective(self, full, local, offsets: np.ndarray, root: int,
                          scatter: bool) -> None:
@@ -413,6 +435,8 @@ class DistSpMM(RowAlgebra):
         ``stream`` keys the stochastic rounding of a codec (same stream, same bits: a
         resumed run repeats the uninterrupted one); None draws the next value of a
         per-operator counter."""
+        if self._device_path is not None:
+            return self._device_path.call(X_local, stream, transposed=False)
         vector = getattr(X_local, "ndim", 0) == 1
         x = self.check_local(X_local.reshape(-1, 1) if vector else X_local, "matmul",
                              self.n_local_in)
@@ -423,6 +447,8 @@ class DistSpMM(RowAlgebra):
 
     def matmul_t(self, Y_local, stream: int | None = None):
         """Collective. This rank's rows of ``A.T @ Y``, given this rank's rows of Y."""
+        if self._device_path is not None:
+            return self._device_path.call(Y_local, stream, transposed=True)
         vector = getattr(Y_local, "ndim", 0) == 1
         y = self.check_local(Y_local.reshape(-1, 1) if vector else Y_local, "matmul_t",
                              self.n_local)
@@ -454,7 +480,8 @@ class DistSpMM(RowAlgebra):
         refused even then (detaching it would make its gradient wrong). With validate=False
         the caller guarantees that every rank makes the same call with the same width,
         dtype, side and root."""
-        error = _grad_error(x, what) or _kind_error(x, what)
+        # (scatter_rows passes a placeholder here: root checks its X where it lives)
+        error = local_input_error(x, what, None if what == "scatter_rows" else self.device)
         if not self.validate:
             if error:
                 raise SpmmgnnError(error)
@@ -514,7 +541,11 @@ class DistSpMM(RowAlgebra):
         saved = dataclasses.replace(self.stats)
         ids = np.arange(self.lo, self.hi, dtype=np.int64)
         x = np.column_stack([uniform_by_id(ids, seed + k) - 0.5 for k in range(2)])
-        ax, atx = self.matmul(x), self.matmul_t(x)
+        if self._device_path is None:
+            ax, atx = self.matmul(x), self.matmul_t(x)
+        else:  # the device's own products, compared on the host
+            xd = to_device(x, self.device)
+            ax, atx = to_host(self.matmul(xd)), to_host(self.matmul_t(xd))
         local = np.array([np.abs(ax - atx).max(initial=0.0), np.abs(ax).max(initial=0.0)])
         worst = np.empty_like(local)
         self.grid.comm.Allreduce(local, worst, op=MPI.MAX)
@@ -523,6 +554,8 @@ class DistSpMM(RowAlgebra):
         if self.symmetric:  # A.T y runs as A y from now on: the probe's transposes go
             for m in self.local_matrices():
                 m.drop_transpose()
+            if self._device_path is not None:
+                self._device_path.drop_transposes()
         return self.symmetric
 
     # ---------------------------------------------------------------- reporting
@@ -668,6 +701,13 @@ def _kind_error(x, what: str) -> str | None:
     return None
 
 
+def local_input_error(x, what: str, device=None) -> str | None:
+    """The refusals every call makes before reading ``x``: a tensor that requires grad, not
+    a dense float array, or data on another device than the grid's (``device.device_error``:
+    never a silent copy)."""
+    return _grad_error(x, what) or _kind_error(x, what) or device_error(x, device, what)
+
+
 def _grad_error(x, what: str) -> str | None:
     """The refusal of a torch tensor that requires grad: these methods move numbers, not
     autograd graphs, and silently detaching would leave its gradient wrong."""
@@ -690,10 +730,10 @@ def _describe(algorithm: str, options: dict) -> str:
                                        if v is not None) + ")"
 
 
-def _as_kind(y: np.ndarray, as_torch: bool):
-    if as_torch:
-        import torch
-        return torch.from_numpy(y)
+def _as_kind(y: np.ndarray, as_torch: bool, device=None):
+    """``y`` as numpy, or as a torch tensor on ``device`` (always on a device grid)."""
+    if as_torch or device is not None:
+        return to_device(y, device)
     return y
 
 

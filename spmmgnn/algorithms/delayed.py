@@ -70,6 +70,9 @@ class DelayedRemote:
         if op.name != "sparse1d":
             raise SpmmgnnError(f"delayed remote aggregates need algorithm sparse1d, got "
                                f"{op.name}")
+        if op.device is not None:
+            raise SpmmgnnError(f"delayed remote aggregates do not run on a device grid "
+                               f"(device={op.device}) yet; build the grid with device=None")
         if staleness < 0:
             raise SpmmgnnError(f"staleness must be >= 0, got {staleness}")
         if backward not in BACKWARDS:

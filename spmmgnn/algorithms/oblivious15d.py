@@ -18,6 +18,7 @@ from .replication import Replication
 class Oblivious15D(DistSpMM):
     name = "oblivious15d"
     grid_kinds = ("1d", "1.5d")
+    runs_on_device = True
 
     def __init__(self, grid, partition, block_row, col_partition=None, **options):
         super().__init__(grid, partition, block_row, col_partition, **options)
@@ -26,6 +27,7 @@ class Oblivious15D(DistSpMM):
         self.product = BlockBroadcast(block_row, grid.across_block_rows, self.col_offsets,
                                       self.stages,
                                       ~grid.node_map(grid.across_block_rows).same)
+        self.attach_device()
 
     def local_nnz(self) -> int:
         return self.product.nnz

@@ -14,6 +14,7 @@ from .block_broadcast import BlockBroadcast
 
 class Oblivious1D(DistSpMM):
     name = "oblivious1d"
+    runs_on_device = True
 
     def __init__(self, grid, partition, block_row, col_partition=None, **options):
         super().__init__(grid, partition, block_row, col_partition, **options)
@@ -21,6 +22,7 @@ class Oblivious1D(DistSpMM):
         self.product = BlockBroadcast(block_row, grid.across_block_rows, self.col_offsets,
                                       self.stages,
                                       ~grid.node_map(grid.across_block_rows).same)
+        self.attach_device()
 
     def local_nnz(self) -> int:
         return self.product.nnz

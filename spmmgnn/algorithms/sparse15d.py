@@ -26,6 +26,7 @@ class Sparse15D(DistSpMM):
     grid_kinds = ("1d", "1.5d")
     takes_codecs = True
     takes_exchange = True
+    runs_on_device = True
 
     def __init__(self, grid, partition, block_row, col_partition=None,
                  codec: str | None = None, codec_backward: str | None = "same",
@@ -40,6 +41,7 @@ class Sparse15D(DistSpMM):
                                     self.codec_backward, seed=codec_seed, stream=grid.rank,
                                     make_plan=self.halo_plan)
         self.plan = self.product.plan
+        self.attach_device()
 
     def exchange_plans(self) -> list:
         return [self.plan]

@@ -20,6 +20,7 @@ class Sparse1D(DistSpMM):
     name = "sparse1d"
     takes_codecs = True
     takes_exchange = True
+    runs_on_device = True
     delayed_remote = True
 
     def __init__(self, grid, partition, block_row, col_partition=None,
@@ -32,6 +33,7 @@ class Sparse1D(DistSpMM):
                                     self.codec_backward, seed=codec_seed, stream=grid.rank,
                                     make_plan=self.halo_plan)
         self.plan = self.product.plan
+        self.attach_device()
 
     def exchange_plans(self) -> list:
         return [self.plan]

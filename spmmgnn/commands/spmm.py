@@ -10,6 +10,7 @@ from mpi4py import MPI
 
 from ..algorithms import ALGORITHMS, DistSpMM
 from ..atomic import check_writable, write_text_atomic
+from ..device import synchronizer, to_device, to_host
 from ..errors import agree, check_on_root, collective_error
 from ..machine import check_memory
 from ..threads import default_threads, set_threads
@@ -39,6 +40,9 @@ def add_parser(sub) -> None:
     p.add_argument("--repeat", type=int, default=10, help="timed SpMMs (after one warm-up)")
     p.add_argument("--threads", type=int, default=0, help="threads per rank (0 = cores/ranks)")
     p.add_argument("--seed", type=int, default=0, help="seed of the graph and of X")
+    p.add_argument("--device", choices=["none", "cpu", "cuda"], default="none",
+                   help="where the operator's data lives: none (numpy/numba), or torch "
+                        "tensors on cpu or cuda (the 1D and 1.5D algorithms; docs/gpu.md)")
     p.add_argument("--json", help="write the results as JSON to this file")
     p.set_defaults(func=run)
 
@@ -63,14 +67,15 @@ def run(args) -> int:
         return A, X.astype(args.dtype)
 
     A, X = check_on_root(comm, 0, build) or (None, None)
+    device = None if args.device == "none" else args.device
     grids = {algo: ALGORITHMS[algo].grid_for(comm, args.replication, args.grid,
-                                             args.ranks_per_node)
+                                             args.ranks_per_node, device=device)
              for algo in args.algorithm}
     if comm.rank == 0:
         graph = (f"R-MAT scale {args.scale}" if args.graph == "rmat" else
                  f"random graph (n={args.n}, degree {args.degree:g})")
         print(f"spmmgnn spmm: {graph}: n={A.shape[0]} nnz={A.nnz} f={args.features} "
-              f"{args.dtype} | P={comm.size} contiguous block rows | "
+              f"{args.dtype} | P={comm.size} contiguous block rows | device={args.device} | "
               f"threads/rank={threads} | exchange={args.exchange}, "
               f"{grids[args.algorithm[0]].node_label()} | {args.repeat} timed SpMMs after "
               "one warm-up",
@@ -81,21 +86,25 @@ def run(args) -> int:
         takes = ALGORITHMS[algo].takes_exchange
         op = DistSpMM.from_scipy(A, grid, algorithm=algo,
                                  exchange=args.exchange if takes else "flat")
-        x = op.scatter_rows(X)
+        x = op.scatter_rows(on_device(X, grid.device) if comm.rank == 0 else None)
         y = op.matmul(x)  # warm-up (and numba compilation)
         op.reset_stats()
+        sync = synchronizer(grid.device)
         comm.Barrier()
         t0 = time.perf_counter()
         for _ in range(args.repeat):
             y = op.matmul(x)
+        sync()
         comm.Barrier()
         seconds = (time.perf_counter() - t0) / args.repeat
         stats = comm.gather(op.comm_stats(), root=0)
         full = op.gather_rows(y)
+        if full is not None and grid.device is not None:
+            full = to_host(full)
         if comm.rank == 0:
             ref = A.astype(args.dtype) @ X
             err = float(np.abs(full - ref).max() / max(1e-30, np.abs(ref).max()))
-            row = dict(algorithm=algo, P=comm.size, c=grid.replication,
+            row = dict(algorithm=algo, P=comm.size, c=grid.replication, device=args.device,
                        grid=None if grid.kind in ("1d", "1.5d") else list(grid.shape),
                        n=A.shape[0],
                        nnz=int(A.nnz), f=args.features, seconds_per_spmm=seconds,
@@ -125,3 +134,8 @@ def run(args) -> int:
         check_on_root(comm, 0, lambda: write_text_atomic(args.json, json.dumps(results, indent=2),
                                                          "--json output"))
     return 0
+
+
+def on_device(X: np.ndarray, device):
+    """Root's X as the grid wants it: numpy, or a tensor on the grid's device."""
+    return X if device is None else to_device(X, device)

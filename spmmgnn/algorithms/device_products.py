@@ -1,0 +1,247 @@
+"""The local work of the device path (``on_device``): an operator's blocks as torch sparse
+CSR on the grid's device, and the two product loops run there with torch: ``DeviceProduct``
+(the sparse algorithms' owned/ghost product with its halo exchange staged through host
+buffers) and ``DeviceBroadcast`` (the oblivious stage loop, each stage's block row staged
+through the host for its broadcast). Bytes are counted by the same code as the CPU path
+(``Route.post``, ``count_stage``); the host <-> device copies as the ``device_host`` tier.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from ..buffers import BufferPool
+from ..codecs import CastCodec
+from ..convert import mpi_float_type
+from ..device import to_device, to_host
+from ..errors import agree
+from ..halo import NO_INDEX, encode_rows
+from .base import DistSpMM
+from .block_broadcast import count_stage
+
+
+def torch_dtype(codec: CastCodec):
+    import torch
+
+    return getattr(torch, codec.wire)
+
+
+def tensor_csr(m: sp.csr_array, device, dtype):
+    """``m`` as a torch sparse CSR tensor on ``device`` (int32 indices when they fit)."""
+    import torch
+
+    m = sp.csr_array(m)
+    small = m.nnz < 2**31 - 1 and max(m.shape) < 2**31 - 1
+    itype = torch.int32 if small else torch.int64
+    with warnings.catch_warnings():  # "sparse CSR support is in beta", once per process
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(
+            torch.from_numpy(m.indptr.astype(np.int64)).to(device=device, dtype=itype),
+            torch.from_numpy(m.indices.astype(np.int64)).to(device=device, dtype=itype),
+            torch.from_numpy(m.data).to(device=device, dtype=dtype), size=m.shape,
+            check_invariants=False)
+
+
+class DeviceBlock:
+    """One local block (a ``LocalCSR``) as torch CSR on the device, per dtype, and its
+    transpose (built on the first transposed product)."""
+
+    def __init__(self, block, device):
+        self.block, self.device = block, device
+        self._csr: dict = {}
+
+    def csr(self, dtype, transposed: bool = False):
+        key = (dtype, transposed)
+        if key not in self._csr:
+            m = self.block.to_scipy()
+            self._csr[key] = tensor_csr(m.T.tocsr() if transposed else m, self.device, dtype)
+        return self._csr[key]
+
+    def drop_transpose(self) -> None:
+        """Free the transposed CSR copies (``A.T y`` runs as ``A y`` on a symmetric A)."""
+        self._csr = {k: v for k, v in self._csr.items() if not k[1]}
+
+    def matmul(self, x, transposed: bool = False, out=None):
+        """``self @ x`` (or ``self.T @ x``), added to ``out`` in place when given (an empty
+        block adds nothing: no kernel, no pass over ``out``)."""
+        import torch
+
+        if out is not None and self.block.nnz == 0:
+            return out
+        a = self.csr(x.dtype, transposed)
+        if out is None:
+            return torch.sparse.mm(a, x)
+        return out.addmm_(a, x)
+
+
+class DeviceProduct:
+    """A ``GhostProduct`` run on the device (see the module docstring)."""
+
+    def __init__(self, op: DistSpMM):
+        import torch
+
+        product = op.product
+        self.op, self.plan, self.stats = op, product.plan, op.stats
+        self.device = op.grid.device
+        self.diag = DeviceBlock(product.diag, self.device)
+        self.ghost = DeviceBlock(product.ghost, self.device)
+        self.send_idx = torch.from_numpy(self.plan.send_idx).to(self.device)
+        self.codec, self.codec_backward = product.codec, product.codec_backward
+
+    def device_blocks(self) -> list[DeviceBlock]:
+        return [self.diag, self.ghost]
+
+    def _wire(self, codec, rows, dtype, key: int, name: str):
+        """(host rows to post, param bytes): ``rows`` as they are, cast on the device, or
+        (integer codecs) quantized on the host; NaN or Inf reaching a codec on any rank is
+        one error on every rank."""
+        import torch
+
+        if codec is not None and not isinstance(codec, CastCodec):
+            with self.stats.timing("seconds_exchange"):
+                host = to_host(rows, self.stats)
+            buf = self.plan.buffer(name, host.shape[0], codec.row_bytes(host.shape[1]),
+                                   np.uint8)
+            encode_rows(codec, host, NO_INDEX, buf, self.stats, self.plan.comm,
+                        self.plan.codec_key(key))
+            return buf, codec.param_bytes
+        if codec is not None and not self.plan.passthrough(codec, numpy_dtype(dtype)):
+            with self.stats.timing("seconds_codec"):
+                cast = rows.to(torch_dtype(codec))
+                bad = int((~torch.isfinite(cast).all(dim=1)).sum()) if cast.numel() else 0
+            agree(self.plan.comm, f"{bad} row(s) with NaN or Inf reached the {codec.name} "
+                  "codec" if bad else None)
+            # explicit widths: a rank with no rows still posts the codec's row type
+            rows = cast.reshape(-1).view(torch.uint8).reshape(
+                cast.shape[0], codec.row_bytes(cast.shape[1]))
+        with self.stats.timing("seconds_exchange"):
+            return to_host(rows, self.stats), 0 if codec is None else codec.param_bytes
+
+    def _arrived(self, codec, recv: np.ndarray, dtype, f: int):
+        """What landed in the host buffer ``recv``, on the device as ``dtype`` rows."""
+        if codec is not None and not isinstance(codec, CastCodec):
+            rows = self.plan.buffer("dev_decoded", recv.shape[0], f, numpy_dtype(dtype))
+            with self.stats.timing("seconds_codec"):
+                codec.decode(recv, rows, NO_INDEX, accumulate=False)
+            with self.stats.timing("seconds_exchange"):
+                return to_device(rows, self.device, self.stats)
+        with self.stats.timing("seconds_exchange"):
+            rows = to_device(recv, self.device, self.stats)
+        if rows.dtype == dtype:
+            return rows
+        with self.stats.timing("seconds_codec"):
+            return rows.reshape(-1).view(torch_dtype(codec)).reshape(-1, f).to(dtype)
+
+    def _post(self, host: np.ndarray, rows: int, forward: bool, param_bytes: int):
+        """Post the plan's Ialltoallv of ``host`` (counted by ``Route.post``)."""
+        plan = self.plan
+        recv = plan.buffer("dev_recv" if forward else "dev_partial_recv", rows,
+                           host.shape[1], host.dtype)
+        return plan.post(host, recv, forward, param_bytes), recv, time.perf_counter()
+
+    def _wait(self, request, posted: float) -> None:
+        stats = self.stats
+        stats.seconds_exchange_hidden += time.perf_counter() - posted
+        with stats.timing("seconds_exchange"):
+            request.Wait()
+
+    def matmul(self, x, key: int):
+        """out = A x on the device (``key``: the integer codecs' rounding)."""
+        stats, plan = self.stats, self.plan
+        with stats.timing("seconds_exchange"):
+            send = x.index_select(0, self.send_idx)
+        host, params = self._wire(self.codec, send, x.dtype, key, "dev_enc_send")
+        request, recv, posted = self._post(host, plan.n_ghost, True, params)
+        with stats.timing("seconds_multiply"):
+            out = self.diag.matmul(x)
+        self._wait(request, posted)
+        ghost_x = self._arrived(self.codec, recv, x.dtype, x.shape[1])
+        with stats.timing("seconds_multiply"):
+            return self.ghost.matmul(ghost_x, out=out)
+
+    def matmul_t(self, y, key: int):
+        """out = A^T y on the device."""
+        stats, plan = self.stats, self.plan
+        with stats.timing("seconds_multiply"):
+            partial = self.ghost.matmul(y, transposed=True)
+        host, params = self._wire(self.codec_backward, partial, y.dtype, key,
+                                  "dev_enc_partial")
+        request, recv, posted = self._post(host, plan.n_send, False, params)
+        with stats.timing("seconds_multiply"):
+            out = self.diag.matmul(y, transposed=True)
+        self._wait(request, posted)
+        back = self._arrived(self.codec_backward, recv, y.dtype, y.shape[1])
+        with stats.timing("seconds_exchange"):
+            return out.index_add_(0, self.send_idx, back)
+
+
+class DeviceBroadcast:
+    """A ``BlockBroadcast`` (the oblivious stage loop) run on the device: stage q's owner
+    copies its block row of X to the host, MPI broadcasts it, every rank copies it to the
+    device and multiplies; the transpose reduces each stage's partial sums on the host."""
+
+    def __init__(self, op: DistSpMM):
+        self.op, self.src, self.stats = op, op.product, op.stats
+        self.device = op.grid.device
+        self.blocks = {q: DeviceBlock(b, self.device) for q, b in self.src.blocks.items()}
+        self.buffers = BufferPool()
+
+    def device_blocks(self) -> list[DeviceBlock]:
+        return list(self.blocks.values())
+
+    def matmul(self, x, key: int = 0):
+        import torch
+
+        p, stats, device = self.src, self.stats, self.device
+        comm, me = p.comm, p.comm.Get_rank()
+        mpitype = mpi_float_type(numpy_dtype(x.dtype))
+        out = torch.zeros((self.op.n_local, x.shape[1]), dtype=x.dtype, device=device)
+        alone = comm.Get_size() == 1  # no peer: nothing to stage or broadcast
+        for q in p.stages:
+            with stats.timing("seconds_exchange"):
+                if q == me:
+                    src, nbytes = x, x.numel() * x.element_size()
+                    if not alone:
+                        comm.Bcast([to_host(x, stats), mpitype], root=q)
+                else:
+                    host = self.buffers.get("stage", (int(p.sizes[q]), x.shape[1]),
+                                            numpy_dtype(x.dtype))
+                    comm.Bcast([host, mpitype], root=q)
+                    src, nbytes = to_device(host, device, stats), host.nbytes
+            count_stage(stats, p.far, me, q, nbytes, into_root=False)
+            with stats.timing("seconds_multiply"):
+                self.blocks[q].matmul(src, out=out)
+        return out
+
+    def matmul_t(self, y, key: int = 0):
+        import torch
+
+        p, stats, device = self.src, self.stats, self.device
+        comm, me = p.comm, p.comm.Get_rank()
+        mpitype = mpi_float_type(numpy_dtype(y.dtype))
+        out = torch.zeros((self.op.n_local_in, y.shape[1]), dtype=y.dtype, device=device)
+        for q in p.stages:
+            with stats.timing("seconds_multiply"):
+                part = self.blocks[q].matmul(y, transposed=True)
+            with stats.timing("seconds_exchange"):
+                if q == me and comm.Get_size() == 1:
+                    out += part
+                elif q == me:
+                    host = to_host(part, stats)
+                    comm.Reduce(MPI.IN_PLACE, [host, mpitype], op=MPI.SUM, root=q)
+                    out += to_device(host, device, stats)
+                else:
+                    comm.Reduce([to_host(part, stats), mpitype], None, op=MPI.SUM, root=q)
+            count_stage(stats, p.far, me, q, part.numel() * part.element_size(),
+                        into_root=True)
+        return out
+
+
+def numpy_dtype(dtype) -> np.dtype:
+    """numpy's float32 / float64 for torch's."""
+    return np.dtype(str(dtype).removeprefix("torch."))

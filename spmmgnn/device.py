@@ -1,0 +1,136 @@
+"""Where a grid's numbers live: None (numpy arrays, numba kernels on the CPU) or a torch
+device (``"cpu"``, ``"cuda"``, ``"cuda:k"``) whose tensors the operators take and return.
+
+``resolve_device`` turns the grid's ``device=`` into a ``torch.device`` once, collectively:
+``"cuda"`` gives each rank GPU ``local_rank mod device_count`` (its rank on its node, so the
+ranks of a node spread over its GPUs; ``CUDA_VISIBLE_DEVICES`` is respected because torch
+counts only the visible ones). ``device_error`` is the one rule for a caller's data: on a
+grid without a device only numpy arrays and CPU tensors; on a grid with one, only tensors
+on that device. Data is never moved silently between devices (the old behaviour: a CUDA
+tensor came back as a CPU tensor). ``to_host`` / ``to_device`` are the staged copies of the
+device path, counted as the ``device_host`` tier of the statistics.
+
+torch is imported only when a device is asked for (``import spmmgnn`` stays torch-free).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from mpi4py import MPI
+
+from .convert import is_torch
+from .errors import agree
+from .stats import CommStats
+
+KINDS = ("cpu", "cuda")
+
+
+def _parse(spec) -> tuple[str | None, int | None, str | None]:
+    """(kind, index or None, error) of a ``device=`` value."""
+    if spec is None:
+        return None, None, None
+    text = str(spec).strip().lower()
+    kind, _, index = text.partition(":")
+    if kind not in KINDS or (index and (kind != "cuda" or not index.isdigit())):
+        return None, None, (f"device must be None, 'cpu', 'cuda' or 'cuda:k', got {spec!r}")
+    return kind, int(index) if index else None, None
+
+
+def resolve_device(spec, comm: MPI.Comm, node_comm: MPI.Comm):
+    """Collective over ``comm``: the ``torch.device`` of this rank (None: no device, the
+    numpy/numba path). Every rank must ask for the same kind; a CUDA device that is not
+    there is one error on every rank."""
+    kind, index, error = _parse(spec)
+    if comm.Get_size() > 1:
+        first = comm.bcast(kind, root=0)
+        same = comm.allreduce(int(kind == first), op=MPI.MIN)
+        if error is None and not same:
+            error = (f"the ranks ask for different devices (rank 0: {first}, rank "
+                     f"{comm.Get_rank()}: {kind}); every rank must build the same grid")
+    device = None
+    if error is None and kind is not None:
+        import torch
+
+        if kind == "cpu":
+            device = torch.device("cpu")
+        else:
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            if count == 0:
+                error = ("device='cuda': no CUDA device is visible to this rank (torch "
+                         f"{torch.__version__}; check CUDA_VISIBLE_DEVICES and that torch was "
+                         "built with CUDA), or use device='cpu' or None")
+            elif index is not None and index >= count:
+                error = f"device='cuda:{index}': this rank sees {count} CUDA device(s)"
+            else:
+                k = node_comm.Get_rank() % count if index is None else index
+                device = torch.device("cuda", k)
+    agree(comm, error)
+    return device
+
+
+def describe(device) -> str:
+    """``cuda:0`` / ``cpu`` / ``none`` (run headers)."""
+    return "none" if device is None else str(device)
+
+
+def device_error(x, device, what: str) -> str | None:
+    """What is wrong with where ``x`` lives for a grid on ``device`` (None: nothing).
+
+    ``device`` None: numpy arrays and CPU tensors only (a CUDA tensor is refused, not copied
+    to the CPU and returned there). A torch device: tensors on exactly that device."""
+    if not is_torch(x):
+        if device is None:
+            return None
+        return (f"{what}: this grid keeps its data on {device} (ProcessGrid(device=...)), got "
+                f"a {type(x).__name__}; pass a torch tensor on {device}, e.g. "
+                f"torch.as_tensor(x, device='{device}')")
+    if x.device.type == "meta":
+        return (f"{what}: a meta tensor has a shape but no values; pass a tensor that holds "
+                "data (e.g. created with device='cpu')")
+    if device is None:
+        if x.device.type == "cpu":
+            return None
+        return (f"{what}: got a tensor on {x.device}, but this grid has no device (device=None "
+                "runs numpy/numba on the CPU) and data is never copied between devices "
+                f"silently: build the grid with ProcessGrid(..., device='{x.device.type}'), or "
+                "pass x.cpu()")
+    if x.device == device:
+        return None
+    return (f"{what}: got a tensor on {x.device}, but this grid keeps its data on {device}; "
+            f"data is never copied between devices silently: pass x.to('{device}')")
+
+
+def to_host(t, stats: CommStats | None = None) -> np.ndarray:
+    """A C-contiguous numpy copy (a view on the CPU) of tensor ``t``; with ``stats`` its
+    bytes count as sent on the ``device_host`` tier (also on ``device='cpu'``, where no copy
+    happens: the counters say what the same call moves across PCIe on a GPU)."""
+    t = t.detach()
+    if t.device.type != "cpu" and t.numel() == 0:  # nothing to copy: no device round trip
+        return np.empty(tuple(t.shape), dtype=str(t.dtype).removeprefix("torch."))
+    t = t.contiguous()
+    if stats is not None:
+        stats.bytes_device_to_host += t.numel() * t.element_size()
+    return (t if t.device.type == "cpu" else t.cpu()).numpy()
+
+
+def to_device(a: np.ndarray, device, stats: CommStats | None = None):
+    """Tensor of numpy ``a`` on ``device`` (sharing its memory on the CPU); with ``stats``
+    its bytes count as received on the ``device_host`` tier (as in ``to_host``)."""
+    import torch
+
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    if t.numel() == 0 and device is not None and device.type != "cpu":
+        return torch.empty(t.shape, dtype=t.dtype, device=device)  # nothing to copy
+    if stats is not None:
+        stats.bytes_host_to_device += int(a.nbytes)
+    return t if device is None or device.type == "cpu" else t.to(device)
+
+
+def synchronizer(device):
+    """A function that waits for ``device``'s queued work (a no-op off CUDA): timings of
+    device work stop only once it has run."""
+    if device is None or device.type != "cuda":
+        return lambda: None
+    import torch
+
+    return lambda: torch.cuda.synchronize(device)

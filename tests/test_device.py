@@ -1,0 +1,287 @@
+"""The device path (``ProcessGrid(device=...)``, issue 44) run with ``device="cpu"``: the same
+functions that run on CUDA, equal to scipy and to the numpy/numba path, the bytes counted
+alike, and wrong-device input one error on every rank. The ``gpu`` tests repeat the MPI cases
+on CUDA (P = 1, and P = 2 ranks sharing one GPU) and are skipped without one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from spmmgnn import DistSpMM, ProcessGrid, SpmmgnnError
+from spmmgnn.device import device_error
+
+TOL = {"float32": 1e-5, "float64": 1e-12}
+FAMILIES = ("oblivious1d", "oblivious15d", "sparse1d", "sparse15d")  # run on a device grid
+HAS_CUDA = torch.cuda.is_available()
+
+
+def check_cases(got: dict, P: int) -> None:
+    rows = got["cases"]
+    assert rows and {r["algorithm"] for r in rows} == set(FAMILIES)
+    assert any(r["codec"] for r in rows) and any(r["c"] == 2 for r in rows) == (P % 2 == 0)
+    for r in rows:
+        label = f"{r['algorithm']} c={r['c']} {r['case']} {r['codec']} {r['dtype']} f={r['f']}"
+        tol = TOL[r["dtype"]]
+        if r["codec"] is None:  # exact products: scipy's numbers
+            assert r["err"] <= tol and r["err_t"] <= tol, (label, r["err"], r["err_t"])
+        # codecs round on the wire alike on both paths: the numpy path's numbers
+        assert r["err_np"] <= tol and r["err_np_t"] <= tol, (label, r["err_np"], r["err_np_t"])
+        assert r["same_bytes"], label
+        for st in r["ranks"]:
+            assert st["numpy_device_host"] == 0, label
+            if r["codec"] in ("int8", "int2"):  # quantized on the host: full rows staged
+                full = st["staged_rows"] * r["f"] * r["itemsize"] + st["allreduce_bytes"]
+                assert st["device_host_sent"] == st["device_host_received"] == full, label
+            elif r["algorithm"].startswith("sparse"):  # each row sent staged once, each received
+                assert st["device_host_sent"] == st["bytes_sent"] + st["allreduce_bytes"]
+                assert st["device_host_received"] == (st["bytes_received"]
+                                                      + st["allreduce_bytes"]), label
+            else:  # a stage's block is staged once however many peers it goes to (a reduce's
+                # root stages its own part too, which it receives into: no bytes sent)
+                assert st["device_host_sent"] <= (st["bytes_sent"] + st["bytes_received"]
+                                                  + st["allreduce_bytes"]), label
+                assert st["device_host_received"] <= (st["bytes_received"]
+                                                      + st["allreduce_bytes"]), label
+                assert (st["device_host_sent"] > 0) == (st["bytes_sent"] > 0
+                                                        or st["allreduce_bytes"] > 0), label
+
+
+def check_errors(got: dict, P: int) -> None:
+    per_rank = got["errors"]
+    assert len(per_rank) == P
+    for name, first in per_rank[0].items():
+        if name == "dot_after":
+            continue
+        assert first is not None and first[1], (name, first)  # refused, collectively
+        assert all(r[name] == first for r in per_rank), name  # the same message on all
+    words = dict(numpy_everywhere="pass a torch tensor on", numpy_on_rank_1="got a ndarray",
+                 meta_on_last="meta tensor", nan_on_rank_0="NaN", node_exchange="exchange='node'",
+                 refused_family="oblivious15d, oblivious1d, sparse15d, sparse1d",
+                 scatter_numpy="scatter_rows",
+                 gather_numpy="gather_rows", dot_numpy="dot:")
+    for name, word in words.items():
+        assert word in per_rank[0][name][0], (name, per_rank[0][name])
+    kinds = {r["dot_after"][1].split(":")[0] for r in per_rank}  # cuda:k: one GPU a rank
+    assert kinds == {per_rank[0]["dot_after"][1].split(":")[0]}
+
+
+@pytest.mark.parametrize("P", [1, 2, pytest.param(3, marks=pytest.mark.slow),
+                               pytest.param(4, marks=pytest.mark.slow)])
+def test_device_cpu_equals_scipy_and_numpy_path(P, mpi_json):
+    got = mpi_json(P, "device_cases.py", "cpu")
+    check_cases(got, P)
+    check_errors(got, P)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+@pytest.mark.parametrize("P", [1, 2])
+def test_device_cuda_equals_scipy_and_numpy_path(P, mpi_json):
+    got = mpi_json(P, "device_cases.py", "cuda")
+    check_cases(got, P)
+    check_errors(got, P)
+    assert per_device(got) == "cuda:0"
+
+
+def per_device(got: dict) -> str:
+    return got["errors"][0]["dot_after"][1]
+
+
+# ------------------------------------------------------------------ in-process (P = 1)
+def small():
+    A = sp.random(23, 23, density=0.2, format="csr", random_state=4)
+    return A, np.random.default_rng(0).standard_normal((23, 3))
+
+
+def test_device_none_refuses_data_on_another_device():
+    """device=None never returns a tensor from another device on the CPU (issue 44's bug):
+    the rule refuses every non-CPU tensor; meta is the non-CPU device a CPU build has."""
+    A, X = small()
+    op = DistSpMM.from_scipy(A, ProcessGrid())
+    meta = torch.empty(23, 3, dtype=torch.float64, device="meta")
+    for call in (op.matmul, op.matmul_t, op.gather_rows, op.scatter_rows, op.norm):
+        with pytest.raises(SpmmgnnError, match="meta tensor"):
+            call(meta)
+    assert device_error(meta, None, "matmul") is not None
+    assert device_error(torch.ones(2), None, "matmul") is None
+    assert device_error(np.ones(2), None, "matmul") is None
+    assert "meta" in device_error(meta, torch.device("cpu"), "matmul")
+    y = op.matmul(torch.from_numpy(X))
+    assert y.device.type == "cpu" and np.allclose(y.numpy(), A @ X)
+
+
+@pytest.mark.parametrize("spec, word", [("tpu", "device must be None, 'cpu', 'cuda'"),
+                                        ("cuda:x", "device must be None"),
+                                        ("cpu:1", "device must be None")])
+def test_bad_device_is_one_error(spec, word):
+    with pytest.raises(SpmmgnnError, match=word):
+        ProcessGrid(device=spec)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the refusal where no CUDA device is visible")
+def test_cuda_without_a_gpu_is_one_error():
+    with pytest.raises(SpmmgnnError, match="no CUDA device is visible"):
+        ProcessGrid(device="cuda")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_device_cpu_vector_linalg_and_stats(dtype):
+    A, X = small()
+    grid = ProcessGrid(device="cpu")
+    assert grid.device == torch.device("cpu")
+    op = DistSpMM.from_scipy(A, grid)
+    x = torch.from_numpy(X).to(dtype)
+    v = op.matmul(x[:, 0])
+    assert v.shape == (23,) and v.dtype == dtype
+    tol = TOL[str(dtype).removeprefix("torch.")]
+    assert np.allclose(v.numpy(), A @ X[:, 0], rtol=tol, atol=tol)
+    assert np.allclose(op.norm(x).numpy(), np.linalg.norm(X, axis=0), rtol=tol)
+    q, r = op.qr(x)
+    assert isinstance(q, torch.Tensor) and np.allclose((q @ r).numpy(), X, atol=1e-4)
+    tiers = op.comm_stats()["bytes_sent_by_tier"]
+    assert set(tiers) == {"intra", "inter", "device_host"} and tiers["device_host"] == 0
+    assert DistSpMM.from_scipy(A).comm_stats()["bytes_received_by_tier"]["device_host"] == 0
+    with pytest.raises(SpmmgnnError, match="requires grad"):
+        op.matmul(x.clone().requires_grad_())
+    assert op.probe_symmetry() is False
+    sym = DistSpMM.from_scipy(A + A.T, grid)
+    assert sym.probe_symmetry() is True
+    with pytest.raises(SpmmgnnError, match="delayed remote aggregates do not run"):
+        from spmmgnn.algorithms.delayed import DelayedRemote
+        DelayedRemote(op, staleness=1)
+
+
+def test_runs_on_device_flag_says_what_builds():
+    """Each algorithm builds on a device grid exactly where its ``runs_on_device`` says;
+    the others refuse naming the ones that run there."""
+    from spmmgnn import ALGORITHMS
+
+    A, X = small()
+    shapes = {"1d": None, "1.5d": None, "2d": (1, 1), "3d": (1, 1, 1)}
+    for name, cls in ALGORITHMS.items():
+        grid = ProcessGrid(shape=shapes[cls.grid_kinds[0]], device="cpu")
+        assert cls.runs_on_device == (name in FAMILIES), name
+        if cls.runs_on_device:
+            op = DistSpMM.from_scipy(A, grid, algorithm=name)
+            got = op.gather_rows(op.matmul(op.scatter_rows(torch.from_numpy(X))))
+            assert np.allclose(got.numpy(), A @ X), name
+        else:
+            with pytest.raises(SpmmgnnError, match=", ".join(sorted(FAMILIES))):
+                DistSpMM.from_scipy(A, grid, algorithm=name)
+
+
+@pytest.mark.slow
+@pytest.mark.mpi
+def test_bench_gpu_dry_run(tmp_path):
+    """``bench/gpu.py --device cpu --quick`` runs end to end: the device path trains the GCN
+    with the numpy path's losses (P = 1, 2) and P = 2's equal P = 1's."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "gpu.json"
+    script = Path(__file__).resolve().parent.parent / "bench" / "gpu.py"
+    proc = subprocess.run([sys.executable, str(script), "--device", "cpu", "--quick", "--n",
+                           "3000", "--out", str(out)], capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(out.read_text())
+    checks = got["checks"]
+    for key in ("P = 2 vs P = 1 losses, max relative difference",
+                "device vs numpy path losses, P = 1", "device vs numpy path losses, P = 2"):
+        assert checks[key] <= 1e-5, (key, checks[key])
+    assert set(got["local_product"]) == {"f=16", "f=128"}
+    assert "| spmmgnn --device cpu, P = 2 |" in out.with_suffix(".md").read_text()
+
+
+def test_spmm_command_on_a_device_grid(tmp_path):
+    """``spmmgnn spmm --device cpu`` checks its product against scipy (the command fails
+    otherwise); a family that cannot run there is one error line."""
+    import json
+
+    from .mpi import one_line_error, run_cli
+
+    out = tmp_path / "spmm.json"
+    proc = run_cli(2, "spmm", "--scale", "8", "--algorithm", "sparse1d", "sparse15d",
+                   "--device", "cpu", "--repeat", "2", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert [r["device"] for r in rows] == ["cpu", "cpu"]
+    assert all(r["max_rel_error"] <= 1e-5 and r["max_bytes_sent_per_spmm"] > 0 for r in rows)
+    one_line_error(run_cli(2, "spmm", "--scale", "8", "--algorithm", "prepost1d",
+                           "--device", "cpu"), "does not run on a device grid", "sparse1d")
+
+
+def test_device_link_presets_price_the_staged_bytes():
+    """The host <-> device leg of the model: each preset has its source, faster links cost
+    less for the same bytes, and an unknown name is refused naming the choices."""
+    from spmmgnn.tiers import DEVICE_LINKS, device_host_seconds, device_link
+
+    assert {"pcie5", "pcie4", "nvlink-c2c"} <= set(DEVICE_LINKS)
+    nbytes = 2 * 1_000_000 * 128 * 4  # one 1M x 128 float32 block, out and back
+    seconds = {k: float(device_host_seconds(device_link(k), 2, nbytes)) for k in DEVICE_LINKS}
+    assert seconds["nvlink-c2c"] < seconds["pcie5"] < seconds["pcie4"]
+    assert abs(seconds["pcie5"] - (2 * 10e-6 + nbytes / 50e9)) < 1e-12
+    assert all("GB/s" in link.source for link in DEVICE_LINKS.values())
+    with pytest.raises(ValueError, match="pcie5"):
+        device_link("pcie6")
+
+
+def test_nonfinite_checks_agree_with_isfinite():
+    """The device path's input check: the CUDA branch (sum first) on CPU tensors, overflowing
+    finite values included, equals the elementwise test and the CPU branch."""
+    from spmmgnn.algorithms.on_device import has_nonfinite, torch_nonfinite
+
+    big = torch.full((4, 3), 3e38, dtype=torch.float32)  # finite; its sum overflows
+    cases = [torch.zeros(0, 2), torch.ones(5, 2, dtype=torch.float64), big]
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        x = torch.ones(6, 3)
+        x[4, 1] = bad
+        cases.append(x)
+    for x in cases:
+        want = not bool(torch.isfinite(x).all())
+        assert torch_nonfinite(x) == want == has_nonfinite(x), x
+
+
+def test_staged_copies_count_their_bytes():
+    """``to_host`` / ``to_device`` count what they stage as the device_host tier; an empty
+    block on a device is not copied (meta stands for a device a CPU build has)."""
+    from spmmgnn.device import to_device, to_host
+    from spmmgnn.stats import CommStats
+
+    stats = CommStats()
+    t = torch.ones(3, 4, dtype=torch.float64)
+    a = to_host(t, stats)
+    assert a.shape == (3, 4) and stats.bytes_device_to_host == 96
+    back = to_device(a, torch.device("cpu"), stats)
+    assert torch.equal(back, t) and stats.bytes_host_to_device == 96
+    empty = to_device(np.zeros((0, 4), np.float32), torch.device("meta"), stats)
+    assert empty.device.type == "meta" and tuple(empty.shape) == (0, 4)
+    assert to_host(torch.empty(0, 2, device="meta"), stats).shape == (0, 2)
+    assert stats.as_dict()["bytes_sent_by_tier"]["device_host"] == 96
+
+
+@pytest.mark.parametrize("algorithm", ["sparse1d", "oblivious1d"])
+@pytest.mark.parametrize("validate", [True, False])
+def test_device_cpu_rectangular(algorithm, validate):
+    """A rectangular A (its two sides have different row counts) on a device grid, with and
+    without the input check."""
+    A = sp.random(17, 29, density=0.2, format="csr", random_state=5)
+    op = DistSpMM.from_scipy(A, ProcessGrid(device="cpu"), algorithm=algorithm,
+                             validate=validate)
+    x = torch.from_numpy(np.random.default_rng(1).standard_normal((29, 4)))
+    y = torch.from_numpy(np.random.default_rng(2).standard_normal((17, 4)))
+    assert np.allclose(op.matmul(op.scatter_rows(x)).numpy(), A @ x.numpy())
+    got = op.matmul_t(op.scatter_rows(y, side="output"))
+    assert np.allclose(op.gather_rows(got, side="input").numpy(), A.T @ y.numpy())
+    with pytest.raises(SpmmgnnError, match="pass a torch tensor"):
+        op.matmul(x.numpy())
+    square = DistSpMM.from_scipy(A[:, :17] + A[:, :17].T, ProcessGrid(device="cpu"),
+                                 algorithm=algorithm, validate=validate)
+    assert square.probe_symmetry() is True
+    got = square.matmul_t(square.scatter_rows(y))  # its transposes freed: built again
+    assert np.allclose(got.numpy(), (A[:, :17] + A[:, :17].T) @ y.numpy())
