@@ -150,10 +150,12 @@ class DistSpMM(RowAlgebra):
                                   else ""))
         self.grid = grid
         self.device = grid.device  # None: numpy/numba; else a torch device (on_device.py)
-        self._device_path = None
+        self.device_path = None
         if self.device is not None and not self.runs_on_device:
-            from .on_device import construction_error
-            raise collective_error(construction_error(self))
+            raise collective_error(
+                f"{self.name} does not run on a device grid (device={grid.device}); the "
+                f"algorithms that do: {', '.join(device_families())} (or build the grid with "
+                "device=None for the numpy path)")
         self.partition = partition
         self.col_partition = partition if col_partition is None else col_partition
         self.row_offsets = partition.offsets
@@ -344,19 +346,6 @@ class DistSpMM(RowAlgebra):
         return ((self.col_partition, self.n_local_in) if side == "input"
                 else (self.partition, self.n_local))
 
-    def attach_device(self) -> None:
-        """Collective, at the end of a device-capable algorithm's construction: on a device
-        grid, refuse what cannot run there (one error on every rank) and build the device
-        copies of the local blocks and index lists (``on_device.py``)."""
-        if self.device is None:
-            return
-        from .on_device import DevicePath, construction_error
-
-        error = construction_error(self)
-        if error:
-            raise collective_error(error)
-        self._device_path = DevicePath(self)
-
     def scatter_rows(self, X, root: int = 0, side: str = "input"):
         """Collective. Root passes a full dense matrix in original order; every rank gets its
         block row's rows (numpy or torch, like root's input).
@@ -435,8 +424,8 @@ class DistSpMM(RowAlgebra):
         ``stream`` keys the stochastic rounding of a codec (same stream, same bits: a
         resumed run repeats the uninterrupted one); None draws the next value of a
         per-operator counter."""
-        if self._device_path is not None:
-            return self._device_path.call(X_local, stream, transposed=False)
+        if self.device_path is not None:
+            return self.device_path.call(X_local, stream, transposed=False)
         vector = getattr(X_local, "ndim", 0) == 1
         x = self.check_local(X_local.reshape(-1, 1) if vector else X_local, "matmul",
                              self.n_local_in)
@@ -447,8 +436,8 @@ class DistSpMM(RowAlgebra):
 
     def matmul_t(self, Y_local, stream: int | None = None):
         """Collective. This rank's rows of ``A.T @ Y``, given this rank's rows of Y."""
-        if self._device_path is not None:
-            return self._device_path.call(Y_local, stream, transposed=True)
+        if self.device_path is not None:
+            return self.device_path.call(Y_local, stream, transposed=True)
         vector = getattr(Y_local, "ndim", 0) == 1
         y = self.check_local(Y_local.reshape(-1, 1) if vector else Y_local, "matmul_t",
                              self.n_local)
@@ -541,7 +530,7 @@ class DistSpMM(RowAlgebra):
         saved = dataclasses.replace(self.stats)
         ids = np.arange(self.lo, self.hi, dtype=np.int64)
         x = np.column_stack([uniform_by_id(ids, seed + k) - 0.5 for k in range(2)])
-        if self._device_path is None:
+        if self.device_path is None:
             ax, atx = self.matmul(x), self.matmul_t(x)
         else:  # the device's own products, compared on the host
             xd = to_device(x, self.device)
@@ -554,8 +543,8 @@ class DistSpMM(RowAlgebra):
         if self.symmetric:  # A.T y runs as A y from now on: the probe's transposes go
             for m in self.local_matrices():
                 m.drop_transpose()
-            if self._device_path is not None:
-                self._device_path.drop_transposes()
+            if self.device_path is not None:
+                self.device_path.drop_transposes()
         return self.symmetric
 
     # ---------------------------------------------------------------- reporting
@@ -699,6 +688,11 @@ def _kind_error(x, what: str) -> str | None:
         return (f"{what}: expected float32 or float64, got {x.dtype}; convert with "
                 "x.float() or x.double()")
     return None
+
+
+def device_families() -> list[str]:
+    """The algorithms that run on a device grid (their ``runs_on_device`` flag)."""
+    return sorted(name for name, cls in ALGORITHMS.items() if cls.runs_on_device)
 
 
 def local_input_error(x, what: str, device=None) -> str | None:

@@ -10,6 +10,7 @@ import numpy as np
 
 from .base import DistSpMM
 from .block_broadcast import BlockBroadcast
+from .on_device import attach_device
 
 
 class Oblivious1D(DistSpMM):
@@ -22,7 +23,7 @@ class Oblivious1D(DistSpMM):
         self.product = BlockBroadcast(block_row, grid.across_block_rows, self.col_offsets,
                                       self.stages,
                                       ~grid.node_map(grid.across_block_rows).same)
-        self.attach_device()
+        attach_device(self)
 
     def local_nnz(self) -> int:
         return self.product.nnz

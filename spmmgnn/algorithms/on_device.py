@@ -35,16 +35,21 @@ from mpi4py import MPI
 from .. import kernels
 from ..device import device_error, to_device, to_host
 from ..errors import SpmmgnnError, agree, collective_error
-from .base import CALLS, DistSpMM, local_input_error
+from .base import CALLS, DistSpMM, device_families, local_input_error
 from .block_broadcast import BlockBroadcast
 from .device_products import DeviceBroadcast, DeviceProduct
 
 
-def device_families() -> list[str]:
-    """The algorithms that run on a device grid (their ``runs_on_device`` flag)."""
-    from .base import ALGORITHMS
-
-    return sorted(name for name, cls in ALGORITHMS.items() if cls.runs_on_device)
+def attach_device(op: DistSpMM) -> None:
+    """Collective, at the end of a device-capable algorithm's construction: on a device
+    grid, refuse what cannot run there (one error on every rank) and build the device
+    copies of the local blocks and index lists."""
+    if op.device is None:
+        return
+    error = construction_error(op)
+    if error:
+        raise collective_error(error)
+    op.device_path = DevicePath(op)
 
 
 def construction_error(op: DistSpMM) -> str | None:

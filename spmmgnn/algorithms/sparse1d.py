@@ -14,6 +14,7 @@ import numpy as np
 
 from .base import DistSpMM
 from .ghost import GhostProduct, resolve_codecs
+from .on_device import attach_device
 
 
 class Sparse1D(DistSpMM):
@@ -33,7 +34,7 @@ class Sparse1D(DistSpMM):
                                     self.codec_backward, seed=codec_seed, stream=grid.rank,
                                     make_plan=self.halo_plan)
         self.plan = self.product.plan
-        self.attach_device()
+        attach_device(self)
 
     def exchange_plans(self) -> list:
         return [self.plan]
