@@ -398,10 +398,15 @@ def test_metis_direction_follows_the_file(tmp_path):
     assert load_graph(one_way).directed is True
 
 
-def test_partition_with_empty_block_rows_warns(tmp_path):
+def test_more_block_rows_than_vertices_is_an_error(tmp_path):
+    """Checked before anything of size k is allocated (issue 46: ``--parts 1000000000``
+    allocated 7.45 GiB of block offsets first)."""
     g = csbm(n=40, avg_degree=4, seed=1)
-    with pytest.warns(UserWarning, match="24 of the 64 block rows are empty"):
-        write_partitioned(g, tmp_path / "g.h5", 64)
+    for k in (64, 10**12):
+        with pytest.raises(SpmmgnnError, match=f"{k} block rows for 40 vertices: .* at most "
+                                               "40 \\(--parts\\)"):
+            write_partitioned(g, tmp_path / "g.h5", k)
+    assert not (tmp_path / "g.h5").exists()
 
 
 # ------------------------------------------------------------------ fuzzing checkpoints

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import SpmmgnnError
 from .runs import PHASES
 
 PLOTS = ("time_vs_P", "breakdown", "partitioners", "replication", "bytes_per_rank", "codecs")
@@ -351,7 +352,14 @@ def write_report(records: list[dict], out: str | Path) -> list[Path]:
 
     records = latest(records)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise SpmmgnnError(f"report -o {out}: it is a file, not a folder; the report is a "
+                           "folder (summary.md and a sub-folder of plots per graph)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpmmgnnError(f"cannot create the report folder {out}: "
+                           f"{exc.strerror or exc}") from None
     plt = pyplot()
     by_graph: dict[str, list[dict]] = defaultdict(list)
     for r in runs_of(records):

@@ -18,7 +18,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ..atomic import check_writable
+from ..atomic import check_not_input, check_writable
 from ..data.csbm import DEFAULTS
 from ..errors import check_on_root
 
@@ -115,6 +115,8 @@ def run(args) -> int:
         if args.dataset_command == "info":
             return info(args.path)
         check_writable(args.out, "graph file")
+        if args.dataset_command == "convert":
+            check_not_input(args.input, args.out)
         t0 = time.perf_counter()
         g = _build(args)
         t1 = time.perf_counter()

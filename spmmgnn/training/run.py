@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mpi4py import MPI
 
-from ..atomic import check_writable, write_text_atomic
+from ..atomic import check_writable, default_mode, write_text_atomic
 from ..data.csbm import DEFAULTS
 from ..errors import SpmmgnnError, agree, check_on_root, collective_error
 from ..grid import ProcessGrid
@@ -218,6 +218,7 @@ def save_results(path: str, text: str) -> str | None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(fh.name, default_mode())  # as open() would make it, not mkstemp's 0600
         return f"{failure}; the results were saved to {fh.name} instead"
     except OSError:
         if "fh" in locals():
