@@ -10,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import scipy.io
 import scipy.sparse as sp
+
+from spmmgnn import SpmmgnnError
 
 OLD = b"old contents\n"
 
@@ -129,3 +132,136 @@ def test_bench_results_on_a_full_disk_keep_the_old_file(tmp_path, old):
         assert not path.exists()
     else:
         assert path.read_bytes() == old
+
+
+# ------------------------------------------------------------------ silent wrong
+def test_a_hand_built_partition_is_checked():
+    from spmmgnn import Partition
+
+    with pytest.raises(SpmmgnnError, match="perm is not a permutation"):
+        Partition(None, 2, np.array([0, 0, 1, 2]), [0, 2, 4])
+    with pytest.raises(SpmmgnnError, match=r"perm must hold the ids 0..3, found range "
+                                           r"\[0, 9\]"):
+        Partition(None, 2, np.array([0, 1, 2, 9]), [0, 2, 4])
+    with pytest.raises(SpmmgnnError, match="perm has 3 entries for n = 4"):
+        Partition(None, 2, np.array([0, 1, 2]), [0, 2, 4])
+    with pytest.raises(SpmmgnnError, match="parts do not match its perm and offsets"):
+        Partition(np.array([0, 0, 0, 1]), 2, np.array([0, 1, 2, 3]), [0, 2, 4])
+    with pytest.raises(SpmmgnnError, match="offsets must be k \\+ 1 = 3 non-decreasing"):
+        Partition(None, 2, None, [0, 3, 2])
+    good = Partition.from_parts([1, 0, 1, 0], 2)
+    assert Partition(good.parts, 2, good.perm, good.offsets).perm.tolist() == [1, 3, 0, 2]
+
+
+@pytest.mark.parametrize("parts", [np.array([0, 1, 0, 1], dtype=complex),
+                                   np.array(["0", "1", "0", "1"]),
+                                   np.array([True, False, True, False])])
+def test_part_vectors_of_other_types_are_one_error(parts):
+    from spmmgnn import Partition
+    from spmmgnn.layout import resolve_partition
+
+    with pytest.raises(SpmmgnnError, match="a part vector must hold integer block-row ids"):
+        Partition.from_parts(parts, 2)
+    with pytest.raises(SpmmgnnError, match="a part vector must hold integer block-row ids"):
+        resolve_partition(parts, 4, 2)
+
+
+@pytest.mark.parametrize("shape", [(True, 2), (None, 2), "1x2", 2, (1 + 0j, 1), ("1", "1"),
+                                   (np.True_, 1)])
+def test_grid_shapes_that_are_not_integers_are_one_error(shape):
+    from mpi4py import MPI
+
+    from spmmgnn import ProcessGrid
+
+    with pytest.raises(SpmmgnnError, match="a grid shape is 2 or 3 positive integers"):
+        ProcessGrid(MPI.COMM_SELF, shape=shape)
+
+
+def test_rank_of_checks_the_coordinates():
+    from mpi4py import MPI
+
+    from spmmgnn import ProcessGrid
+
+    grid = ProcessGrid(MPI.COMM_SELF, shape=(1, 1))
+    assert grid.rank_of(0, 0) == 0
+    for coords in ((5, 5), (0, 1), (-1, 0), (0,), (0, 0, 0), (0.0, 0), (True, 0)):
+        with pytest.raises(SpmmgnnError, match="are outside the 1x1 grid"):
+            grid.rank_of(*coords)
+    with pytest.raises(SpmmgnnError, match="ranks_per_node must be a positive integer below "
+                                           "2\\*\\*31"):
+        ProcessGrid(MPI.COMM_SELF, ranks_per_node=10**23)
+
+
+def test_one_class_or_no_feature_column_is_refused(capsys, tmp_path):
+    from spmmgnn.data.csbm import csbm
+    from spmmgnn.data.graph import Graph
+
+    code, out, err = _main(capsys, "train", "--csbm-n", "300", "--csbm-classes", "1",
+                           "--epochs", "1", "--hidden", "8", "--quiet")
+    _one_error(code, err, "the labels have one class: a classifier needs at least 2")
+    assert "loss" not in out
+    g = csbm(n=100, avg_degree=4, num_features=4, seed=1)
+    empty = Graph(adj=g.adj, features=np.zeros((100, 0), np.float32), labels=g.labels,
+                  masks=g.masks, num_classes=g.num_classes, name="g")
+    with pytest.raises(SpmmgnnError, match=r"g: features have 0 columns \(shape \(100, 0\)\)"):
+        empty.validate()
+    two = Graph(adj=g.adj, features=g.features, labels=np.zeros((100, 2), np.int64), name="g")
+    with pytest.raises(SpmmgnnError, match=r"labels must be one class id per vertex, shape "
+                                           r"\(100,\), got \(100, 2\); one-hot"):
+        two.validate()
+
+
+MODEL = ["model", "random:n=200,avg_degree=4", "--alpha", "1e-6", "--beta", "1e-9",
+         "--rate", "1e9"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    ([*MODEL, "--grid", "3x3", "--P", "4"], ["--grid 3x3 has 9 ranks but no --P is 9"]),
+    ([*MODEL, "--exchange", "node", "--P", "4"], ["--exchange price two tiers",
+                                                  "give --ranks-per-node K"]),
+    ([*MODEL, "--P", "4", "--ranks-per-node", str(10**23)],
+     ["--ranks-per-node: must be an integer in [1, 2147483647]"]),
+    (["train", "--threads=-3", "--csbm-n", "300"], ["--threads: must be an integer in [0,"]),
+    (["spmm", "--ranks-per-node", str(2**63)], ["--ranks-per-node: must be an integer"]),
+    (["bench", "--graph", "random:n=100,avg_degree=4", "--algorithm", "sparse1d",
+      "--replication", "3", "-o", "r.jsonl"],
+     ["the sweep has no run at P = 1 (replication [3]", "divisors of 1"]),
+    (["bench", "--graph", "random:n=100,avg_degree=4", "--algorithm", "sparse2d",
+      "--grid", "3x3", "-o", "r.jsonl"], ["the sweep has no run at P = 1", "grids 3x3"]),
+    (["bench", "--graph", "random:n=100,avg_degree=4", "--partitioner", "garbage",
+      "-o", "r.jsonl"], ["sweep: partitioners: unknown partitioning method 'garbage'"]),
+])
+def test_options_that_would_do_nothing_are_errors(capsys, tmp_path, monkeypatch, argv, words):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _main(capsys, *argv)
+    _one_error(code, err, *words)
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_a_checkpoint_whose_optimizer_disagrees_with_its_signature_is_refused(tmp_path):
+    import zipfile
+
+    from mpi4py import MPI
+
+    from spmmgnn import ProcessGrid
+    from spmmgnn.data.csbm import csbm
+    from spmmgnn.training import TrainConfig, Trainer, distribute_graph
+    from spmmgnn.training.checkpoint import read_meta
+
+    ck = tmp_path / "ck.npz"
+    data = distribute_graph(csbm(n=300, seed=1), ProcessGrid(MPI.COMM_SELF), "gcn")
+    cfg = dict(epochs=1, hidden=8, progress=False, checkpoint=str(ck))
+    Trainer(data, TrainConfig(**cfg)).fit()
+    with np.load(ck) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays["meta"]))
+    meta["param_groups"][0]["lr"] = 1e9
+    arrays["meta"] = np.array(json.dumps(meta))
+    with open(ck, "wb") as fh:
+        np.savez(fh, **arrays)
+    assert zipfile.is_zipfile(ck)
+    with pytest.raises(SpmmgnnError, match=r"the optimizer state's lr 1000000000.0 differs "
+                                           r"from the run's lr 0.01"):
+        read_meta(ck)
+    with pytest.raises(SpmmgnnError, match="the optimizer state's lr"):
+        Trainer(data, TrainConfig(**dict(cfg, epochs=2, resume=True)))

@@ -26,14 +26,14 @@ from mpi4py import MPI
 
 from ..atomic import check_writable
 from ..errors import SpmmgnnError, check_on_root
-from . import grid_arg
+from . import count_arg, grid_arg
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("model", help="alpha-beta scaling model with exact per-rank volumes",
-                       description=__doc__.splitlines()[0],
+                       description=__doc__.split("\n\n")[0].replace("\n", " "),
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog="\n".join(__doc__.splitlines()[1:]))
+                       epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("graph", help="a graph spec (rmat:scale=..., random:..., csbm:...) or file")
     p.add_argument("--P", dest="P", nargs="+", type=int, default=[4, 16, 64, 256, 1024])
     p.add_argument("--c", dest="c", nargs="+", type=int, default=[1, 2, 4, 8],
@@ -50,7 +50,7 @@ def add_parser(sub) -> None:
     p.add_argument("--preset", choices=sorted(NETWORK_NAMES),
                    help="take alpha and beta from a named interconnect (nominal figures: "
                         "docs/scaling.md)")
-    p.add_argument("--ranks-per-node", type=int, nargs="+", metavar="K",
+    p.add_argument("--ranks-per-node", type=count_arg(1), nargs="+", metavar="K",
                    help="two tiers: consecutive ranks K at a time share a node; the sparse "
                         "algorithms are priced with the flat and the node-aware exchange "
                         "(several K: one table each)")
@@ -59,8 +59,8 @@ def add_parser(sub) -> None:
                         "preset's, else the nominal shared-memory figure, docs/scaling.md)")
     p.add_argument("--beta-intra", type=float,
                    help="with --ranks-per-node: seconds per byte inside a node")
-    p.add_argument("--exchange", nargs="+", choices=["flat", "node"], default=["flat", "node"],
-                   help="with --ranks-per-node: the exchanges to price")
+    p.add_argument("--exchange", nargs="+", choices=["flat", "node"],
+                   help="with --ranks-per-node: the exchanges to price (default: both)")
     p.add_argument("--rate", type=float,
                    help="local kernel rate in non-zeros x columns per second (default: "
                         "from the --compare runs of this graph and width at one thread per "
@@ -107,9 +107,16 @@ def _check_args(args) -> None:
         _positive(name.replace("_", "-"), getattr(args, name))
     if args.ranks_per_node and min(args.ranks_per_node) < 1:
         raise SpmmgnnError(f"--ranks-per-node must be positive, got {args.ranks_per_node}")
-    if (args.alpha_intra or args.beta_intra) and not args.ranks_per_node:
-        raise SpmmgnnError("--alpha-intra / --beta-intra price the intra-node tier: give "
-                           "--ranks-per-node K")
+    if (args.alpha_intra or args.beta_intra or args.exchange) and not args.ranks_per_node:
+        raise SpmmgnnError("--alpha-intra / --beta-intra / --exchange price two tiers (inside "
+                           "a node, between nodes): give --ranks-per-node K")
+    args.exchange = args.exchange or ["flat", "node"]
+    for grid in args.grids or []:
+        ranks = math.prod(int(d) for d in grid.split("x"))
+        if ranks not in args.P:
+            raise SpmmgnnError(f"--grid {grid} has {ranks} ranks but no --P is {ranks} (--P "
+                               f"{' '.join(map(str, args.P))}): a grid is modelled at the P "
+                               "it fills")
     if (min(args.P) < 1 or min(args.c) < 1 or (args.features or 1) < 1 or args.layers < 1
             or args.hidden < 1 or (args.classes is not None and args.classes < 1)):
         raise SpmmgnnError("--P, --c, --features, --layers, --hidden and --classes must be "
