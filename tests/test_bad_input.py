@@ -259,7 +259,9 @@ def test_ranks_asking_for_different_operators_get_an_error(tmp_path):
     assert all("different replication factors" in r["grid"] for r in got)
     # 2D/3D grids: a shape other ranks do not share, a product other than P, an algorithm
     # of another dimension: one message on every rank, naming the fix
-    assert all("different grids (rank 0: shape=1x3" in r["shape"] for r in got)
+    # each rank's own grid, not rank 0's twice (issue 46)
+    assert all("different grids (rank 0: shape=1x3, rank 1: shape=3x1)" in r["shape"]
+               for r in got)
     assert all("the grid 2x2 has 4 ranks but P=3" in r["product"] and "1x3" in r["product"]
                for r in got)
     assert all("sparse3d runs on a 3d grid, not on this 2d grid (grid=3x1)" in r["wrong_kind"]

@@ -5,6 +5,7 @@ needs several ranks is in ``test_campaign3_mpi.py``."""
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 import sys
@@ -265,3 +266,97 @@ def test_a_checkpoint_whose_optimizer_disagrees_with_its_signature_is_refused(tm
         read_meta(ck)
     with pytest.raises(SpmmgnnError, match="the optimizer state's lr"):
         Trainer(data, TrainConfig(**dict(cfg, epochs=2, resume=True)))
+
+
+# ------------------------------------------------------------------ readable lines
+def test_help_texts(capsys):
+    for argv, want, not_want in [
+        (["partition", "--help"], "(default: 'default' 3x METIS-vol's time", "{DEFAULT_METHOD}"),
+        (["model", "--help"], "at P ranks without launching them.", None),
+        (["datasets", "csbm", "--help"], "average degree (default: 16.0)", None),
+    ]:
+        code, out, _ = _main(capsys, *argv)
+        text = " ".join(out.split())
+        assert code == 0 and want in text, text[:3000]
+        assert not_want is None or not_want not in text
+    code, out, err = _main(capsys, "train", "--bogus")
+    assert code == 2 and err.startswith("usage: spmmgnn train ")
+    assert "spmmgnn train: error: unrecognized arguments: --bogus" in err
+
+
+def test_a_closed_stdout_ends_quietly():
+    """``spmmgnn ... | head -0``: status 141 (SIGPIPE's), nothing on stderr."""
+    proc = subprocess.Popen([sys.executable, "-m", "spmmgnn.cli", *MODEL, "--P", "4"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ, SPMMGNN_THREADS="1"))
+    proc.stdout.close()  # before the command prints anything
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and err == "", err[-3000:]
+
+
+def test_algorithm_flags_it_does_not_take_are_refused_before_set_up(capsys):
+    code, out, err = _main(capsys, "train", "--csbm-n", "300", "--algorithm", "oblivious1d",
+                           "--codec", "int8", "--epochs", "1", "--quiet")
+    _one_error(code, err, "--algorithm oblivious1d does not compress its exchange",
+               "prepost1d, sparse15d, sparse1d, sparse2d")
+    assert "codec_backward" not in err and "codec_seed" not in err and out == ""
+    code, out, err = _main(capsys, "train", "--csbm-n", "300", "--algorithm", "sparse2d",
+                           "--grid", "1x1", "--staleness", "2", "--epochs", "1", "--quiet")
+    _one_error(code, err, "--staleness and --drop-remote need an algorithm whose remote rows "
+                          "can be delayed (sparse1d), got --algorithm sparse2d")
+    assert out == ""  # no header: refused before the data was set up
+
+
+def test_api_misuse_says_what_to_pass():
+    import torch
+    from mpi4py import MPI
+
+    from spmmgnn import DistSpMM, ProcessGrid
+    from spmmgnn.data.pyg import graph_from_pyg
+    from spmmgnn.nn import spmm, spmm_t
+
+    op = DistSpMM.from_scipy(sp.identity(4, format="csr"), ProcessGrid(MPI.COMM_SELF))
+    x = np.ones((4, 2))
+    with pytest.raises(SpmmgnnError, match=r"nn.spmm\(op, x\) takes a torch.Tensor, got "
+                                           r"numpy.ndarray: pass torch.from_numpy\(x\)"):
+        spmm(op, x)
+    with pytest.raises(SpmmgnnError, match=r"nn.spmm_t\(op, y\) takes a torch.Tensor"):
+        spmm_t(op, x)
+    assert torch.equal(spmm(op, torch.from_numpy(x)), torch.from_numpy(x))
+    ei = torch.stack([torch.arange(400), torch.arange(400).roll(1)])
+    with pytest.raises(SpmmgnnError, match="x has 397 rows but edge_index names vertex 399: "
+                                           "x needs one row per vertex"):
+        graph_from_pyg(dict(edge_index=ei, x=torch.ones(397, 3)))
+
+
+def test_bad_sweep_inputs_are_one_line(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bin.toml").write_bytes(b"graphs = 1\n\xd0\xff\x00\x01")
+    code, _, err = _main(capsys, "bench", "--config", "bin.toml", "-o", "r.jsonl")
+    _one_error(code, err, "bin.toml: not a TOML file: not UTF-8 text")
+    code, _, err = _main(capsys, "bench", "--graph", "", "-o", "r.jsonl")
+    _one_error(code, err, "sweep: graphs: an empty name")
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_report_names_the_plots_where_they_are(capsys, tmp_path):
+    results = tmp_path / "r.jsonl"
+    results.write_text(json.dumps(dict(kind="network", P=2, alpha=1e-6, beta=1e-9,
+                                       all_to_all=dict(alpha=1e-6, beta=1e-9))) + "\n")
+    code, out, err = _main(capsys, "report", results, "-o", tmp_path / "rep")
+    assert code == 0, err
+    names = out.split(": ", 2)[2].strip().split(", ")
+    assert all((tmp_path / "rep" / n).is_file() for n in names), names
+    assert any("/" in n and n.endswith(".png") for n in names), names
+
+
+def test_from_scipy_root_outside_the_grid():
+    from mpi4py import MPI
+
+    from spmmgnn import DistSpMM, ProcessGrid
+
+    for root in (1, -1, True, 0.0):
+        with pytest.raises(SpmmgnnError, match=f"root={root!r} is not a rank of the grid: "
+                                               "give a rank in 0..0"):
+            DistSpMM.from_scipy(sp.identity(4, format="csr"), ProcessGrid(MPI.COMM_SELF),
+                                root=root)

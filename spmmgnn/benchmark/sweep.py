@@ -62,6 +62,9 @@ class SweepConfig:
             raise SpmmgnnError(f"cannot read {path}: {exc.strerror}") from None
         except tomllib.TOMLDecodeError as exc:
             raise SpmmgnnError(f"{path}: not valid TOML: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise SpmmgnnError(f"{path}: not a TOML file: not UTF-8 text (byte "
+                               f"{exc.start})") from None
         data = data.get("sweep", data)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
@@ -120,6 +123,9 @@ class SweepConfig:
             raise SpmmgnnError(f"sweep: dtype must be float32 or float64, got {self.dtype}")
         for name in self.partitioners:
             check_partitioner(name)
+        if any(not str(g).strip() for g in self.graphs):
+            raise SpmmgnnError("sweep: graphs: an empty name; give a spec (rmat:scale=14, "
+                               "csbm:n=20000, ...) or a graph file")
         return self
 
 

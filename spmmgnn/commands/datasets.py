@@ -21,6 +21,7 @@ from mpi4py import MPI
 from ..atomic import check_not_input, check_writable
 from ..data.csbm import DEFAULTS
 from ..errors import check_on_root
+from . import HelpFormatter
 
 
 def add_parser(sub) -> None:
@@ -35,21 +36,29 @@ def add_parser(sub) -> None:
         q.add_argument("--partitioner", default="none",
                        help="'none' (contiguous near-equal blocks) or a spmmgnn.partitioners "
                             "method, e.g. metis-vol+maxsend")
-        q.add_argument("--seed", type=int, default=0)
+        q.add_argument("--seed", type=int, default=0, help="seed of the graph and partitioner")
 
     w = s.add_parser("wordnet", help="WordNet 3.0 synset graph (needs Debian's wordnet-base)")
     common(w)
     w.add_argument("--wordnet-dir", help="folder with data.noun etc. (default: search "
                                          "/usr/share/wordnet)")
     w.add_argument("--dim", type=int, default=128, help="feature dimensions (TF-IDF + SVD)")
-    c = s.add_parser("csbm", help="synthetic contextual stochastic block model")
+    c = s.add_parser("csbm", help="synthetic contextual stochastic block model",
+                     description="A synthetic contextual stochastic block model: classes of "
+                                 "vertices, edges mostly inside a class, noisy class features.",
+                     formatter_class=HelpFormatter)
     common(c)
-    c.add_argument("--n", type=int, default=DEFAULTS["n"])
-    c.add_argument("--degree", type=float, default=DEFAULTS["avg_degree"])
-    c.add_argument("--features", type=int, default=DEFAULTS["num_features"])
-    c.add_argument("--classes", type=int, default=DEFAULTS["num_classes"])
-    c.add_argument("--homophily", type=float, default=DEFAULTS["homophily"])
-    c.add_argument("--signal", type=float, default=DEFAULTS["signal"])
+    c.add_argument("--n", type=int, default=DEFAULTS["n"], help="vertices")
+    c.add_argument("--degree", type=float, default=DEFAULTS["avg_degree"],
+                   help="average degree")
+    c.add_argument("--features", type=int, default=DEFAULTS["num_features"],
+                   help="feature dimensions")
+    c.add_argument("--classes", type=int, default=DEFAULTS["num_classes"],
+                   help="classes (at least 2)")
+    c.add_argument("--homophily", type=float, default=DEFAULTS["homophily"],
+                   help="probability that an edge is drawn inside its class (lower is harder)")
+    c.add_argument("--signal", type=float, default=DEFAULTS["signal"],
+                   help="length of the class feature means in noise units (lower is harder)")
     v = s.add_parser("convert", help="any graph spmmgnn loads (file or OGB folder) to HDF5")
     v.add_argument("input")
     common(v)

@@ -78,6 +78,11 @@ def _num_nodes(data, name: str, max_nodes: int) -> int:
     if n is None and x is not None:
         shape = getattr(x, "shape", ())
         n = shape[0] if len(shape) else None
+        ei = _array(_get(data, "edge_index"), f"{name}: edge_index", "biufcUSOV")
+        top = int(ei.max()) if n is not None and ei.size and ei.dtype.kind in "iu" else -1
+        if top >= n:
+            raise SpmmgnnError(f"{name}: x has {n} rows but edge_index names vertex {top}: x "
+                               "needs one row per vertex (or give num_nodes)")
     if n is None:
         ei = _array(_get(data, "edge_index"), f"{name}: edge_index", "biufcUSOV")
         n = int(ei.max()) + 1 if ei.size and ei.dtype.kind in "iu" else 0
