@@ -360,3 +360,15 @@ def test_from_scipy_root_outside_the_grid():
                                                "give a rank in 0..0"):
             DistSpMM.from_scipy(sp.identity(4, format="csr"), ProcessGrid(MPI.COMM_SELF),
                                 root=root)
+
+
+def test_open_mpis_launcher_with_the_mpich_wheel_says_what_to_run():
+    """What Open MPI's ``mpiexec`` sets in each rank's environment; the MPICH of the wheel
+    would crash in ``MPI_Init``, so the command stops before MPI starts."""
+    env = dict(os.environ, OMPI_COMM_WORLD_SIZE="2", OMPI_COMM_WORLD_RANK="0")
+    proc = subprocess.run([sys.executable, "-m", "spmmgnn.cli", "train", "--epochs", "1"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr[-3000:]
+    (line,) = proc.stderr.splitlines()
+    mpiexec = str(Path(sys.executable).parent / "mpiexec")
+    assert "started by Open MPI's mpiexec" in line and f"{mpiexec} -n P spmmgnn" in line
