@@ -372,3 +372,23 @@ def test_open_mpis_launcher_with_the_mpich_wheel_says_what_to_run():
     (line,) = proc.stderr.splitlines()
     mpiexec = str(Path(sys.executable).parent / "mpiexec")
     assert "started by Open MPI's mpiexec" in line and f"{mpiexec} -n P spmmgnn" in line
+
+
+# ------------------------------------------------------------------ plots a person can read
+def test_series_styles_tell_every_series_apart():
+    """20 series over 10 families and more families than colours (model.png had two families on one colour): a family has
+    one colour, the same in every plot; no two series share colour, marker and line style."""
+    from spmmgnn import ALGORITHMS
+    from spmmgnn.benchmark.report import series_styles
+
+    keys = [(a, v) for a in sorted(ALGORITHMS) for v in ("c=1", "c=2")]
+    keys += [("future1d", "c=1"), ("future2d", "2x2")] + [(f"x{i}", "") for i in range(12)]
+    style = series_styles(keys)
+    looks = {(s["color"], s["marker"], s["linestyle"]) for s in style.values()}
+    assert len(looks) == len(keys)
+    colours = {a: {style[k]["color"] for k in keys if k[0] == a} for a, _ in keys}
+    assert all(len(c) == 1 for c in colours.values())
+    first = [colours[a].copy().pop() for a in sorted(ALGORITHMS)]
+    assert len(set(first)) == len(first)  # every algorithm its own colour
+    assert series_styles([("sparse1d", "c=1")])[("sparse1d", "c=1")]["color"] == \
+        style[("sparse1d", "c=1")]["color"]  # the same colour whatever else is plotted

@@ -150,6 +150,8 @@ def train_run(comm: MPI.Comm, run: dict) -> dict | None:
                                                 for q in result["ranks"]],
                               bytes_received_inter=[q["bytes_received_by_tier"]["inter"] // calls
                                                     for q in result["ranks"]],
+                              allreduce_bytes=[q["allreduce_bytes"] // calls
+                                               for q in result["ranks"]],
                               rows=[q["rows"] for q in result["ranks"]]),
                 kernels=[q.get("kernels", {}) for q in result["ranks"]],
                 bytes_note="per epoch (cumulative bytes / (epochs + 1 evaluation))")

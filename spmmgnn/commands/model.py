@@ -303,26 +303,29 @@ def _print_rows(rows: list[dict], two_tier: bool) -> None:
 
 
 def _plot(rows: list[dict], args, path: str) -> None:
-    from ..benchmark.report import pyplot, save_png
+    from ..benchmark.report import legend_outside, pyplot, save_png, series_styles
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    lines: dict[str, list] = {}   # per algorithm and c (2D/3D: the shape varies with P)
+    lines: dict[tuple, list] = {}   # per algorithm and c (2D/3D: the shape varies with P)
     for r in rows:
-        name = r["algorithm"] if r.get("grid") else f"{r['algorithm']} c={r['c']}"
+        variant = "" if r.get("grid") else f"c={r['c']}"
         if r.get("exchange_kind"):
-            name += f" {r['exchange_kind']}"
+            variant += f" {r['exchange_kind']}"
         if r.get("ranks_per_node"):
-            name += f" K={r['ranks_per_node']}"
-        lines.setdefault(name, []).append((r["P"], r["epoch_seconds"] * 1e3))
-    for name, pts in sorted(lines.items()):
+            variant += f" K={r['ranks_per_node']}"
+        lines.setdefault((r["algorithm"], variant.strip()), []).append(
+            (r["P"], r["epoch_seconds"] * 1e3))
+    style = series_styles(lines)
+    for key, pts in sorted(lines.items()):
         pts.sort()
-        ax.plot([p for p, _ in pts], [t for _, t in pts], marker="o", label=name)
+        ax.plot([p for p, _ in pts], [t for _, t in pts], label=" ".join(key).strip(),
+                **style[key])
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set(xlabel="P (MPI ranks)", ylabel=f"predicted ms per epoch ({2 * args.layers} SpMMs)",
            title=f"model: {args.graph}, f={args.features}")
-    ax.legend(fontsize=7)
+    legend_outside(ax)
     fig.tight_layout()
     save_png(fig, path)
     plt.close(fig)

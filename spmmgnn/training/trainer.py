@@ -468,6 +468,7 @@ class Trainer:
         per_rank = dict(rank=self.grid.rank, block_row=self.grid.block_row, rows=op.n_local,
                         breakdown=mine, bytes_sent=stats["bytes_sent"],
                         bytes_received=stats["bytes_received"], kernels=stats["kernels"],
+                        allreduce_bytes=stats["allreduce_bytes"],
                         bytes_sent_by_tier=stats["bytes_sent_by_tier"],
                         bytes_received_by_tier=stats["bytes_received_by_tier"],
                         train_bytes_per_epoch=float(np.mean([r["bytes_sent"] for r in ran]))
