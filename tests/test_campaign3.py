@@ -376,8 +376,9 @@ def test_open_mpis_launcher_with_the_mpich_wheel_says_what_to_run():
 
 # ------------------------------------------------------------------ plots a person can read
 def test_series_styles_tell_every_series_apart():
-    """20 series over 10 families and more families than colours (model.png had two families on one colour): a family has
-    one colour, the same in every plot; no two series share colour, marker and line style."""
+    """20 series over 10 families, and more families than colours (model.png had two
+    families on one colour): a family has one colour, the same in every plot; no two series
+    share colour, marker and line style."""
     from spmmgnn import ALGORITHMS
     from spmmgnn.benchmark.report import series_styles
 
@@ -392,3 +393,49 @@ def test_series_styles_tell_every_series_apart():
     assert len(set(first)) == len(first)  # every algorithm its own colour
     assert series_styles([("sparse1d", "c=1")])[("sparse1d", "c=1")]["color"] == \
         style[("sparse1d", "c=1")]["color"]  # the same colour whatever else is plotted
+
+
+def test_training_records_carry_the_all_reduced_bytes():
+    """replication.png adds them to the exchange; the training records lacked them."""
+    from mpi4py import MPI
+
+    from spmmgnn.benchmark.runs import train_run
+    from spmmgnn.benchmark.sweep import SweepConfig, runs
+
+    cfg = SweepConfig(graphs=["csbm:n=300,avg_degree=4"], modes=["train"],
+                      algorithms=["sparse15d"], epochs=1, features=[8]).check()
+    rec = train_run(MPI.COMM_SELF, runs(cfg, 1)[0])
+    assert rec["per_rank"]["allreduce_bytes"] == [0]  # c = 1: nothing to all-reduce
+
+
+# ------------------------------------------------------------------ the newcomer's docs
+def test_the_quick_presets_run_count_in_the_docs_is_the_codes():
+    import re
+
+    from spmmgnn.benchmark.sweep import SweepConfig, runs
+    from spmmgnn.commands.bench import PRESETS
+
+    text = (Path(__file__).parents[1] / "docs" / "benchmarks.md").read_text()
+    cfg = SweepConfig(**PRESETS["quick"]).check()
+    said = re.search(r"is (\d+) runs at P = 2\s+and (\d+) at P = 1", text)
+    assert said and (int(said[1]), int(said[2])) == (len(runs(cfg, 2)), len(runs(cfg, 1)))
+    assert f"# {len(runs(cfg, 2))} runs at P = 2" in text
+
+
+def test_the_progress_line_is_every_tenth_of_the_run():
+    """getting-started says "after the first epoch and every 10 % of the epochs": 100
+    epochs, 11 lines."""
+    import io
+
+    from spmmgnn.training.progress import Progress
+
+    out = io.StringIO()
+    bar = Progress(100, stream=out)
+    row = dict(loss=1.0, train_acc=0.5, val_acc=0.5, test_acc=0.5)
+    for epoch in range(1, 101):
+        bar.update(epoch, row)
+    lines = [ln.split()[1] for ln in out.getvalue().splitlines() if ln.strip()]
+    assert lines == ["1/100"] + [f"{e}/100" for e in range(10, 101, 10)]
+    text = (Path(__file__).parents[1] / "docs" / "getting-started.md").read_text()
+    assert "a progress line after the first epoch and every 10 % of the epochs" in " ".join(
+        text.split())
