@@ -34,6 +34,7 @@ from . import signals
 from .errors import RankFailed, SpmmgnnError
 from .signals import Terminated
 
+KERNEL_COMMANDS = ("train", "spmm", "bench")  # they run the numba kernels
 DESCRIPTION = ("Distributed sparse x dense matrix multiplication (SpMM) over MPI and full-batch "
                "GNN training built on it. Run under mpiexec (mpiexec -n P spmmgnn COMMAND ...);"
                " 'spmmgnn COMMAND --help' lists a command's options.")
@@ -142,6 +143,11 @@ def _main(argv: list[str] | None) -> int:
         except SystemExit as exc:  # usage error or --help: the same on every rank
             return _collective(exc.code if isinstance(exc.code, int) else 2)
         prog = f"spmmgnn {args.command}"
+        if args.command in KERNEL_COMMANDS and rank == 0:
+            from .jit import COMPILE_NOTICE, kernels_cached
+
+            if not kernels_cached():
+                print(f"{prog}: {COMPILE_NOTICE}", file=sys.stderr, flush=True)
         with warnings.catch_warnings():
             warnings.showwarning = _warning_printer(prog)
             code = int(args.func(args) or 0)

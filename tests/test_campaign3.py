@@ -439,3 +439,29 @@ def test_the_progress_line_is_every_tenth_of_the_run():
     text = (Path(__file__).parents[1] / "docs" / "getting-started.md").read_text()
     assert "a progress line after the first epoch and every 10 % of the epochs" in " ".join(
         text.split())
+
+
+def test_a_first_run_says_it_compiles_the_kernels(capsys, tmp_path, monkeypatch):
+    """An empty numba cache: one notice line before the wait (the error here comes before
+    any kernel runs); with the kernels cached, none."""
+    from spmmgnn.jit import kernels_cached
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["bench", "--graph", "random:n=100,avg_degree=4", "--algorithm", "sparse1d",
+            "--replication", "3", "-o", "r.jsonl"]
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
+    if kernels_cached():
+        pytest.skip("the kernels are cached beside the package (no NUMBA_CACHE_DIR)")
+    code, _, err = _main(capsys, *argv)
+    assert code == 2 and err.splitlines()[0] == (
+        "spmmgnn bench: compiling the numba kernels (the first run in this environment: "
+        "about 20-40 s; later runs load them from numba's cache)"), err
+    here = Path(__import__("spmmgnn").__file__).parent
+    import hashlib
+
+    sub = tmp_path / "cache" / f"spmmgnn_{hashlib.sha1(str(here).encode()).hexdigest()}"
+    sub.mkdir(parents=True, exist_ok=True)
+    (sub / "kernels.gather_rows-1.py311.nbi").write_bytes(b"")
+    assert kernels_cached()
+    code, _, err = _main(capsys, *argv)
+    assert code == 2 and "compiling" not in err
