@@ -280,7 +280,12 @@ class Trainer:
         agree(self.comm, None if not diff else
               f"checkpoint {self.config.checkpoint} is from a different run: "
               + "; ".join(diff))
-        restore(self.model, self.optimizer, meta, arrays)
+        error = None
+        try:  # every rank holds the same arrays: one message, not one per rank
+            restore(self.model, self.optimizer, meta, arrays)
+        except SpmmgnnError as exc:
+            error = f"checkpoint {self.config.checkpoint}: {exc}"
+        agree(self.comm, error)
         for p, view in zip(self.params, self._views, strict=True):
             p.grad = view
         self.history = list(meta["history"])
