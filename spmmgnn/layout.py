@@ -128,8 +128,11 @@ class Partition:
             raise SpmmgnnError("block sizes must be a non-empty 1-D list of integers")
         if np.any(s < 0):
             raise SpmmgnnError(f"block sizes must be non-negative, got {s.tolist()}")
-        if n is not None and int(s.sum()) != n:
-            raise SpmmgnnError(f"block sizes sum to {int(s.sum())} but the matrix has {n} rows")
+        total = sum(int(v) for v in s)  # Python integers: uint64 sizes must not wrap
+        if total > np.iinfo(np.int64).max:
+            raise SpmmgnnError(f"block sizes sum to {total}, more than any matrix holds")
+        if n is not None and total != n:
+            raise SpmmgnnError(f"block sizes sum to {total} but the matrix has {n} rows")
         offsets = np.zeros(s.size + 1, dtype=np.int64)
         np.cumsum(s.astype(np.int64), out=offsets[1:])
         return cls(None, s.size, None, offsets, method="sizes")

@@ -465,3 +465,33 @@ def test_a_first_run_says_it_compiles_the_kernels(capsys, tmp_path, monkeypatch)
     assert kernels_cached()
     code, _, err = _main(capsys, *argv)
     assert code == 2 and "compiling" not in err
+
+
+def test_uint64_block_sizes_do_not_wrap():
+    from spmmgnn import Partition
+
+    with pytest.raises(SpmmgnnError, match=f"block sizes sum to {2**64 + 4}, more than any"):
+        Partition.from_sizes(np.array([2**63, 2**63, 4], dtype=np.uint64), 4)
+    with pytest.raises(SpmmgnnError, match=f"block sizes sum to {2**64 + 1}, more than any"):
+        Partition.from_sizes(np.array([2**64 - 1, 2], dtype=np.uint64))
+    assert Partition.from_sizes(np.array([1, 3], dtype=np.uint64), 4).offsets.tolist() == [
+        0, 1, 4]
+
+
+def test_datasets_two_level_partitioning_has_its_own_flag(capsys, tmp_path, mtx):
+    out = tmp_path / "x.h5"
+    for extra, words in [
+        ([], "--partitioner twolevel:block partitions the nodes first: give --parts-per-node K"),
+        (["--parts-per-node", "3"], "--parts-per-node 3 must be a positive divisor of --parts 4"),
+    ]:
+        code, _, err = _main(capsys, "datasets", "convert", mtx, "--parts", "4",
+                             "--partitioner", "twolevel:block", *extra, "--out", out)
+        _one_error(code, err, words)
+        assert "parts_per_node" not in err
+    code, _, err = _main(capsys, "datasets", "convert", mtx, "--parts", "4",
+                         "--parts-per-node", "2", "--out", out)
+    _one_error(code, err, "--parts-per-node applies to the twolevel:<method> partitioners")
+    code, out_text, err = _main(capsys, "datasets", "convert", mtx, "--parts", "4",
+                                "--partitioner", "twolevel:block", "--parts-per-node", "2",
+                                "--out", out)
+    assert code == 0 and "block rows=4 (twolevel:block)" in out_text, err

@@ -13,6 +13,7 @@ Runs on rank 0 (other ranks of an mpiexec launch just wait).
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -20,7 +21,7 @@ from mpi4py import MPI
 
 from ..atomic import check_not_input, check_writable
 from ..data.csbm import DEFAULTS
-from ..errors import check_on_root
+from ..errors import SpmmgnnError, check_on_root
 from . import HelpFormatter
 
 
@@ -36,6 +37,9 @@ def add_parser(sub) -> None:
         q.add_argument("--partitioner", default="none",
                        help="'none' (contiguous near-equal blocks) or a spmmgnn.partitioners "
                             "method, e.g. metis-vol+maxsend")
+        q.add_argument("--parts-per-node", type=int, metavar="K",
+                       help="with a twolevel:<method> partitioner: the block rows of one node "
+                            "(its ranks / c), a divisor of --parts")
         q.add_argument("--seed", type=int, default=0, help="seed of the graph and partitioner")
 
     w = s.add_parser("wordnet", help="WordNet 3.0 synset graph (needs Debian's wordnet-base)")
@@ -96,6 +100,9 @@ def _build(args):
     if args.dataset_command == "wordnet":
         from ..data.wordnet import wordnet_graph
 
+        print("spmmgnn datasets: reading WordNet and computing its TF-IDF + SVD features "
+              "(about 15 s)", file=sys.stderr, flush=True)
+
         return wordnet_graph(args.wordnet_dir, dim=args.dim, seed=args.seed)
     if args.dataset_command == "csbm":
         from ..data.csbm import csbm
@@ -113,6 +120,23 @@ def _build(args):
     return g
 
 
+def check_parts_per_node(args) -> None:
+    """``--parts-per-node`` goes with a ``twolevel:`` partitioner, and it with the flag (the
+    partitioner's own error would name its internal ``parts_per_node``)."""
+    two_level = str(args.partitioner).strip().lower().startswith("twolevel:")
+    K = args.parts_per_node
+    if two_level and K is None:
+        raise SpmmgnnError(f"--partitioner {args.partitioner} partitions the nodes first: give "
+                           "--parts-per-node K (the block rows of one node, a divisor of "
+                           f"--parts {args.parts})")
+    if K is not None and not two_level:
+        raise SpmmgnnError("--parts-per-node applies to the twolevel:<method> partitioners "
+                           f"only, not to --partitioner {args.partitioner}")
+    if K is not None and (K < 1 or args.parts % K):
+        raise SpmmgnnError(f"--parts-per-node {K} must be a positive divisor of --parts "
+                           f"{args.parts}")
+
+
 def run(args) -> int:
     from ..data.partitioned import write_partitioned  # h5py: loaded when a command runs
 
@@ -124,13 +148,15 @@ def run(args) -> int:
         if args.dataset_command == "info":
             return info(args.path)
         check_writable(args.out, "graph file")
+        check_parts_per_node(args)
         if args.dataset_command == "convert":
             check_not_input(args.input, args.out)
         t0 = time.perf_counter()
         g = _build(args)
         t1 = time.perf_counter()
+        extra = {} if args.parts_per_node is None else dict(parts_per_node=args.parts_per_node)
         part = write_partitioned(g, args.out, args.parts, args.partitioner, args.seed,
-                                 progress=stderr_progress)
+                                 progress=stderr_progress, **extra)
         return (f"wrote {args.out}: {g.name} n={g.n} nnz={int(g.adj.nnz)} "
                 f"features={None if g.features is None else g.features.shape[1]} "
                 f"classes={g.num_classes} block rows={part.k} "
