@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 
 from mpi4py import MPI
 
@@ -193,6 +194,8 @@ def _memory(args) -> dict:
                            "not apply")
     algorithms = _algorithms(args)
     get_codec(args.codec)  # an unknown name is an error before the graph is built
+    print(f"spmmgnn model: building {args.graph} and its partitions (a large graph takes a "
+          "while; each P's rows print as they are ready)", file=sys.stderr, flush=True)
     g = make_graph(args.graph)
     classes = args.classes or g.num_classes or 8
     if args.features is None:
