@@ -327,6 +327,11 @@ def test_api_misuse_says_what_to_pass():
     with pytest.raises(SpmmgnnError, match="x has 397 rows but edge_index names vertex 399: "
                                            "x needs one row per vertex"):
         graph_from_pyg(dict(edge_index=ei, x=torch.ones(397, 3)))
+    with pytest.raises(SpmmgnnError, match=r"y has shape \(400, 2\): give one class id per "
+                                           r"vertex \(one-hot"):
+        graph_from_pyg(dict(edge_index=ei, x=torch.ones(400, 3),
+                            y=torch.zeros(400, 2, dtype=torch.long)))
+    assert graph_from_pyg(dict(edge_index=ei, y=torch.zeros(400, 1))).labels.shape == (400,)
 
 
 def test_bad_sweep_inputs_are_one_line(capsys, tmp_path, monkeypatch):
