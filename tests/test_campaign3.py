@@ -500,3 +500,11 @@ def test_datasets_two_level_partitioning_has_its_own_flag(capsys, tmp_path, mtx)
                                 "--partitioner", "twolevel:block", "--parts-per-node", "2",
                                 "--out", out)
     assert code == 0 and "block rows=4 (twolevel:block)" in out_text, err
+
+
+def test_model_memory_says_what_it_does_before_its_wait(capsys):
+    code, out, err = _main(capsys, "model", "csbm:n=300", "--memory", "--P", "2", "--c", "1")
+    assert code == 0, err
+    assert err.splitlines()[0].startswith("spmmgnn model: building csbm:n=300 and its "
+                                          "partitions")
+    assert out.startswith("graph csbm:n=300")  # the table stays on stdout
