@@ -1,18 +1,46 @@
 """spmmgnn: distributed sparsity-aware SpMM over MPI, and full-batch GNN training on it."""
 
 import os
+import sys
 
 # numba's and torch's OpenMP pools spin-wait against each other when a rank runs more than one
 # thread (measured: 186 vs 28 ms per epoch at 2 threads); must be set before torch loads.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+
+
+def _launcher_mismatch() -> str | None:
+    """Open MPI's ``mpiexec`` started this process (it sets ``OMPI_COMM_WORLD_SIZE``) but
+    mpi4py runs on the ``mpich`` wheel's MPICH, which cannot join that job (it crashes in
+    ``MPI_Init``): the line saying what to run instead, found before MPI starts."""
+    import importlib.metadata
+
+    if "OMPI_COMM_WORLD_SIZE" not in os.environ or os.environ.get("MPI4PY_MPIABI"):
+        return None
+    try:
+        importlib.metadata.distribution("mpich")
+    except importlib.metadata.PackageNotFoundError:
+        return None  # mpi4py built against the system MPI: Open MPI's launcher is its own
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return ("spmmgnn: error: started by Open MPI's mpiexec, but this environment's mpi4py "
+            "runs on the mpich wheel's MPICH, which cannot join an Open MPI job; run this "
+            f"environment's own launcher: {mpiexec} -n P spmmgnn ... (or build mpi4py "
+            "against Open MPI: pip install --no-binary mpi4py mpi4py, without the mpich "
+            "extra)")
+
+
+if (_mismatch := _launcher_mismatch()) is not None:  # every rank finds it; rank 0 says it
+    if os.environ.get("OMPI_COMM_WORLD_RANK", "0") == "0":
+        print(_mismatch, file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
 from . import krylov  # noqa: E402  (spmmgnn.krylov.cg, .subspace_iteration)
 from .abort import install_abort_hook  # noqa: E402
-from .algorithms import ALGORITHMS, DistSpMM
-from .errors import SpmmgnnError
-from .grid import ProcessGrid
-from .layout import Partition
-from .threads import default_threads, get_threads, set_threads
+from .algorithms import ALGORITHMS, DistSpMM  # noqa: E402
+from .errors import SpmmgnnError  # noqa: E402
+from .grid import ProcessGrid  # noqa: E402
+from .layout import Partition  # noqa: E402
+from .threads import default_threads, get_threads, set_threads  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import signal
 import sys
@@ -33,6 +34,7 @@ from . import signals
 from .errors import RankFailed, SpmmgnnError
 from .signals import Terminated
 
+KERNEL_COMMANDS = ("train", "spmm", "bench")  # they run the numba kernels
 DESCRIPTION = ("Distributed sparse x dense matrix multiplication (SpMM) over MPI and full-batch "
                "GNN training built on it. Run under mpiexec (mpiexec -n P spmmgnn COMMAND ...);"
                " 'spmmgnn COMMAND --help' lists a command's options.")
@@ -66,7 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if not info.name.startswith("_"):
             importlib.import_module(f"{commands.__name__}.{info.name}").add_parser(sub)
+    parser.commands = sub.choices  # each sub-command's parser, by name
     return parser
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """The arguments; an unknown option is reported by its sub-command's parser (its usage,
+    not the top-level one)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        parser.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def _collective(code: int) -> int:
@@ -93,6 +105,17 @@ def _end(comm, code: int) -> int:
     return code
 
 
+def _quiet_stdout() -> None:
+    """Point the closed stdout at /dev/null, so the interpreter's last flush at exit does
+    not fail again (what a command killed by SIGPIPE, status 141, would print: nothing)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def _signalled(comm, prog: str, signum: int) -> int:
     """One line for SIGINT (exit 130) or SIGTERM (143), then end the job."""
     what = "interrupted by SIGINT" if signum == signal.SIGINT else "terminated by SIGTERM"
@@ -116,10 +139,15 @@ def _main(argv: list[str] | None) -> int:
     prog = "spmmgnn"
     try:
         try:
-            args = build_parser().parse_args(argv)
+            args = parse(build_parser(), argv)
         except SystemExit as exc:  # usage error or --help: the same on every rank
             return _collective(exc.code if isinstance(exc.code, int) else 2)
         prog = f"spmmgnn {args.command}"
+        if args.command in KERNEL_COMMANDS and rank == 0:
+            from .jit import COMPILE_NOTICE, kernels_cached
+
+            if not kernels_cached():
+                print(f"{prog}: {COMPILE_NOTICE}", file=sys.stderr, flush=True)
         with warnings.catch_warnings():
             warnings.showwarning = _warning_printer(prog)
             code = int(args.func(args) or 0)
@@ -132,6 +160,9 @@ def _main(argv: list[str] | None) -> int:
             return _collective(2)
         print(f"{prog}: rank {rank} of {size}: error: {exc}", file=sys.stderr)
         return _end(comm, 2)
+    except BrokenPipeError:  # stdout closed by its reader (| head): end quietly
+        _quiet_stdout()
+        return _end(comm, 141)
     except KeyboardInterrupt:
         return _signalled(comm, prog, signal.SIGINT)
     except Terminated:

@@ -129,6 +129,8 @@ def check_on_root(comm: MPI.Comm, root: int, fn) -> object:
         except SpmmgnnError as exc:
             error = str(exc)
         except OSError as exc:
+            if isinstance(exc, BrokenPipeError) and comm.Get_size() == 1:
+                raise  # stdout closed by its reader (| head): the command line ends quietly
             error = f"{type(exc).__name__}: {exc}"
         except Exception as exc:  # a bug: keep it, with its traceback, for fail_together
             crash = exc

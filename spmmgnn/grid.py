@@ -37,7 +37,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .device import resolve_device
-from .errors import agree
+from .errors import SpmmgnnError, agree
 from .nodes import NodeMap, group_ranks
 
 KINDS = ("1d", "1.5d", "2d", "3d")
@@ -89,25 +89,19 @@ class ProcessGrid:
         error = None
         if not isinstance(c, int) or isinstance(c, bool) or c < 1:
             error = f"replication must be a positive integer, got {c!r}"
-        elif K is not None and (not isinstance(K, int) or isinstance(K, bool) or K < 1):
-            error = f"ranks_per_node must be a positive integer (or None: by shared memory), " \
-                    f"got {K!r}"
+        elif K is not None and (not isinstance(K, int) or isinstance(K, bool)
+                                or not 1 <= K < 2**31):
+            error = f"ranks_per_node must be a positive integer below 2**31 (or None: by " \
+                    f"shared memory), got {K!r}"
         elif shape is not None:
             error = _shape_error(shape, c, size)
         elif size % c != 0:
             error = (f"replication c={c} does not divide the number of ranks P={size}: "
                      f"the grid is P/c x c, so choose c among the divisors of {size}")
-        mine = (c, None if shape is None else tuple(int(s) for s in shape), K)
+        mine = None if error else (c, None if shape is None else tuple(int(s) for s in shape),
+                                   K)
         if size > 1:  # a different grid on some rank would split the world inconsistently
-            first = self.comm.bcast(mine if error is None else None, root=0)
-            same = self.comm.allreduce(int(mine == first), op=MPI.MIN)
-            if error is None and not same:
-                what = ("replication factors" if first is not None and first[1] is None
-                        and mine[1] is None else "grids")
-                error = (f"the ranks ask for different {what} (rank 0: {_describe(*first)}, "
-                         f"rank {self.comm.Get_rank()}: {_describe(*mine)}); every rank must "
-                         "build the same grid" if first is not None else
-                         "the ranks ask for different grids; every rank must build the same one")
+            error = error or _disagreement(self.comm.allgather(mine))
         agree(self.comm, error)
         self.rank = self.comm.Get_rank()
         self.size = size
@@ -187,7 +181,14 @@ class ProcessGrid:
         return self.size // self.replication
 
     def rank_of(self, *coords: int) -> int:
-        """The rank at these coordinates (row-major)."""
+        """The rank at these coordinates (row-major); SpmmgnnError (this rank's own) for
+        coordinates outside the grid."""
+        if len(coords) != len(self._shape) or not all(
+                isinstance(x, (int, np.integer)) and not isinstance(x, bool) and 0 <= x < s
+                for x, s in zip(coords, self._shape, strict=False)):
+            raise SpmmgnnError(f"coordinates {coords} are outside the {format_shape(self._shape)}"
+                             f" grid (dimensions {self.dims}): give {len(self._shape)} integers,"
+                             f" each in [0, size)")
         r = 0
         for x, s in zip(coords, self._shape, strict=True):
             r = r * s + int(x)
@@ -223,6 +224,19 @@ def _coords(rank: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
+def _disagreement(asked: list) -> str | None:
+    """The error when the ranks ask for different grids (``asked``: each rank's (c, shape,
+    ranks_per_node), None where its own arguments were bad), naming rank 0's grid and the
+    first rank whose grid differs."""
+    other = next((r for r, a in enumerate(asked) if a != asked[0]), None)
+    if other is None or asked[0] is None or asked[other] is None:
+        return None  # the same everywhere, or some rank's own error says why
+    what = "replication factors" if asked[0][1] is None and asked[other][1] is None \
+        else "grids"
+    return (f"the ranks ask for different {what} (rank 0: {_describe(*asked[0])}, rank "
+            f"{other}: {_describe(*asked[other])}); every rank must build the same grid")
+
+
 def _describe(c: int, shape, ranks_per_node=None) -> str:
     grid = f"c={c}" if shape is None else f"shape={format_shape(shape)}"
     return grid if ranks_per_node is None else f"{grid}, ranks_per_node={ranks_per_node}"
@@ -231,7 +245,7 @@ def _describe(c: int, shape, ranks_per_node=None) -> str:
 def _shape_error(shape, c: int, size: int) -> str | None:
     try:
         dims = tuple(int(s) for s in shape)
-        ok = all(int(s) == s for s in shape)
+        ok = all(int(s) == s and not isinstance(s, (bool, np.bool_, str)) for s in shape)
     except (TypeError, ValueError):
         dims, ok = (), False
     if not ok or len(dims) not in (2, 3) or min(dims) < 1:

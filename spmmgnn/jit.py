@@ -12,7 +12,10 @@ kernel's globals (a kernel calling another module's kernel binds that one too).
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 
 class Lazy:
@@ -81,3 +84,27 @@ def bind(module_globals: dict) -> None:
 def real(obj):
     """The numba object behind ``obj`` (``obj`` itself when it is not ``Lazy``)."""
     return obj.real() if isinstance(obj, Lazy) else obj
+
+
+def kernels_cached(folders: list[Path] | None = None) -> bool:
+    """Has numba's cache the compiled kernels of ``spmmgnn.kernels`` (an index file
+    ``kernels.*.nbi`` in ``$NUMBA_CACHE_DIR`` or beside the module)? If not, the first
+    kernel call compiles them (tens of seconds): the command line says so first."""
+    if folders is None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        folders = [Path(here) / "__pycache__"]
+        if os.environ.get("NUMBA_CACHE_DIR"):  # numba's sub-folder for this source folder
+            digest = hashlib.sha1(here.encode()).hexdigest()
+            folders.append(Path(os.environ["NUMBA_CACHE_DIR"]) /
+                           f"{os.path.basename(here)}_{digest}")
+    for folder in folders:
+        try:
+            if next(folder.glob("kernels.*.nbi"), None) is not None:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+COMPILE_NOTICE = ("compiling the numba kernels (the first run in this environment: about "
+                  "20-40 s; later runs load them from numba's cache)")

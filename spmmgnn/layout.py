@@ -31,10 +31,10 @@ class Partition:
     def __init__(self, parts: np.ndarray | None, k: int, perm: np.ndarray | None,
                  offsets: np.ndarray, metrics: Any = None, method: str = "given",
                  seconds: float = 0.0, candidates: list[dict] | None = None):
-        self._parts = parts
-        self.k = int(k)
-        self._perm = perm
-        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.k, self.offsets = _checked_offsets(k, offsets)
+        self._perm = None if perm is None else _checked_perm(perm, self.n)
+        self._parts = None if parts is None else _checked_parts(parts, self._perm,
+                                                                self.offsets)
         self.metrics = metrics
         self.method = method
         self.seconds = seconds
@@ -105,6 +105,8 @@ class Partition:
         p = np.asarray(parts)
         if p.ndim != 1:
             raise SpmmgnnError(f"a part vector must be one-dimensional, got shape {p.shape}")
+        if p.dtype.kind not in "iuf":  # complex, strings, objects, booleans
+            raise SpmmgnnError(f"a part vector must hold integer block-row ids, got {p.dtype}")
         if p.size and not np.issubdtype(p.dtype, np.integer):
             if not np.all(np.equal(np.mod(p, 1), 0)):
                 raise SpmmgnnError("a part vector must hold integer block-row ids")
@@ -126,8 +128,11 @@ class Partition:
             raise SpmmgnnError("block sizes must be a non-empty 1-D list of integers")
         if np.any(s < 0):
             raise SpmmgnnError(f"block sizes must be non-negative, got {s.tolist()}")
-        if n is not None and int(s.sum()) != n:
-            raise SpmmgnnError(f"block sizes sum to {int(s.sum())} but the matrix has {n} rows")
+        total = sum(int(v) for v in s)  # Python integers: uint64 sizes must not wrap
+        if total > np.iinfo(np.int64).max:
+            raise SpmmgnnError(f"block sizes sum to {total}, more than any matrix holds")
+        if n is not None and total != n:
+            raise SpmmgnnError(f"block sizes sum to {total} but the matrix has {n} rows")
         offsets = np.zeros(s.size + 1, dtype=np.int64)
         np.cumsum(s.astype(np.int64), out=offsets[1:])
         return cls(None, s.size, None, offsets, method="sizes")
@@ -141,6 +146,49 @@ class Partition:
         p = cls.from_sizes(sizes, n)
         p.method = "contiguous"
         return p
+
+
+def _integers(values, what: str) -> np.ndarray:
+    a = np.asarray(values)
+    if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+        raise SpmmgnnError(f"a Partition's {what} must be a 1-D integer array, got "
+                           f"{a.dtype} of shape {a.shape}")
+    return a.astype(np.int64, copy=False)
+
+
+def _checked_offsets(k, offsets) -> tuple[int, np.ndarray]:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise SpmmgnnError(f"a Partition's k must be a positive integer, got {k!r}")
+    off = _integers(offsets, "offsets")
+    if off.size != int(k) + 1 or off[0] != 0 or np.any(np.diff(off) < 0):
+        raise SpmmgnnError(f"a Partition's offsets must be k + 1 = {int(k) + 1} "
+                           "non-decreasing integers from 0")
+    return int(k), off
+
+
+def _checked_perm(perm, n: int) -> np.ndarray:
+    """``perm`` if it is a permutation of 0..n-1 (O(n)), else the error naming why."""
+    p = _integers(perm, "perm")
+    if p.size != n:
+        raise SpmmgnnError(f"a Partition's perm has {p.size} entries for n = {n} vertices")
+    if n and (p.min() < 0 or p.max() >= n):
+        raise SpmmgnnError(f"a Partition's perm must hold the ids 0..{n - 1}, found range "
+                           f"[{p.min()}, {p.max()}]")
+    if n and np.bincount(p, minlength=n).max() > 1:
+        raise SpmmgnnError("a Partition's perm is not a permutation: some ids appear twice")
+    return p
+
+
+def _checked_parts(parts, perm: np.ndarray | None, offsets: np.ndarray) -> np.ndarray:
+    """``parts`` if it agrees with the blocks (``parts[perm]`` is block row b on
+    ``offsets[b]:offsets[b+1]``)."""
+    p = _integers(parts, "parts")
+    blocks = np.repeat(np.arange(offsets.size - 1, dtype=np.int64), np.diff(offsets))
+    if p.size != blocks.size or not np.array_equal(p if perm is None else p[perm], blocks):
+        raise SpmmgnnError("a Partition's parts do not match its perm and offsets (parts[perm]"
+                           " must be block row b on offsets[b]:offsets[b+1]); build one with "
+                           "Partition.from_parts or Partition.from_sizes")
+    return p
 
 
 def resolve_partition(spec, n: int, k: int, what: str = "partition") -> Partition:

@@ -259,7 +259,9 @@ def test_ranks_asking_for_different_operators_get_an_error(tmp_path):
     assert all("different replication factors" in r["grid"] for r in got)
     # 2D/3D grids: a shape other ranks do not share, a product other than P, an algorithm
     # of another dimension: one message on every rank, naming the fix
-    assert all("different grids (rank 0: shape=1x3" in r["shape"] for r in got)
+    # each rank's own grid, not rank 0's twice (issue 46)
+    assert all("different grids (rank 0: shape=1x3, rank 1: shape=3x1)" in r["shape"]
+               for r in got)
     assert all("the grid 2x2 has 4 ranks but P=3" in r["product"] and "1x3" in r["product"]
                for r in got)
     assert all("sparse3d runs on a 3d grid, not on this 2d grid (grid=3x1)" in r["wrong_kind"]
@@ -398,10 +400,15 @@ def test_metis_direction_follows_the_file(tmp_path):
     assert load_graph(one_way).directed is True
 
 
-def test_partition_with_empty_block_rows_warns(tmp_path):
+def test_more_block_rows_than_vertices_is_an_error(tmp_path):
+    """Checked before anything of size k is allocated (issue 46: ``--parts 1000000000``
+    allocated 7.45 GiB of block offsets first)."""
     g = csbm(n=40, avg_degree=4, seed=1)
-    with pytest.warns(UserWarning, match="24 of the 64 block rows are empty"):
-        write_partitioned(g, tmp_path / "g.h5", 64)
+    for k in (64, 10**12):
+        with pytest.raises(SpmmgnnError, match=f"{k} block rows for 40 vertices: .* at most "
+                                               "40 \\(--parts\\)"):
+            write_partitioned(g, tmp_path / "g.h5", k)
+    assert not (tmp_path / "g.h5").exists()
 
 
 # ------------------------------------------------------------------ fuzzing checkpoints

@@ -143,7 +143,8 @@ def test_staleness_needs_sparse1d(tmp_path):
     proc = run_cli(2, "train", "--csbm-n", "300", "--epochs", "1", "--quiet",
                    "--algorithm", "oblivious1d", "--staleness", "2")
     assert proc.returncode == 2
-    assert proc.stderr.count("need --algorithm sparse1d, got oblivious1d") == 1
+    assert proc.stderr.count("need an algorithm whose remote rows can be delayed (sparse1d), "
+                             "got --algorithm oblivious1d") == 1
 
 
 def _final(tmp_path, name: str, *flags: str) -> dict:

@@ -116,7 +116,7 @@ def test_bad_node_options_are_one_error_on_every_rank():
     from .mpi import one_line_error
 
     one_line_error(run_cli(2, "spmm", "--scale", "8", "--ranks-per-node", "0", "--repeat", "1"),
-                   "ranks_per_node must be a positive integer")
+                   "argument --ranks-per-node: must be an integer in [1, 2147483647], got 0")
     one_line_error(run_cli(2, "train", "--csbm-n", "500", "--epochs", "1", "--exchange", "node",
                            "--algorithm", "oblivious1d"),
                    "oblivious1d has no halo exchange to make node-aware")

@@ -82,6 +82,12 @@ def _check_matrix(A, k: int, partition, col_partition, reorder: str | None = Non
     return A, rows, cols
 
 
+def _root_error(root, size: int) -> str | None:
+    if isinstance(root, (int, np.integer)) and not isinstance(root, bool) and 0 <= root < size:
+        return None
+    return f"root={root!r} is not a rank of the grid: give a rank in 0..{size - 1}"
+
+
 def _normalize_error(normalize) -> str | None:
     """What is wrong with ``normalize=`` (None: nothing); checked on every rank."""
     if normalize is None or normalize in ("gcn", "mean"):
@@ -209,7 +215,7 @@ class DistSpMM(RowAlgebra):
         """
         grid = grid or ProcessGrid()
         comm = grid.comm
-        agree(comm, _normalize_error(normalize))
+        agree(comm, _normalize_error(normalize) or _root_error(root, comm.Get_size()))
         algo_cls = cls._algorithm_class(algorithm, comm, dict(options, reorder=reorder))
         algo_cls.check_grid(grid)
         got = check_on_root(comm, root, lambda: _check_matrix(

@@ -128,6 +128,10 @@ def _parse(path: str | Path, lines: list[str]) -> list[dict]:
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
+            if not line.lstrip().startswith("{"):  # every record starts so, torn or not
+                raise SpmmgnnError(f"{path}:{i}: not a record of spmmgnn bench (a results "
+                                   "file holds one JSON object per line); not a results "
+                                   "file? give another file") from None
             torn.append(i)
             continue
         except RecursionError:
@@ -174,9 +178,11 @@ def append_record(path: str | Path, record: dict) -> None:
     """Append one JSON line (never rewrites the file); a torn previous line is closed first.
     A device or FIFO is written in place (``atomic.open_append``)."""
     text = json.dumps(record, sort_keys=True) + "\n"
+    new = not Path(path).exists()
     with open_append(path, "results file") as fh:
+        size = fh.seek(0, 2) if fh.seekable() else None
         try:
-            if fh.seekable() and fh.seek(0, 2):
+            if size:
                 fh.seek(-1, 2)
                 if fh.read(1) != b"\n":
                     text = "\n" + text
@@ -184,5 +190,19 @@ def append_record(path: str | Path, record: dict) -> None:
             while data:  # an unbuffered write may take part of it
                 data = data[fh.write(data):]
         except OSError as exc:
+            _undo(fh, path, size, new)
             raise SpmmgnnError(f"cannot append to results file {path}: "
                                f"{exc.strerror or exc}") from None
+
+
+def _undo(fh, path, size: int | None, new: bool) -> None:
+    """A failed append (a full disk) leaves the file as it was: cut back to ``size``, or
+    removed when the append created it."""
+    if size is None:
+        return
+    try:
+        fh.truncate(size)
+        if new:  # the file a link named, not the link
+            Path(path).resolve().unlink()
+    except OSError:
+        pass

@@ -20,12 +20,51 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import SpmmgnnError
 from .runs import PHASES
 
 PLOTS = ("time_vs_P", "breakdown", "partitioners", "replication", "bytes_per_rank", "codecs")
 COLORS = dict(local="tab:blue", exchange="tab:red", allreduce="tab:green", codec="tab:purple",
               dense="tab:orange", other="tab:gray")
 MB = 1e6
+# one colour per algorithm family (tab10, then Dark2: 18 before one repeats), and within a
+# family one marker and line style per variant (c, grid, width), so no two series look alike
+PALETTE = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
+           "tab:pink", "tab:gray", "tab:olive", "tab:cyan", "#1b9e77", "#d95f02", "#7570b3",
+           "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#000000")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+LINESTYLES = ("-", "--", ":", "-.")
+HATCHES = ("", "///", "...", "xxx", "\\\\\\", "ooo", "+++", "---")  # bars: a variant's pattern
+
+
+def series_styles(keys) -> dict:
+    """``{(family, variant): dict(color=, marker=, linestyle=)}``: the family (an algorithm)
+    decides the colour, always the same one for the same algorithm; the variant the marker
+    and the line style. Distinct keys never share colour, marker and line style."""
+    from ..algorithms import ALGORITHMS
+
+    known = sorted(ALGORITHMS)
+    families = sorted({f for f, _ in keys}, key=lambda f: (f not in known, f))
+    index = {f: known.index(f) if f in known else len(known) + i
+             for i, f in enumerate(f for f in families if f not in known)}
+    index.update({f: known.index(f) for f in families if f in known})
+    out = {}
+    for f in families:
+        variants = sorted({v for g, v in keys if g == f})
+        round_ = index[f] // len(PALETTE)  # beyond the palette: shift the markers
+        for j, v in enumerate(variants):
+            m = j + 3 * round_
+            out[(f, v)] = dict(color=PALETTE[index[f] % len(PALETTE)],
+                               marker=MARKERS[m % len(MARKERS)],
+                               linestyle=LINESTYLES[(m // len(MARKERS)) % len(LINESTYLES)])
+    return out
+
+
+def legend_outside(ax, **kw) -> None:
+    """The legend right of the axes, never over the data (``save_png`` keeps it in)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+                  frameon=False, **kw)
 
 
 def pyplot():
@@ -44,7 +83,7 @@ def save_png(fig, path) -> None:
     from ..atomic import atomic_path
 
     with atomic_path(path, "plot") as tmp:
-        fig.savefig(tmp, dpi=80, format="png")
+        fig.savefig(tmp, dpi=80, format="png", bbox_inches="tight")
 
 
 def runs_of(records: list[dict]) -> list[dict]:
@@ -104,60 +143,97 @@ def _modes(runs: list[dict]) -> list[str]:
 
 
 def plot_time_vs_p(plt, runs, path: Path) -> None:
+    """One line per algorithm and grid (and width) over P; with a single P, where a line
+    would be one point, horizontal bars instead."""
     base = _baseline(runs)
     modes = _modes(base)
-    fig, axes = plt.subplots(1, len(modes), figsize=(6 * len(modes), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(modes), figsize=(7 * len(modes), 4.5), squeeze=False)
     for ax, mode in zip(axes[0], modes, strict=True):
         sel = [r for r in base if r["mode"] == mode]
         series = defaultdict(list)
         for r in sel:
-            series[(label(r), r["f"])].append((r["P"], r["seconds"] * 1e3))
+            series[(r["algorithm"], f"{grid_key(r)} f={r['f']}")].append(
+                (r["P"], r["seconds"] * 1e3))
         if not series:
             _empty(ax, f"{mode} runs")
             continue
-        for (name, f), pts in sorted(series.items()):
+        Ps = sorted({r["P"] for r in sel})
+        if len(Ps) == 1:
+            _bars_one_p(ax, series, Ps[0], mode)
+            continue
+        style = series_styles(series)
+        for key, pts in sorted(series.items()):
             pts.sort()
-            ax.plot([p for p, _ in pts], [t for _, t in pts], marker="o", label=f"{name} f={f}")
+            ax.plot([p for p, _ in pts], [t for _, t in pts], label=" ".join(key),
+                    **style[key])
         ax.set_xscale("log", base=2)
+        ax.set_xticks(Ps, [str(P) for P in Ps])
         ax.set(xlabel="P (MPI ranks)", ylabel=_unit(mode), title=f"{mode}: time vs P")
-        ax.legend(fontsize=7)
+        legend_outside(ax)
     fig.tight_layout()
     save_png(fig, path)
     plt.close(fig)
 
 
+def _bars_one_p(ax, series: dict, P: int, mode: str) -> None:
+    keys = sorted(series)
+    style = series_styles(keys)
+    y = np.arange(len(keys))
+    ax.barh(y, [min(t for _, t in series[k]) for k in keys],
+            color=[style[k]["color"] for k in keys])
+    ax.set_yticks(y, [" ".join(k) for k in keys], fontsize=8)
+    ax.invert_yaxis()
+    ax.set(xlabel=_unit(mode), title=f"{mode}: time at P = {P} (one P: bars, not lines)")
+
+
 def plot_breakdown(plt, runs, path: Path) -> None:
+    """Horizontal stacked bars, one per run: the names stay readable and the bars inside the
+    frame however many runs there are."""
     base = _baseline(runs)
     modes = _modes(base)
-    fig, axes = plt.subplots(1, len(modes), figsize=(6.5 * len(modes), 4.5), squeeze=False)
+    count = max([sum(r["mode"] == m for r in base) for m in modes] + [1])
+    fig, axes = plt.subplots(1, len(modes), figsize=(7.5 * len(modes), 1.2 + 0.28 * count),
+                             squeeze=False)
     for ax, mode in zip(axes[0], modes, strict=True):
         sel = sorted((r for r in base if r["mode"] == mode),
                      key=lambda r: (r["P"], r["f"], r["algorithm"], grid_key(r)))
         if not sel:
             _empty(ax, f"{mode} runs")
             continue
-        names = [f"{label(r)}\nP={r['P']} f={r['f']}" for r in sel]
-        bottom = np.zeros(len(sel))
+        y = np.arange(len(sel))
+        left = np.zeros(len(sel))
         for ph in PHASES:
             v = np.array([r["breakdown"].get(ph, 0.0) * 1e3 for r in sel])
-            ax.bar(names, v, bottom=bottom, color=COLORS[ph], label=ph)
-            bottom += v
-        ax.set(ylabel=f"{_unit(mode)} (slowest rank per phase)", title=f"{mode}: breakdown")
-        ax.tick_params(axis="x", labelsize=6, rotation=90)
-        ax.legend(fontsize=7)
+            ax.barh(y, v, left=left, color=COLORS[ph], label=ph)
+            left += v
+        ax.set_yticks(y, [f"{label(r)} P={r['P']} f={r['f']}" for r in sel], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlim(0, max(left.max(), 1e-9) * 1.05)
+        ax.set(xlabel=f"{_unit(mode)} (slowest rank per phase)", title=f"{mode}: breakdown")
+        legend_outside(ax)
     fig.tight_layout()
     save_png(fig, path)
     plt.close(fig)
 
 
-def _group_bars(ax, groups: list[str], series: dict[str, list[float]], ylabel: str) -> None:
-    width = 0.8 / max(1, len(series))
-    x = np.arange(len(groups))
+def _group_bars(ax, groups: list[str], series: dict[str, list[float]], xlabel: str,
+                legend: bool = True) -> None:
+    """Horizontal grouped bars: one row per group, named on the y axis in a readable size
+    however long the names are; one bar per series in each row."""
+    height = 0.8 / max(1, len(series))
+    y = np.arange(len(groups))
     for i, (name, vals) in enumerate(series.items()):
-        ax.bar(x + i * width - 0.4 + width / 2, vals, width, label=name)
-    ax.set_xticks(x, groups, fontsize=6, rotation=90)
-    ax.set_ylabel(ylabel)
-    ax.legend(fontsize=7)
+        ax.barh(y + i * height - 0.4 + height / 2, vals, height, label=name)
+    ax.set_yticks(y, groups, fontsize=8)
+    ax.set_ylim(len(groups) - 0.5, -0.5)  # the first group on top
+    ax.set_xlabel(xlabel)
+    if legend:
+        legend_outside(ax)
+
+
+def _two_panels(plt, groups: int):
+    """Two side-by-side panels sharing their rows (the names once, on the left)."""
+    return plt.subplots(1, 2, figsize=(13, 1.6 + 0.32 * max(groups, 3)), sharey=True)
 
 
 def plot_partitioners(plt, runs, path: Path) -> None:
@@ -165,7 +241,7 @@ def plot_partitioners(plt, runs, path: Path) -> None:
         [r for r in runs if r["codec"] == "none"]
     keys = sorted({(r["algorithm"], grid_key(r), r["P"], r["f"]) for r in sel
                    if r["P"] // r["c"] > 1})  # a single block row exchanges nothing
-    fig, axes = plt.subplots(1, 2, figsize=(max(11.0, 0.7 * len(keys) + 4), 5))
+    fig, axes = _two_panels(plt, len(keys))
     parts = sorted({r["partitioner"] for r in sel})
     if not sel:
         for ax in axes:
@@ -182,7 +258,8 @@ def plot_partitioners(plt, runs, path: Path) -> None:
                          (r["algorithm"], grid_key(r), r["P"], r["f"]) == key]
                     vals.append(m[0] if m else 0.0)
                 series[p] = vals
-            _group_bars(ax, groups, series, f"{what} bytes sent (MB per call)")
+            _group_bars(ax, groups, series, f"{what} bytes sent (MB per call)",
+                        legend=ax is axes[1])
             ax.set_title(f"partitioners: {what} send volume")
     fig.tight_layout()
     save_png(fig, path)
@@ -191,27 +268,30 @@ def plot_partitioners(plt, runs, path: Path) -> None:
 
 def plot_replication(plt, runs, path: Path) -> None:
     sel = [r for r in _baseline(runs) if r["algorithm"].endswith("15d")]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     if not sel:
         for ax in axes:
             _empty(ax, "1.5D runs")
     else:
         series = defaultdict(list)
         for r in sel:
-            series[(r["mode"], r["algorithm"], r["P"], r["f"])].append(r)
+            series[(r["algorithm"], f"{r['mode']} P={r['P']} f={r['f']}")].append(r)
+        style = series_styles(series)
         for key, rs in sorted(series.items()):
             rs.sort(key=lambda r: r["c"])
-            name = f"{key[1]} {key[0]} P={key[2]} f={key[3]}"
             cs = [r["c"] for r in rs]
-            axes[0].plot(cs, [r["seconds"] * 1e3 for r in rs], marker="o", label=name)
+            axes[0].plot(cs, [r["seconds"] * 1e3 for r in rs], label=" ".join(key),
+                         **style[key])
             axes[1].plot(cs, [(sent(r).max() + max(r["per_rank"].get("allreduce_bytes", [0])))
-                              / MB for r in rs], marker="o", label=name)
+                              / MB for r in rs], label=" ".join(key), **style[key])
+        cs = sorted({r["c"] for r in sel})
         axes[0].set(xlabel="replication c", ylabel="ms per SpMM / epoch",
                     title="1.5D: time vs c")
         axes[1].set(xlabel="replication c", ylabel="max bytes per rank (MB, exchange + "
                     "all-reduce)", title="1.5D: bytes vs c")
         for ax in axes:
-            ax.legend(fontsize=7)
+            ax.set_xticks(cs, [str(c) for c in cs])
+        legend_outside(axes[1])
     fig.tight_layout()
     save_png(fig, path)
     plt.close(fig)
@@ -230,14 +310,18 @@ def plot_bytes_per_rank(plt, runs, path: Path) -> None:
         sel = [r for r in sel if r["f"] == f]
         ranks = np.arange(P)
         w = 0.8 / len(sel)
+        style = series_styles([(r["algorithm"], grid_key(r)) for r in sel])
         for i, r in enumerate(sel):
             s = sent(r) / MB
-            ax.bar(ranks + i * w - 0.4 + w / 2, s, w,
+            st = style[(r["algorithm"], grid_key(r))]
+            ax.bar(ranks + i * w - 0.4 + w / 2, s, w, color=st["color"],
+                   hatch=HATCHES[MARKERS.index(st["marker"]) % len(HATCHES)],
+                   edgecolor="white", linewidth=0,
                    label=f"{label(r)} (max/avg {s.max() / max(s.mean(), 1e-30):.2f})")
         ax.set(xlabel="rank", ylabel="bytes sent per call (MB)",
                title=f"bytes per rank, P={P}, f={f}")
         ax.set_xticks(ranks)
-        ax.legend(fontsize=7)
+        legend_outside(ax)
     fig.tight_layout()
     save_png(fig, path)
     plt.close(fig)
@@ -248,7 +332,7 @@ def plot_codecs(plt, runs, path: Path) -> None:
                   for r in runs if r["codec"] != "none"}
     sel = [r for r in runs if (r["mode"], r["algorithm"], grid_key(r), r["P"], r["f"],
                                r["partitioner"]) in codec_keys]
-    fig, axes = plt.subplots(1, 2, figsize=(max(11.0, 0.7 * len(codec_keys) + 4), 5))
+    fig, axes = _two_panels(plt, len(codec_keys))
     if not sel:
         for ax in axes:
             _empty(ax, "codec runs")
@@ -264,7 +348,7 @@ def plot_codecs(plt, runs, path: Path) -> None:
 
         _group_bars(axes[0], groups, {c: [pick(k, c, lambda r: sent(r).sum() / MB)
                                           for k in keys] for c in codecs},
-                    "total bytes sent (MB per call / epoch)")
+                    "total bytes sent (MB per call / epoch)", legend=False)
         axes[0].set_title("codecs: bytes on the wire")
         _group_bars(axes[1], groups, {c: [pick(k, c, _accuracy) for k in keys]
                                       for c in codecs},
@@ -361,7 +445,14 @@ def write_report(records: list[dict], out: str | Path) -> list[Path]:
 
     records = latest(records)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise SpmmgnnError(f"report -o {out}: it is a file, not a folder; the report is a "
+                           "folder (summary.md and a sub-folder of plots per graph)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpmmgnnError(f"cannot create the report folder {out}: "
+                           f"{exc.strerror or exc}") from None
     plt = pyplot()
     by_graph: dict[str, list[dict]] = defaultdict(list)
     for r in runs_of(records):

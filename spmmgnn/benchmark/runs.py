@@ -154,6 +154,8 @@ def train_run(comm: MPI.Comm, run: dict) -> dict | None:
                                                     for q in result["ranks"]],
                               bytes_sent_convert=[q["bytes_sent_by_phase"]["convert"] // calls
                                                   for q in result["ranks"]],
+                              allreduce_bytes=[q["allreduce_bytes"] // calls
+                                               for q in result["ranks"]],
                               rows=[q["rows"] for q in result["ranks"]]),
                 kernels=[q.get("kernels", {}) for q in result["ranks"]],
                 bytes_note="per epoch (cumulative bytes / (epochs + 1 evaluation))")
@@ -193,9 +195,11 @@ def run_sweep(comm: MPI.Comm, cfg, results: str, threads: int,
     from .. import __version__
     from .graphs import make_graph
     from .records import append_record, done_ids
-    from .sweep import runs
+    from .sweep import no_runs_error, runs
 
     todo = runs(cfg, comm.size)
+    if not todo:
+        raise no_runs_error(cfg, comm.size)
     done, retry = comm.bcast(check_on_root(comm, 0, lambda: done_ids(results)), root=0)
     if comm.rank == 0 and retry:
         print(f"spmmgnn bench: {retry} failed run(s) in {results} will run again", flush=True)

@@ -17,7 +17,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 
 from ..data.limits import check_input_file
-from ..errors import SpmmgnnError
+from ..errors import SpmmgnnError, collective_error
 from ..grid import format_shape, parse_grid
 
 MODES = ("spmm", "train")
@@ -62,6 +62,9 @@ class SweepConfig:
             raise SpmmgnnError(f"cannot read {path}: {exc.strerror}") from None
         except tomllib.TOMLDecodeError as exc:
             raise SpmmgnnError(f"{path}: not valid TOML: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise SpmmgnnError(f"{path}: not a TOML file: not UTF-8 text (byte "
+                               f"{exc.start})") from None
         data = data.get("sweep", data)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
@@ -118,7 +121,36 @@ class SweepConfig:
             raise SpmmgnnError("sweep: ranks_per_node must be positive (0: by shared memory)")
         if self.dtype not in ("float32", "float64"):
             raise SpmmgnnError(f"sweep: dtype must be float32 or float64, got {self.dtype}")
+        for name in self.partitioners:
+            check_partitioner(name)
+        if any(not str(g).strip() for g in self.graphs):
+            raise SpmmgnnError("sweep: graphs: an empty name; give a spec (rmat:scale=14, "
+                               "csbm:n=20000, ...) or a graph file")
         return self
+
+
+def check_partitioner(name: str) -> None:
+    """SpmmgnnError now, before any run, for a name no partitioner answers to (else every
+    run would fail and record the reason in its JSON only)."""
+    from ..partitioners.api import CONTIGUOUS, PRESETS, parse_method
+
+    method = str(name).strip().lower()
+    method = method[len("twolevel:"):] if method.startswith("twolevel:") else method
+    if method and method not in CONTIGUOUS + PRESETS:
+        try:
+            parse_method(method)
+        except SpmmgnnError as exc:
+            raise SpmmgnnError(f"sweep: partitioners: {exc}") from None
+
+
+def no_runs_error(cfg: SweepConfig, P: int) -> SpmmgnnError:
+    """Why a sweep has no run at P ranks (its c values and grids all leave P out); raised
+    by every rank together (each computed the same empty list)."""
+    grids = f" and grids {' '.join(cfg.grids)}" if cfg.grids else ""
+    return collective_error(
+        f"the sweep has no run at P = {P} (replication {cfg.replication}{grids} for "
+        f"{', '.join(cfg.algorithms)}): give c among the divisors of {P} (1D/1.5D) or grids "
+        f"whose product is {P} (2D/3D), or run on another number of ranks")
 
 
 def runs(cfg: SweepConfig, P: int) -> list[dict]:

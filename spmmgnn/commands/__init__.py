@@ -13,6 +13,26 @@ def grid_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+MAX_COUNT = 2**31 - 1  # an MPI int: ranks, colours and counts beyond it overflow
+
+
+def count_arg(minimum: int):
+    """An argparse type: an integer in [minimum, 2**31 - 1] (an argparse error otherwise,
+    not an OverflowError deep in MPI or numpy)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not minimum <= value <= MAX_COUNT:
+            raise argparse.ArgumentTypeError(f"must be an integer in [{minimum}, {MAX_COUNT}],"
+                                             f" got {value}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
 RANKS_PER_NODE_HELP = ("group consecutive ranks K at a time into nodes (a cluster simulated "
                        "on one machine; default: the ranks that share memory); the node-aware "
                        "exchange and the bytes per tier use it")

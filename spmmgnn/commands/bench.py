@@ -19,7 +19,7 @@ from mpi4py import MPI
 
 from ..atomic import check_writable
 from ..errors import SpmmgnnError, check_on_root
-from . import EXCHANGE_HELP, RANKS_PER_NODE_HELP, grid_arg
+from . import EXCHANGE_HELP, RANKS_PER_NODE_HELP, count_arg, grid_arg
 
 PRESETS = {
     # every algorithm (the 2D/3D ones on the grid closest to a square / cube), c = 1, 2,
@@ -57,7 +57,7 @@ def add_parser(sub) -> None:
                         "run; default: the factors of P closest to a square or cube)")
     s.add_argument("--exchange", dest="exchanges", nargs="+", choices=["flat", "node", "auto"],
                    help=EXCHANGE_HELP + "; several: one run each")
-    s.add_argument("--ranks-per-node", type=int, metavar="K", help=RANKS_PER_NODE_HELP)
+    s.add_argument("--ranks-per-node", type=count_arg(1), metavar="K", help=RANKS_PER_NODE_HELP)
     s.add_argument("--partitioner", dest="partitioners", nargs="+",
                    help="'none' (contiguous blocks) or spmmgnn.partitioners methods")
     s.add_argument("--codec", dest="codecs", nargs="+", help="'none' or codec names")
@@ -70,7 +70,8 @@ def add_parser(sub) -> None:
                    help="recompute the first layer's aggregation every epoch (all runs)")
     s.add_argument("--dtype", choices=["float32", "float64"])
     s.add_argument("--seed", type=int)
-    p.add_argument("--threads", type=int, default=0, help="threads per rank (0 = cores/ranks)")
+    p.add_argument("--threads", type=count_arg(0), default=0,
+                   help="threads per rank (0 = cores/ranks)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 

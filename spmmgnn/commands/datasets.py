@@ -13,14 +13,16 @@ Runs on rank 0 (other ranks of an mpiexec launch just wait).
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
 from mpi4py import MPI
 
-from ..atomic import check_writable
+from ..atomic import check_not_input, check_writable
 from ..data.csbm import DEFAULTS
-from ..errors import check_on_root
+from ..errors import SpmmgnnError, check_on_root
+from . import HelpFormatter
 
 
 def add_parser(sub) -> None:
@@ -35,21 +37,32 @@ def add_parser(sub) -> None:
         q.add_argument("--partitioner", default="none",
                        help="'none' (contiguous near-equal blocks) or a spmmgnn.partitioners "
                             "method, e.g. metis-vol+maxsend")
-        q.add_argument("--seed", type=int, default=0)
+        q.add_argument("--parts-per-node", type=int, metavar="K",
+                       help="with a twolevel:<method> partitioner: the block rows of one node "
+                            "(its ranks / c), a divisor of --parts")
+        q.add_argument("--seed", type=int, default=0, help="seed of the graph and partitioner")
 
     w = s.add_parser("wordnet", help="WordNet 3.0 synset graph (needs Debian's wordnet-base)")
     common(w)
     w.add_argument("--wordnet-dir", help="folder with data.noun etc. (default: search "
                                          "/usr/share/wordnet)")
     w.add_argument("--dim", type=int, default=128, help="feature dimensions (TF-IDF + SVD)")
-    c = s.add_parser("csbm", help="synthetic contextual stochastic block model")
+    c = s.add_parser("csbm", help="synthetic contextual stochastic block model",
+                     description="A synthetic contextual stochastic block model: classes of "
+                                 "vertices, edges mostly inside a class, noisy class features.",
+                     formatter_class=HelpFormatter)
     common(c)
-    c.add_argument("--n", type=int, default=DEFAULTS["n"])
-    c.add_argument("--degree", type=float, default=DEFAULTS["avg_degree"])
-    c.add_argument("--features", type=int, default=DEFAULTS["num_features"])
-    c.add_argument("--classes", type=int, default=DEFAULTS["num_classes"])
-    c.add_argument("--homophily", type=float, default=DEFAULTS["homophily"])
-    c.add_argument("--signal", type=float, default=DEFAULTS["signal"])
+    c.add_argument("--n", type=int, default=DEFAULTS["n"], help="vertices")
+    c.add_argument("--degree", type=float, default=DEFAULTS["avg_degree"],
+                   help="average degree")
+    c.add_argument("--features", type=int, default=DEFAULTS["num_features"],
+                   help="feature dimensions")
+    c.add_argument("--classes", type=int, default=DEFAULTS["num_classes"],
+                   help="classes (at least 2)")
+    c.add_argument("--homophily", type=float, default=DEFAULTS["homophily"],
+                   help="probability that an edge is drawn inside its class (lower is harder)")
+    c.add_argument("--signal", type=float, default=DEFAULTS["signal"],
+                   help="length of the class feature means in noise units (lower is harder)")
     v = s.add_parser("convert", help="any graph spmmgnn loads (file or OGB folder) to HDF5")
     v.add_argument("input")
     common(v)
@@ -87,6 +100,9 @@ def _build(args):
     if args.dataset_command == "wordnet":
         from ..data.wordnet import wordnet_graph
 
+        print("spmmgnn datasets: reading WordNet and computing its TF-IDF + SVD features "
+              "(about 15 s)", file=sys.stderr, flush=True)
+
         return wordnet_graph(args.wordnet_dir, dim=args.dim, seed=args.seed)
     if args.dataset_command == "csbm":
         from ..data.csbm import csbm
@@ -104,6 +120,23 @@ def _build(args):
     return g
 
 
+def check_parts_per_node(args) -> None:
+    """``--parts-per-node`` goes with a ``twolevel:`` partitioner, and it with the flag (the
+    partitioner's own error would name its internal ``parts_per_node``)."""
+    two_level = str(args.partitioner).strip().lower().startswith("twolevel:")
+    K = args.parts_per_node
+    if two_level and K is None:
+        raise SpmmgnnError(f"--partitioner {args.partitioner} partitions the nodes first: give "
+                           "--parts-per-node K (the block rows of one node, a divisor of "
+                           f"--parts {args.parts})")
+    if K is not None and not two_level:
+        raise SpmmgnnError("--parts-per-node applies to the twolevel:<method> partitioners "
+                           f"only, not to --partitioner {args.partitioner}")
+    if K is not None and (K < 1 or args.parts % K):
+        raise SpmmgnnError(f"--parts-per-node {K} must be a positive divisor of --parts "
+                           f"{args.parts}")
+
+
 def run(args) -> int:
     from ..data.partitioned import write_partitioned  # h5py: loaded when a command runs
 
@@ -115,11 +148,15 @@ def run(args) -> int:
         if args.dataset_command == "info":
             return info(args.path)
         check_writable(args.out, "graph file")
+        check_parts_per_node(args)
+        if args.dataset_command == "convert":
+            check_not_input(args.input, args.out)
         t0 = time.perf_counter()
         g = _build(args)
         t1 = time.perf_counter()
+        extra = {} if args.parts_per_node is None else dict(parts_per_node=args.parts_per_node)
         part = write_partitioned(g, args.out, args.parts, args.partitioner, args.seed,
-                                 progress=stderr_progress)
+                                 progress=stderr_progress, **extra)
         return (f"wrote {args.out}: {g.name} n={g.n} nnz={int(g.adj.nnz)} "
                 f"features={None if g.features is None else g.features.shape[1]} "
                 f"classes={g.num_classes} block rows={part.k} "

@@ -21,19 +21,20 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 
 from mpi4py import MPI
 
 from ..atomic import check_writable
 from ..errors import SpmmgnnError, check_on_root
-from . import grid_arg
+from . import count_arg, grid_arg
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("model", help="alpha-beta scaling model with exact per-rank volumes",
-                       description=__doc__.splitlines()[0],
+                       description=__doc__.split("\n\n")[0].replace("\n", " "),
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog="\n".join(__doc__.splitlines()[1:]))
+                       epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("graph", help="a graph spec (rmat:scale=..., random:..., csbm:...) or file")
     p.add_argument("--P", dest="P", nargs="+", type=int, default=[4, 16, 64, 256, 1024])
     p.add_argument("--c", dest="c", nargs="+", type=int, default=[1, 2, 4, 8],
@@ -50,7 +51,7 @@ def add_parser(sub) -> None:
     p.add_argument("--preset", choices=sorted(NETWORK_NAMES),
                    help="take alpha and beta from a named interconnect (nominal figures: "
                         "docs/scaling.md)")
-    p.add_argument("--ranks-per-node", type=int, nargs="+", metavar="K",
+    p.add_argument("--ranks-per-node", type=count_arg(1), nargs="+", metavar="K",
                    help="two tiers: consecutive ranks K at a time share a node; the sparse "
                         "algorithms are priced with the flat and the node-aware exchange "
                         "(several K: one table each)")
@@ -59,8 +60,8 @@ def add_parser(sub) -> None:
                         "preset's, else the nominal shared-memory figure, docs/scaling.md)")
     p.add_argument("--beta-intra", type=float,
                    help="with --ranks-per-node: seconds per byte inside a node")
-    p.add_argument("--exchange", nargs="+", choices=["flat", "node"], default=["flat", "node"],
-                   help="with --ranks-per-node: the exchanges to price")
+    p.add_argument("--exchange", nargs="+", choices=["flat", "node"],
+                   help="with --ranks-per-node: the exchanges to price (default: both)")
     p.add_argument("--rate", type=float,
                    help="local kernel rate in non-zeros x columns per second (default: "
                         "from the --compare runs of this graph and width at one thread per "
@@ -107,9 +108,16 @@ def _check_args(args) -> None:
         _positive(name.replace("_", "-"), getattr(args, name))
     if args.ranks_per_node and min(args.ranks_per_node) < 1:
         raise SpmmgnnError(f"--ranks-per-node must be positive, got {args.ranks_per_node}")
-    if (args.alpha_intra or args.beta_intra) and not args.ranks_per_node:
-        raise SpmmgnnError("--alpha-intra / --beta-intra price the intra-node tier: give "
-                           "--ranks-per-node K")
+    if (args.alpha_intra or args.beta_intra or args.exchange) and not args.ranks_per_node:
+        raise SpmmgnnError("--alpha-intra / --beta-intra / --exchange price two tiers (inside "
+                           "a node, between nodes): give --ranks-per-node K")
+    args.exchange = args.exchange or ["flat", "node"]
+    for grid in args.grids or []:
+        ranks = math.prod(int(d) for d in grid.split("x"))
+        if ranks not in args.P:
+            raise SpmmgnnError(f"--grid {grid} has {ranks} ranks but no --P is {ranks} (--P "
+                               f"{' '.join(map(str, args.P))}): a grid is modelled at the P "
+                               "it fills")
     if (min(args.P) < 1 or min(args.c) < 1 or (args.features or 1) < 1 or args.layers < 1
             or args.hidden < 1 or (args.classes is not None and args.classes < 1)):
         raise SpmmgnnError("--P, --c, --features, --layers, --hidden and --classes must be "
@@ -186,6 +194,8 @@ def _memory(args) -> dict:
                            "not apply")
     algorithms = _algorithms(args)
     get_codec(args.codec)  # an unknown name is an error before the graph is built
+    print(f"spmmgnn model: building {args.graph} and its partitions (a large graph takes a "
+          "while; each P's rows print as they are ready)", file=sys.stderr, flush=True)
     g = make_graph(args.graph)
     classes = args.classes or g.num_classes or 8
     if args.features is None:
@@ -296,26 +306,29 @@ def _print_rows(rows: list[dict], two_tier: bool) -> None:
 
 
 def _plot(rows: list[dict], args, path: str) -> None:
-    from ..benchmark.report import pyplot, save_png
+    from ..benchmark.report import legend_outside, pyplot, save_png, series_styles
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    lines: dict[str, list] = {}   # per algorithm and c (2D/3D: the shape varies with P)
+    lines: dict[tuple, list] = {}   # per algorithm and c (2D/3D: the shape varies with P)
     for r in rows:
-        name = r["algorithm"] if r.get("grid") else f"{r['algorithm']} c={r['c']}"
+        variant = "" if r.get("grid") else f"c={r['c']}"
         if r.get("exchange_kind"):
-            name += f" {r['exchange_kind']}"
+            variant += f" {r['exchange_kind']}"
         if r.get("ranks_per_node"):
-            name += f" K={r['ranks_per_node']}"
-        lines.setdefault(name, []).append((r["P"], r["epoch_seconds"] * 1e3))
-    for name, pts in sorted(lines.items()):
+            variant += f" K={r['ranks_per_node']}"
+        lines.setdefault((r["algorithm"], variant.strip()), []).append(
+            (r["P"], r["epoch_seconds"] * 1e3))
+    style = series_styles(lines)
+    for key, pts in sorted(lines.items()):
         pts.sort()
-        ax.plot([p for p, _ in pts], [t for _, t in pts], marker="o", label=name)
+        ax.plot([p for p, _ in pts], [t for _, t in pts], label=" ".join(key).strip(),
+                **style[key])
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set(xlabel="P (MPI ranks)", ylabel=f"predicted ms per epoch ({2 * args.layers} SpMMs)",
            title=f"model: {args.graph}, f={args.features}")
-    ax.legend(fontsize=7)
+    legend_outside(ax)
     fig.tight_layout()
     save_png(fig, path)
     plt.close(fig)

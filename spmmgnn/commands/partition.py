@@ -45,8 +45,8 @@ def add_parser(sub) -> None:
                    "within 2 %% of the lower of METIS-vol's and Mt-KaHyPar's) or one of "
                    f"{', '.join(METHODS)}")
     p.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
-                   help=f"the presets: start no further candidate, and no further "
-                   "refinement pass, after this many seconds (default: '{DEFAULT_METHOD}' "
+                   help="the presets: start no further candidate, and no further "
+                   f"refinement pass, after this many seconds (default: '{DEFAULT_METHOD}' "
                    "3x METIS-vol's time, at least 2 s, Mt-KaHyPar stopped at its deadline; "
                    f"'{QUALITY_METHOD}' 20x METIS-vol's time, at least 10 s, a base "
                    "partitioner that has started finishes); 'inf': every step runs")

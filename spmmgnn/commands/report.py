@@ -31,6 +31,8 @@ def run(args) -> int:
 
     paths = check_on_root(comm, 0, work)
     if comm.rank == 0:
+        names = [str(p.relative_to(args.out)) if p.is_relative_to(args.out) else str(p)
+                 for p in paths]
         print(f"spmmgnn report: wrote {len(paths)} files to {args.out}: "
-              + ", ".join(p.name for p in paths), flush=True)
+              + ", ".join(names), flush=True)
     return 0

@@ -14,7 +14,7 @@ from ..device import synchronizer, to_device, to_host
 from ..errors import agree, check_on_root, collective_error
 from ..machine import check_memory
 from ..threads import default_threads, set_threads
-from . import EXCHANGE_HELP, GRID_HELP, RANKS_PER_NODE_HELP, HelpFormatter, grid_arg
+from . import EXCHANGE_HELP, GRID_HELP, RANKS_PER_NODE_HELP, HelpFormatter, count_arg, grid_arg
 
 
 def add_parser(sub) -> None:
@@ -32,13 +32,14 @@ def add_parser(sub) -> None:
     p.add_argument("--replication", type=int, default=1,
                    help="c of the P/c x c grid (1D and 1.5D algorithms)")
     p.add_argument("--grid", type=grid_arg, metavar="PRxPC[xPL]", help=GRID_HELP)
-    p.add_argument("--ranks-per-node", type=int, metavar="K", help=RANKS_PER_NODE_HELP)
+    p.add_argument("--ranks-per-node", type=count_arg(1), metavar="K", help=RANKS_PER_NODE_HELP)
     p.add_argument("--exchange", choices=["flat", "node", "auto"], default="flat",
                    help=EXCHANGE_HELP + " (the other algorithms run flat)")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32",
                    help="precision of A and X")
     p.add_argument("--repeat", type=int, default=10, help="timed SpMMs (after one warm-up)")
-    p.add_argument("--threads", type=int, default=0, help="threads per rank (0 = cores/ranks)")
+    p.add_argument("--threads", type=count_arg(0), default=0,
+                   help="threads per rank (0 = cores/ranks)")
     p.add_argument("--seed", type=int, default=0, help="seed of the graph and of X")
     p.add_argument("--device", choices=["none", "cpu", "cuda"], default="none",
                    help="where the operator's data lives: none (numpy/numba), or torch "

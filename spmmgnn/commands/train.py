@@ -11,7 +11,7 @@ from mpi4py import MPI
 from ..algorithms import ALGORITHMS
 from ..codecs import CODECS
 from ..data.csbm import DEFAULTS
-from . import EXCHANGE_HELP, GRID_HELP, RANKS_PER_NODE_HELP, HelpFormatter, grid_arg
+from . import EXCHANGE_HELP, GRID_HELP, RANKS_PER_NODE_HELP, HelpFormatter, count_arg, grid_arg
 
 # spmmgnn.nn.models.MODELS, spelled out so that building the parser (and --help) does not
 # import torch; tests/test_startup.py checks the two agree
@@ -68,13 +68,14 @@ def add_parser(sub) -> None:
                    help="distributed SpMM algorithm")
     r.add_argument("--replication", type=int, default=1, help="c of the P/c x c grid")
     r.add_argument("--grid", type=grid_arg, metavar="PRxPC[xPL]", help=GRID_HELP)
-    r.add_argument("--ranks-per-node", type=int, metavar="K", help=RANKS_PER_NODE_HELP)
+    r.add_argument("--ranks-per-node", type=count_arg(1), metavar="K", help=RANKS_PER_NODE_HELP)
     r.add_argument("--exchange", choices=["flat", "node", "auto"], default="flat",
                    help=EXCHANGE_HELP)
     r.add_argument("--partitioner", default="none",
                    help="'none' (contiguous near-equal blocks) or a spmmgnn.partitioners method, "
                         "e.g. metis-vol+maxsend")
-    r.add_argument("--threads", type=int, default=0, help="threads per rank (0 = cores/ranks)")
+    r.add_argument("--threads", type=count_arg(0), default=0,
+                   help="threads per rank (0 = cores/ranks)")
     r.add_argument("--codec", choices=["none", *CODECS], default="none",
                    help="compression of the row exchange (sparse algorithms)")
     r.add_argument("--codec-backward", choices=["same", "none", *CODECS], default="same",

@@ -37,12 +37,18 @@ class Graph:
             if self.features.ndim != 2 or self.features.shape[0] != n:
                 raise SpmmgnnError(f"{self.name}: features must be {n} x f, got "
                                    f"{self.features.shape}")
+            if self.features.shape[1] == 0:
+                raise SpmmgnnError(f"{self.name}: features have 0 columns (shape "
+                                   f"{self.features.shape}); give at least one feature, or "
+                                   "none at all")
             if feature_values and not np.all(np.isfinite(self.features)):
                 raise SpmmgnnError(f"{self.name}: features have NaN or Inf values")
         if self.labels is not None:
             if self.labels.shape != (n,):
-                raise SpmmgnnError(f"{self.name}: labels must have length {n}, got "
-                                   f"{self.labels.shape}")
+                hint = ("; one-hot or multi-column labels: pass one class id per vertex "
+                        "(argmax)" if self.labels.ndim == 2 else "")
+                raise SpmmgnnError(f"{self.name}: labels must be one class id per vertex, "
+                                   f"shape ({n},), got {self.labels.shape}{hint}")
             if self.labels.dtype.kind not in "iu":
                 raise SpmmgnnError(f"{self.name}: labels must be integers (class ids, -1 = "
                                    f"unlabelled), got {self.labels.dtype}")

@@ -51,6 +51,9 @@ def write_partitioned(graph: Graph, path, parts: int, method: str = "none", seed
     (with ``metrics`` when a partitioner ran)."""
     if isinstance(parts, bool) or not isinstance(parts, (int, np.integer)) or parts < 1:
         raise SpmmgnnError(f"the number of block rows must be a positive integer, got {parts!r}")
+    if parts > max(graph.n, 1):  # checked before the k + 1 offsets are allocated
+        raise SpmmgnnError(f"{parts} block rows for {graph.n} vertices: each block row needs "
+                           f"a vertex, so give at most {max(graph.n, 1)} (--parts)")
     graph.validate()
     if graph.labels is not None and not all(m in graph.masks for m in SPLITS):
         ids = np.arange(graph.n, dtype=np.int64) if original_perm is None else original_perm

@@ -78,6 +78,11 @@ def _num_nodes(data, name: str, max_nodes: int) -> int:
     if n is None and x is not None:
         shape = getattr(x, "shape", ())
         n = shape[0] if len(shape) else None
+        ei = _array(_get(data, "edge_index"), f"{name}: edge_index", "biufcUSOV")
+        top = int(ei.max()) if n is not None and ei.size and ei.dtype.kind in "iu" else -1
+        if top >= n:
+            raise SpmmgnnError(f"{name}: x has {n} rows but edge_index names vertex {top}: x "
+                               "needs one row per vertex (or give num_nodes)")
     if n is None:
         ei = _array(_get(data, "edge_index"), f"{name}: edge_index", "biufcUSOV")
         n = int(ei.max()) + 1 if ei.size and ei.dtype.kind in "iu" else 0
@@ -89,7 +94,11 @@ def _num_nodes(data, name: str, max_nodes: int) -> int:
 
 def _labels(y, name: str) -> np.ndarray:
     """``y`` as int64 labels (-1 = unlabelled); integral values only."""
-    y = _array(y, f"{name}: y", "biuf").reshape(-1)
+    y = _array(y, f"{name}: y", "biuf")
+    if y.ndim > 1 and y.size != y.shape[0]:
+        raise SpmmgnnError(f"{name}: y has shape {y.shape}: give one class id per vertex "
+                           "(one-hot or multi-column labels: y.argmax(1))")
+    y = y.reshape(-1)
     if y.dtype.kind == "f" and not np.all(np.isfinite(y) & (y == np.floor(y))):
         raise SpmmgnnError(f"{name}: y must hold integer class labels")
     if y.size and (y.min() < -1 or y.max() >= MAX_VERTICES):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from ..algorithms.base import DistSpMM
+from ..errors import SpmmgnnError
 from ..hashing import mix64
 
 
@@ -27,7 +28,17 @@ def spmm(op: DistSpMM, x: torch.Tensor, stream: int | None = None) -> torch.Tens
     for the same call of the same step and a resumed run repeats the uninterrupted one);
     None uses the operator's call counter.
     """
+    _check_tensor("spmm", x, "x", "matmul")
     return SpMMFunction.apply(x, op, stream)
+
+
+def _check_tensor(fn: str, x, name: str, plain: str) -> None:
+    """The autograd functions take torch tensors (a numpy array fails deep inside torch)."""
+    if not isinstance(x, torch.Tensor):
+        raise SpmmgnnError(f"nn.{fn}(op, {name}) takes a torch.Tensor, got "
+                           f"{type(x).__module__}.{type(x).__name__}: pass "
+                           f"torch.from_numpy({name}), or call op.{plain}({name}) for numpy "
+                           "without autograd")
 
 
 class SpMMFunction(torch.autograd.Function):
@@ -59,6 +70,7 @@ def spmm_t(op: DistSpMM, y: torch.Tensor, stream: int | None = None) -> torch.Te
     When ``op.symmetric`` is True the forward runs ``op.matmul`` (the same product on the
     faster forward kernel). ``stream`` as in ``spmm``.
     """
+    _check_tensor("spmm_t", y, "y", "matmul_t")
     return SpMMTFunction.apply(y, op, stream)
 
 

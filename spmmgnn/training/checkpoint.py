@@ -129,6 +129,12 @@ def _check_meta(path, meta: dict) -> None:
     numbers = [v for g in meta["param_groups"] for v in g.values() if isinstance(v, float)]
     if not all(math.isfinite(v) for v in numbers):
         raise SpmmgnnError(f"checkpoint {path}: the optimizer's settings hold NaN or Inf")
+    for g in meta["param_groups"]:  # what Adam will apply is what the signature promises
+        for key in ("lr", "weight_decay"):
+            if key in g and key in meta["signature"] and g[key] != meta["signature"][key]:
+                raise SpmmgnnError(f"checkpoint {path}: the optimizer state's {key} "
+                                   f"{g[key]!r} differs from the run's {key} "
+                                   f"{meta['signature'][key]!r} (an edited or corrupt file)")
     if not all(isinstance(r, dict) and isinstance(r.get("epoch"), int)
                for r in meta["history"]):
         raise SpmmgnnError(f"checkpoint {path}: malformed meta.history")

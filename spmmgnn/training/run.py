@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mpi4py import MPI
 
-from ..atomic import check_writable, write_text_atomic
+from ..atomic import check_writable, default_mode, write_text_atomic
 from ..data.csbm import DEFAULTS
 from ..errors import SpmmgnnError, agree, check_on_root, collective_error
 from ..grid import ProcessGrid
@@ -152,8 +152,27 @@ def grid_of(spec: RunSpec, comm: MPI.Comm) -> ProcessGrid:
 
     agree(comm, None if spec.algorithm in ALGORITHMS else
           f"unknown algorithm {spec.algorithm!r}; choose one of {sorted(ALGORITHMS)}")
+    agree(comm, options_error(spec))
     return ALGORITHMS[spec.algorithm].grid_for(comm, spec.replication, spec.grid,
                                                spec.ranks_per_node)
+
+
+def options_error(spec: RunSpec) -> str | None:
+    """A flag the algorithm does not take (``--codec``, ``--staleness``), said before any
+    set-up, naming the algorithms that take it (their capability flags)."""
+    from ..algorithms import ALGORITHMS
+
+    algo = ALGORITHMS[spec.algorithm]
+    if (spec.codec != "none" or spec.codec_backward not in ("same", "none")) \
+            and not algo.takes_codecs:
+        takes = sorted(n for n, a in ALGORITHMS.items() if a.takes_codecs)
+        return (f"--algorithm {spec.algorithm} does not compress its exchange, so --codec "
+                f"does not apply; the algorithms that take codecs: {', '.join(takes)}")
+    if (spec.staleness or spec.drop_remote) and not algo.delayed_remote:
+        takes = sorted(n for n, a in ALGORITHMS.items() if a.delayed_remote)
+        return (f"--staleness and --drop-remote need an algorithm whose remote rows can be "
+                f"delayed ({', '.join(takes)}), got --algorithm {spec.algorithm}")
+    return None
 
 
 def run_training(spec: RunSpec, comm: MPI.Comm | None = None,
@@ -218,6 +237,7 @@ def save_results(path: str, text: str) -> str | None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(fh.name, default_mode())  # as open() would make it, not mkstemp's 0600
         return f"{failure}; the results were saved to {fh.name} instead"
     except OSError:
         if "fh" in locals():

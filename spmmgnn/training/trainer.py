@@ -280,7 +280,12 @@ class Trainer:
         agree(self.comm, None if not diff else
               f"checkpoint {self.config.checkpoint} is from a different run: "
               + "; ".join(diff))
-        restore(self.model, self.optimizer, meta, arrays)
+        error = None
+        try:  # every rank holds the same arrays: one message, not one per rank
+            restore(self.model, self.optimizer, meta, arrays)
+        except SpmmgnnError as exc:
+            error = f"checkpoint {self.config.checkpoint}: {exc}"
+        agree(self.comm, error)
         for p, view in zip(self.params, self._views, strict=True):
             p.grad = view
         self.history = list(meta["history"])
@@ -468,6 +473,7 @@ class Trainer:
         per_rank = dict(rank=self.grid.rank, block_row=self.grid.block_row, rows=op.n_local,
                         breakdown=mine, bytes_sent=stats["bytes_sent"],
                         bytes_received=stats["bytes_received"], kernels=stats["kernels"],
+                        allreduce_bytes=stats["allreduce_bytes"],
                         bytes_sent_by_tier=stats["bytes_sent_by_tier"],
                         bytes_received_by_tier=stats["bytes_received_by_tier"],
                         bytes_sent_by_phase=stats["bytes_sent_by_phase"],

@@ -92,6 +92,12 @@ def check_training_rows(rows_comm: MPI.Comm, name: str,
                         f"{MAX_CLASSES} supported; labels must be class ids 0..C-1")
     elif classes < 1:
         problems.append("no vertex has a label")
+    elif classes < 2:
+        problems.append("the labels have one class: a classifier needs at least 2 (with one, "
+                        "every prediction is right and the loss is 0)")
+    if features.ndim == 2 and features.shape[1] == 0:
+        problems.append(f"the features have 0 columns (shape {features.shape}): give at least "
+                        "one")
     for (a, b), shared in zip((("train", "val"), ("train", "test"), ("val", "test")),
                               overlaps, strict=True):
         if shared:

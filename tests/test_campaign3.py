@@ -1,0 +1,510 @@
+"""Issue 46, the third campaign and the newcomer: each probe the outside checks hit, run
+through the library or the command line in this process (``cli.main``, one rank); what
+needs several ranks is in ``test_campaign3_mpi.py``."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+from spmmgnn import SpmmgnnError
+
+OLD = b"old contents\n"
+
+
+def _main(capsys, *argv: str) -> tuple[int, str, str]:
+    from spmmgnn.cli import main
+
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _one_error(code: int, err: str, *words: str) -> None:
+    assert code == 2 and err.count("error:") == 1 and "Traceback" not in err, err[-3000:]
+    for w in words:
+        assert w in err, (w, err[-3000:])
+
+
+@pytest.fixture
+def mtx(tmp_path) -> Path:
+    A = sp.random(50, 50, density=0.1, random_state=0, format="csr")
+    path = tmp_path / "g.mtx"
+    scipy.io.mmwrite(path, A + A.T)
+    return path
+
+
+# ------------------------------------------------------------------ crash and data lost
+def test_datasets_parts_beyond_the_vertices_is_one_error(capsys, tmp_path, mtx):
+    out = tmp_path / "x.h5"
+    code, _, err = _main(capsys, "datasets", "convert", mtx, "--parts", "1000000000",
+                         "--out", out)
+    _one_error(code, err, "1000000000 block rows for 50 vertices", "at most 50 (--parts)")
+    assert not out.exists()
+
+
+def test_convert_refuses_to_replace_its_input(capsys, tmp_path, mtx):
+    before = mtx.read_bytes()
+    link = tmp_path / "link.mtx"
+    link.symlink_to(mtx)
+    for out in (mtx, link):
+        code, _, err = _main(capsys, "datasets", "convert", mtx, "--out", out)
+        _one_error(code, err, f"--out {out} is the input file", "give another name")
+    assert mtx.read_bytes() == before and link.is_symlink()
+
+
+def test_bench_refuses_a_file_that_is_not_a_results_file(capsys, mtx):
+    from spmmgnn.benchmark.records import read_records
+
+    before = mtx.read_bytes()
+    code, _, err = _main(capsys, "bench", "--graph", "random:n=100,avg_degree=4",
+                         "--algorithm", "sparse1d", "--repeat", "1", "--quiet", "-o", mtx)
+    _one_error(code, err, f"{mtx}:1: not a record of spmmgnn bench", "not a results file?")
+    assert mtx.read_bytes() == before
+    torn = mtx.parent / "torn.jsonl"  # a torn append (starts as a record does) is skipped
+    torn.write_text('{"kind": "network", "P": 2, "alpha": 1e-6, "beta": 1e-9, '
+                    '"all_to_all": {"alpha": 1e-6, "beta": 1e-9}}\n{"mode": "sp\n')
+    with pytest.warns(UserWarning, match="skipped 1 line"):
+        assert len(read_records(torn)) == 1
+
+
+def test_report_onto_a_file_is_one_error(capsys, tmp_path):
+    results = tmp_path / "r.jsonl"
+    results.write_text(json.dumps(dict(kind="network", P=2, alpha=1e-6, beta=1e-9,
+                                       all_to_all=dict(alpha=1e-6, beta=1e-9))) + "\n")
+    target = tmp_path / "notes.txt"
+    target.write_bytes(OLD)
+    code, _, err = _main(capsys, "report", results, "-o", target)
+    _one_error(code, err, f"report -o {target}: it is a file, not a folder")
+    assert target.read_bytes() == OLD
+
+
+def test_the_json_fallback_file_has_the_mode_open_gives(tmp_path):
+    from spmmgnn.atomic import default_mode
+    from spmmgnn.training.run import save_results
+
+    link = tmp_path / "run.json"
+    link.symlink_to("/dev/full")
+    line = save_results(str(link), '{"a": 1}')
+    saved = Path(line.split("the results were saved to ")[1].split()[0])
+    try:
+        assert stat.S_IMODE(saved.stat().st_mode) == default_mode() != 0o600
+        assert json.loads(saved.read_text()) == {"a": 1}
+    finally:
+        saved.unlink()
+
+
+FULL_APPEND = """
+import resource, sys
+from spmmgnn import SpmmgnnError
+from spmmgnn.benchmark.records import append_record
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), int(sys.argv[2])))
+try:
+    append_record(sys.argv[1], {"kind": "network", "P": 2, "alpha": 1e-6, "beta": 1e-9,
+                                "pad": "x" * 1000})
+except SpmmgnnError as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.parametrize("old", [None, b'{"kind": "network"}\n'])
+def test_bench_results_on_a_full_disk_keep_the_old_file(tmp_path, old):
+    """``ulimit -f`` as the full disk: the append fails after part of the record; the file
+    is cut back to what it held (a new one removed), not left with a partial or 0-byte
+    record."""
+    path = tmp_path / "results.jsonl"
+    if old is not None:
+        path.write_bytes(old)
+    limit = 500 + (0 if old is None else len(old))
+    proc = subprocess.run([sys.executable, "-c", FULL_APPEND, str(path), str(limit)],
+                          capture_output=True, text=True, timeout=120)
+    assert "cannot append to results file" in proc.stdout, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    if old is None:
+        assert not path.exists()
+    else:
+        assert path.read_bytes() == old
+
+
+# ------------------------------------------------------------------ silent wrong
+def test_a_hand_built_partition_is_checked():
+    from spmmgnn import Partition
+
+    with pytest.raises(SpmmgnnError, match="perm is not a permutation"):
+        Partition(None, 2, np.array([0, 0, 1, 2]), [0, 2, 4])
+    with pytest.raises(SpmmgnnError, match=r"perm must hold the ids 0..3, found range "
+                                           r"\[0, 9\]"):
+        Partition(None, 2, np.array([0, 1, 2, 9]), [0, 2, 4])
+    with pytest.raises(SpmmgnnError, match="perm has 3 entries for n = 4"):
+        Partition(None, 2, np.array([0, 1, 2]), [0, 2, 4])
+    with pytest.raises(SpmmgnnError, match="parts do not match its perm and offsets"):
+        Partition(np.array([0, 0, 0, 1]), 2, np.array([0, 1, 2, 3]), [0, 2, 4])
+    with pytest.raises(SpmmgnnError, match="offsets must be k \\+ 1 = 3 non-decreasing"):
+        Partition(None, 2, None, [0, 3, 2])
+    good = Partition.from_parts([1, 0, 1, 0], 2)
+    assert Partition(good.parts, 2, good.perm, good.offsets).perm.tolist() == [1, 3, 0, 2]
+
+
+@pytest.mark.parametrize("parts", [np.array([0, 1, 0, 1], dtype=complex),
+                                   np.array(["0", "1", "0", "1"]),
+                                   np.array([True, False, True, False])])
+def test_part_vectors_of_other_types_are_one_error(parts):
+    from spmmgnn import Partition
+    from spmmgnn.layout import resolve_partition
+
+    with pytest.raises(SpmmgnnError, match="a part vector must hold integer block-row ids"):
+        Partition.from_parts(parts, 2)
+    with pytest.raises(SpmmgnnError, match="a part vector must hold integer block-row ids"):
+        resolve_partition(parts, 4, 2)
+
+
+@pytest.mark.parametrize("shape", [(True, 2), (None, 2), "1x2", 2, (1 + 0j, 1), ("1", "1"),
+                                   (np.True_, 1)])
+def test_grid_shapes_that_are_not_integers_are_one_error(shape):
+    from mpi4py import MPI
+
+    from spmmgnn import ProcessGrid
+
+    with pytest.raises(SpmmgnnError, match="a grid shape is 2 or 3 positive integers"):
+        ProcessGrid(MPI.COMM_SELF, shape=shape)
+
+
+def test_rank_of_checks_the_coordinates():
+    from mpi4py import MPI
+
+    from spmmgnn import ProcessGrid
+
+    grid = ProcessGrid(MPI.COMM_SELF, shape=(1, 1))
+    assert grid.rank_of(0, 0) == 0
+    for coords in ((5, 5), (0, 1), (-1, 0), (0,), (0, 0, 0), (0.0, 0), (True, 0)):
+        with pytest.raises(SpmmgnnError, match="are outside the 1x1 grid"):
+            grid.rank_of(*coords)
+    with pytest.raises(SpmmgnnError, match="ranks_per_node must be a positive integer below "
+                                           "2\\*\\*31"):
+        ProcessGrid(MPI.COMM_SELF, ranks_per_node=10**23)
+
+
+def test_one_class_or_no_feature_column_is_refused(capsys, tmp_path):
+    from spmmgnn.data.csbm import csbm
+    from spmmgnn.data.graph import Graph
+
+    code, out, err = _main(capsys, "train", "--csbm-n", "300", "--csbm-classes", "1",
+                           "--epochs", "1", "--hidden", "8", "--quiet")
+    _one_error(code, err, "the labels have one class: a classifier needs at least 2")
+    assert "loss" not in out
+    g = csbm(n=100, avg_degree=4, num_features=4, seed=1)
+    empty = Graph(adj=g.adj, features=np.zeros((100, 0), np.float32), labels=g.labels,
+                  masks=g.masks, num_classes=g.num_classes, name="g")
+    with pytest.raises(SpmmgnnError, match=r"g: features have 0 columns \(shape \(100, 0\)\)"):
+        empty.validate()
+    two = Graph(adj=g.adj, features=g.features, labels=np.zeros((100, 2), np.int64), name="g")
+    with pytest.raises(SpmmgnnError, match=r"labels must be one class id per vertex, shape "
+                                           r"\(100,\), got \(100, 2\); one-hot"):
+        two.validate()
+
+
+MODEL = ["model", "random:n=200,avg_degree=4", "--alpha", "1e-6", "--beta", "1e-9",
+         "--rate", "1e9"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    ([*MODEL, "--grid", "3x3", "--P", "4"], ["--grid 3x3 has 9 ranks but no --P is 9"]),
+    ([*MODEL, "--exchange", "node", "--P", "4"], ["--exchange price two tiers",
+                                                  "give --ranks-per-node K"]),
+    ([*MODEL, "--P", "4", "--ranks-per-node", str(10**23)],
+     ["--ranks-per-node: must be an integer in [1, 2147483647]"]),
+    (["train", "--threads=-3", "--csbm-n", "300"], ["--threads: must be an integer in [0,"]),
+    (["spmm", "--ranks-per-node", str(2**63)], ["--ranks-per-node: must be an integer"]),
+    (["bench", "--graph", "random:n=100,avg_degree=4", "--algorithm", "sparse1d",
+      "--replication", "3", "-o", "r.jsonl"],
+     ["the sweep has no run at P = 1 (replication [3]", "divisors of 1"]),
+    (["bench", "--graph", "random:n=100,avg_degree=4", "--algorithm", "sparse2d",
+      "--grid", "3x3", "-o", "r.jsonl"], ["the sweep has no run at P = 1", "grids 3x3"]),
+    (["bench", "--graph", "random:n=100,avg_degree=4", "--partitioner", "garbage",
+      "-o", "r.jsonl"], ["sweep: partitioners: unknown partitioning method 'garbage'"]),
+])
+def test_options_that_would_do_nothing_are_errors(capsys, tmp_path, monkeypatch, argv, words):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _main(capsys, *argv)
+    _one_error(code, err, *words)
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_a_checkpoint_whose_optimizer_disagrees_with_its_signature_is_refused(tmp_path):
+    import zipfile
+
+    from mpi4py import MPI
+
+    from spmmgnn import ProcessGrid
+    from spmmgnn.data.csbm import csbm
+    from spmmgnn.training import TrainConfig, Trainer, distribute_graph
+    from spmmgnn.training.checkpoint import read_meta
+
+    ck = tmp_path / "ck.npz"
+    data = distribute_graph(csbm(n=300, seed=1), ProcessGrid(MPI.COMM_SELF), "gcn")
+    cfg = dict(epochs=1, hidden=8, progress=False, checkpoint=str(ck))
+    Trainer(data, TrainConfig(**cfg)).fit()
+    with np.load(ck) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays["meta"]))
+    meta["param_groups"][0]["lr"] = 1e9
+    arrays["meta"] = np.array(json.dumps(meta))
+    with open(ck, "wb") as fh:
+        np.savez(fh, **arrays)
+    assert zipfile.is_zipfile(ck)
+    with pytest.raises(SpmmgnnError, match=r"the optimizer state's lr 1000000000.0 differs "
+                                           r"from the run's lr 0.01"):
+        read_meta(ck)
+    with pytest.raises(SpmmgnnError, match="the optimizer state's lr"):
+        Trainer(data, TrainConfig(**dict(cfg, epochs=2, resume=True)))
+
+
+# ------------------------------------------------------------------ readable lines
+def test_help_texts(capsys):
+    for argv, want, not_want in [
+        (["partition", "--help"], "(default: 'default' 3x METIS-vol's time", "{DEFAULT_METHOD}"),
+        (["model", "--help"], "at P ranks without launching them.", None),
+        (["datasets", "csbm", "--help"], "average degree (default: 16.0)", None),
+    ]:
+        code, out, _ = _main(capsys, *argv)
+        text = " ".join(out.split())
+        assert code == 0 and want in text, text[:3000]
+        assert not_want is None or not_want not in text
+    code, out, err = _main(capsys, "train", "--bogus")
+    assert code == 2 and err.startswith("usage: spmmgnn train ")
+    assert "spmmgnn train: error: unrecognized arguments: --bogus" in err
+
+
+def test_a_closed_stdout_ends_quietly():
+    """``spmmgnn ... | head -0``: status 141 (SIGPIPE's), nothing on stderr."""
+    proc = subprocess.Popen([sys.executable, "-m", "spmmgnn.cli", *MODEL, "--P", "4"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ, SPMMGNN_THREADS="1"))
+    proc.stdout.close()  # before the command prints anything
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and err == "", err[-3000:]
+
+
+def test_algorithm_flags_it_does_not_take_are_refused_before_set_up(capsys):
+    code, out, err = _main(capsys, "train", "--csbm-n", "300", "--algorithm", "oblivious1d",
+                           "--codec", "int8", "--epochs", "1", "--quiet")
+    _one_error(code, err, "--algorithm oblivious1d does not compress its exchange",
+               "prepost1d, sparse15d, sparse1d, sparse2d")
+    assert "codec_backward" not in err and "codec_seed" not in err and out == ""
+    code, out, err = _main(capsys, "train", "--csbm-n", "300", "--algorithm", "sparse2d",
+                           "--grid", "1x1", "--staleness", "2", "--epochs", "1", "--quiet")
+    _one_error(code, err, "--staleness and --drop-remote need an algorithm whose remote rows "
+                          "can be delayed (sparse1d), got --algorithm sparse2d")
+    assert out == ""  # no header: refused before the data was set up
+
+
+def test_api_misuse_says_what_to_pass():
+    import torch
+    from mpi4py import MPI
+
+    from spmmgnn import DistSpMM, ProcessGrid
+    from spmmgnn.data.pyg import graph_from_pyg
+    from spmmgnn.nn import spmm, spmm_t
+
+    op = DistSpMM.from_scipy(sp.identity(4, format="csr"), ProcessGrid(MPI.COMM_SELF))
+    x = np.ones((4, 2))
+    with pytest.raises(SpmmgnnError, match=r"nn.spmm\(op, x\) takes a torch.Tensor, got "
+                                           r"numpy.ndarray: pass torch.from_numpy\(x\)"):
+        spmm(op, x)
+    with pytest.raises(SpmmgnnError, match=r"nn.spmm_t\(op, y\) takes a torch.Tensor"):
+        spmm_t(op, x)
+    assert torch.equal(spmm(op, torch.from_numpy(x)), torch.from_numpy(x))
+    ei = torch.stack([torch.arange(400), torch.arange(400).roll(1)])
+    with pytest.raises(SpmmgnnError, match="x has 397 rows but edge_index names vertex 399: "
+                                           "x needs one row per vertex"):
+        graph_from_pyg(dict(edge_index=ei, x=torch.ones(397, 3)))
+    with pytest.raises(SpmmgnnError, match=r"y has shape \(400, 2\): give one class id per "
+                                           r"vertex \(one-hot"):
+        graph_from_pyg(dict(edge_index=ei, x=torch.ones(400, 3),
+                            y=torch.zeros(400, 2, dtype=torch.long)))
+    assert graph_from_pyg(dict(edge_index=ei, y=torch.zeros(400, 1))).labels.shape == (400,)
+
+
+def test_bad_sweep_inputs_are_one_line(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bin.toml").write_bytes(b"graphs = 1\n\xd0\xff\x00\x01")
+    code, _, err = _main(capsys, "bench", "--config", "bin.toml", "-o", "r.jsonl")
+    _one_error(code, err, "bin.toml: not a TOML file: not UTF-8 text")
+    code, _, err = _main(capsys, "bench", "--graph", "", "-o", "r.jsonl")
+    _one_error(code, err, "sweep: graphs: an empty name")
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_report_names_the_plots_where_they_are(capsys, tmp_path):
+    results = tmp_path / "r.jsonl"
+    results.write_text(json.dumps(dict(kind="network", P=2, alpha=1e-6, beta=1e-9,
+                                       all_to_all=dict(alpha=1e-6, beta=1e-9))) + "\n")
+    code, out, err = _main(capsys, "report", results, "-o", tmp_path / "rep")
+    assert code == 0, err
+    names = out.split(": ", 2)[2].strip().split(", ")
+    assert all((tmp_path / "rep" / n).is_file() for n in names), names
+    assert any("/" in n and n.endswith(".png") for n in names), names
+
+
+def test_from_scipy_root_outside_the_grid():
+    from mpi4py import MPI
+
+    from spmmgnn import DistSpMM, ProcessGrid
+
+    for root in (1, -1, True, 0.0):
+        with pytest.raises(SpmmgnnError, match=f"root={root!r} is not a rank of the grid: "
+                                               "give a rank in 0..0"):
+            DistSpMM.from_scipy(sp.identity(4, format="csr"), ProcessGrid(MPI.COMM_SELF),
+                                root=root)
+
+
+def test_open_mpis_launcher_with_the_mpich_wheel_says_what_to_run():
+    """What Open MPI's ``mpiexec`` sets in each rank's environment; the MPICH of the wheel
+    would crash in ``MPI_Init``, so the command stops before MPI starts."""
+    env = dict(os.environ, OMPI_COMM_WORLD_SIZE="2", OMPI_COMM_WORLD_RANK="0")
+    proc = subprocess.run([sys.executable, "-m", "spmmgnn.cli", "train", "--epochs", "1"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr[-3000:]
+    (line,) = proc.stderr.splitlines()
+    mpiexec = str(Path(sys.executable).parent / "mpiexec")
+    assert "started by Open MPI's mpiexec" in line and f"{mpiexec} -n P spmmgnn" in line
+
+
+# ------------------------------------------------------------------ plots a person can read
+def test_series_styles_tell_every_series_apart():
+    """20 series over 10 families, and more families than colours (model.png had two
+    families on one colour): a family has one colour, the same in every plot; no two series
+    share colour, marker and line style."""
+    from spmmgnn import ALGORITHMS
+    from spmmgnn.benchmark.report import series_styles
+
+    keys = [(a, v) for a in sorted(ALGORITHMS) for v in ("c=1", "c=2")]
+    keys += [("future1d", "c=1"), ("future2d", "2x2")] + [(f"x{i}", "") for i in range(12)]
+    style = series_styles(keys)
+    looks = {(s["color"], s["marker"], s["linestyle"]) for s in style.values()}
+    assert len(looks) == len(keys)
+    colours = {a: {style[k]["color"] for k in keys if k[0] == a} for a, _ in keys}
+    assert all(len(c) == 1 for c in colours.values())
+    first = [colours[a].copy().pop() for a in sorted(ALGORITHMS)]
+    assert len(set(first)) == len(first)  # every algorithm its own colour
+    assert series_styles([("sparse1d", "c=1")])[("sparse1d", "c=1")]["color"] == \
+        style[("sparse1d", "c=1")]["color"]  # the same colour whatever else is plotted
+
+
+def test_training_records_carry_the_all_reduced_bytes():
+    """replication.png adds them to the exchange; the training records lacked them."""
+    from mpi4py import MPI
+
+    from spmmgnn.benchmark.runs import train_run
+    from spmmgnn.benchmark.sweep import SweepConfig, runs
+
+    cfg = SweepConfig(graphs=["csbm:n=300,avg_degree=4"], modes=["train"],
+                      algorithms=["sparse15d"], epochs=1, features=[8]).check()
+    rec = train_run(MPI.COMM_SELF, runs(cfg, 1)[0])
+    assert rec["per_rank"]["allreduce_bytes"] == [0]  # c = 1: nothing to all-reduce
+
+
+# ------------------------------------------------------------------ the newcomer's docs
+def test_the_quick_presets_run_count_in_the_docs_is_the_codes():
+    import re
+
+    from spmmgnn.benchmark.sweep import SweepConfig, runs
+    from spmmgnn.commands.bench import PRESETS
+
+    text = (Path(__file__).parents[1] / "docs" / "benchmarks.md").read_text()
+    cfg = SweepConfig(**PRESETS["quick"]).check()
+    said = re.search(r"is (\d+) runs at P = 2\s+and (\d+) at P = 1", text)
+    assert said and (int(said[1]), int(said[2])) == (len(runs(cfg, 2)), len(runs(cfg, 1)))
+    assert f"# {len(runs(cfg, 2))} runs at P = 2" in text
+
+
+def test_the_progress_line_is_every_tenth_of_the_run():
+    """getting-started says "after the first epoch and every 10 % of the epochs": 100
+    epochs, 11 lines."""
+    import io
+
+    from spmmgnn.training.progress import Progress
+
+    out = io.StringIO()
+    bar = Progress(100, stream=out)
+    row = dict(loss=1.0, train_acc=0.5, val_acc=0.5, test_acc=0.5)
+    for epoch in range(1, 101):
+        bar.update(epoch, row)
+    lines = [ln.split()[1] for ln in out.getvalue().splitlines() if ln.strip()]
+    assert lines == ["1/100"] + [f"{e}/100" for e in range(10, 101, 10)]
+    text = (Path(__file__).parents[1] / "docs" / "getting-started.md").read_text()
+    assert "a progress line after the first epoch and every 10 % of the epochs" in " ".join(
+        text.split())
+
+
+def test_a_first_run_says_it_compiles_the_kernels(capsys, tmp_path, monkeypatch):
+    """An empty numba cache: one notice line before the wait (the error here comes before
+    any kernel runs); with the kernels cached, none."""
+    from spmmgnn.jit import kernels_cached
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["bench", "--graph", "random:n=100,avg_degree=4", "--algorithm", "sparse1d",
+            "--replication", "3", "-o", "r.jsonl"]
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
+    if kernels_cached():
+        pytest.skip("the kernels are cached beside the package (no NUMBA_CACHE_DIR)")
+    code, _, err = _main(capsys, *argv)
+    assert code == 2 and err.splitlines()[0] == (
+        "spmmgnn bench: compiling the numba kernels (the first run in this environment: "
+        "about 20-40 s; later runs load them from numba's cache)"), err
+    here = Path(__import__("spmmgnn").__file__).parent
+    import hashlib
+
+    sub = tmp_path / "cache" / f"spmmgnn_{hashlib.sha1(str(here).encode()).hexdigest()}"
+    sub.mkdir(parents=True, exist_ok=True)
+    (sub / "kernels.gather_rows-1.py311.nbi").write_bytes(b"")
+    assert kernels_cached()
+    code, _, err = _main(capsys, *argv)
+    assert code == 2 and "compiling" not in err
+
+
+def test_uint64_block_sizes_do_not_wrap():
+    from spmmgnn import Partition
+
+    with pytest.raises(SpmmgnnError, match=f"block sizes sum to {2**64 + 4}, more than any"):
+        Partition.from_sizes(np.array([2**63, 2**63, 4], dtype=np.uint64), 4)
+    with pytest.raises(SpmmgnnError, match=f"block sizes sum to {2**64 + 1}, more than any"):
+        Partition.from_sizes(np.array([2**64 - 1, 2], dtype=np.uint64))
+    assert Partition.from_sizes(np.array([1, 3], dtype=np.uint64), 4).offsets.tolist() == [
+        0, 1, 4]
+
+
+def test_datasets_two_level_partitioning_has_its_own_flag(capsys, tmp_path, mtx):
+    out = tmp_path / "x.h5"
+    for extra, words in [
+        ([], "--partitioner twolevel:block partitions the nodes first: give --parts-per-node K"),
+        (["--parts-per-node", "3"], "--parts-per-node 3 must be a positive divisor of --parts 4"),
+    ]:
+        code, _, err = _main(capsys, "datasets", "convert", mtx, "--parts", "4",
+                             "--partitioner", "twolevel:block", *extra, "--out", out)
+        _one_error(code, err, words)
+        assert "parts_per_node" not in err
+    code, _, err = _main(capsys, "datasets", "convert", mtx, "--parts", "4",
+                         "--parts-per-node", "2", "--out", out)
+    _one_error(code, err, "--parts-per-node applies to the twolevel:<method> partitioners")
+    code, out_text, err = _main(capsys, "datasets", "convert", mtx, "--parts", "4",
+                                "--partitioner", "twolevel:block", "--parts-per-node", "2",
+                                "--out", out)
+    assert code == 0 and "block rows=4 (twolevel:block)" in out_text, err
+
+
+def test_model_memory_says_what_it_does_before_its_wait(capsys):
+    code, out, err = _main(capsys, "model", "csbm:n=300", "--memory", "--P", "2", "--c", "1")
+    assert code == 0, err
+    assert err.splitlines()[0].startswith("spmmgnn model: building csbm:n=300 and its "
+                                          "partitions")
+    assert out.startswith("graph csbm:n=300")  # the table stays on stdout

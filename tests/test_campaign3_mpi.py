@@ -1,0 +1,28 @@
+"""Issue 46, the third campaign: the probes that need several ranks (one launch each)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .mpi import one_line_error, run_cli
+
+TRAIN = ["train", "--csbm-n", "300", "--hidden", "8", "--quiet"]
+
+
+def test_a_checkpoint_that_does_not_fit_is_one_message_not_one_per_rank(tmp_path):
+    ck = tmp_path / "ck.npz"
+    proc = run_cli(2, *TRAIN, "--epochs", "1", "--checkpoint", str(ck))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with np.load(ck) as z:
+        arrays = {k: z[k] for k in z.files}
+    name = next(k for k in arrays if k.startswith("param/"))
+    arrays[name] = arrays[name][:1]  # a cut array: the meta still reads
+    with open(ck, "wb") as fh:
+        np.savez(fh, **arrays)
+    assert json.loads(str(arrays["meta"]))["epoch"] == 1
+    proc = run_cli(2, *TRAIN, "--epochs", "2", "--checkpoint", str(ck), "--resume")
+    one_line_error(proc, f"checkpoint {ck}: checkpoint parameters do not fit the model")
+    assert "rank 1" not in proc.stderr and Path(ck).exists()
