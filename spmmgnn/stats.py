@@ -19,6 +19,9 @@ class CommStats:
     ``bytes_sent_intra`` + ``bytes_sent_inter`` = ``bytes_sent`` (and the same for received):
     the bytes to (from) ranks on my node and on other nodes (``spmmgnn.nodes``); ``as_dict``
     reports them as ``bytes_sent_by_tier`` = ``{"intra": .., "inter": ..}``.
+    ``bytes_shared_read``: rows a rank read out of other ranks' segments of a shared-memory
+    window instead of receiving them (``shared``: the node-aware exchange inside a node);
+    not part of ``bytes_received``.
     ``node_exchanges``: how many of the ``exchanges`` went node-aware (``node_exchange``).
     ``seconds_exchange`` is *exposed* exchange time: the rank waited in packing, posting or
     completing an exchange. ``seconds_exchange_hidden`` is the time an exchange was in flight
@@ -35,6 +38,7 @@ class CommStats:
     bytes_sent_inter: int = 0
     bytes_received_intra: int = 0
     bytes_received_inter: int = 0
+    bytes_shared_read: int = 0
     calls_matmul: int = 0
     calls_matmul_t: int = 0
     exchanges: int = 0
