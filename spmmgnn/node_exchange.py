@@ -151,6 +151,8 @@ class NodePlan:
         self.n_send = int(self.send_counts.sum())
         self.comm_local = local
         self.shared = shares_memory(local) if shared is None else bool(shared)
+        # no rank sends between nodes (one node): leg 2 posts nothing
+        self.leg2_idle = not comm.allreduce(self.leg2.n_send + self.leg2.n_recv)
         if self.shared:
             self.share1, self.share3 = SharedRoute(self.leg1), SharedRoute(self.leg3)
             self.sel_send2 = self.leg2.send_idx
@@ -195,6 +197,10 @@ class NodePlan:
         return encode_rows(codec, x, idx, buf, self.stats, self.comm,
                            mix64(self._key_base, key))
 
+    def _post2(self, send: np.ndarray, recv: np.ndarray, forward: bool) -> MPI.Request:
+        """Leg 2 uncoded (nothing to post when no rank of ``comm`` has rows for it)."""
+        return MPI.REQUEST_NULL if self.leg2_idle else self.leg2.post(send, recv, forward)
+
     def _blocking(self, leg: Route, send: np.ndarray, recv: np.ndarray, forward: bool) -> None:
         request = leg.post(send, recv, forward)
         with self.stats.timing("seconds_exchange"):
@@ -214,7 +220,7 @@ class NodePlan:
             recv2 = self.buffer("recv2", l2.n_recv, f, dtype, slot)
             with self.stats.timing("seconds_exchange"):
                 kernels.gather_rows(recv1, idx2, send2)
-            request = l2.post(send2, recv2, True)
+            request = self._post2(send2, recv2, True)
             return NodeExchange(self, request, recv2, None, ghost, True, (recv1, slot))
         send2 = self._encode(codec, recv1, idx2, l2.n_send, "enc_send2", key, slot)
         recv2 = self.buffer("enc_recv2", l2.n_recv, send2.shape[1], np.uint8, slot)
@@ -291,7 +297,7 @@ class NodePlan:
             l3.scatter_add(got3, acc2)
         if not self._coded(codec, dtype):
             got2 = self.buffer("recv2r", l2.n_send, f, dtype, slot)
-            request = l2.post(acc2, got2, False)
+            request = self._post2(acc2, got2, False)
             return NodeExchange(self, request, got2, None, out_local, False,
                                 (ghost_partial, slot))
         enc = self._encode(codec, acc2, NO_INDEX, l2.n_recv, "enc_send2r", key, slot)
