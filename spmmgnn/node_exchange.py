@@ -234,7 +234,7 @@ class NodePlan:
         if self.shared:
             rows, index = self.share1.exchange(x_local, l1.send_idx, True, slot)
             with self.stats.timing("seconds_exchange"):
-                ghost[self.pos_direct] = rows[index[self.sel_direct]]
+                kernels.move_rows(rows, index[self.sel_direct], ghost, self.pos_direct)
             return rows, index[self.sel_send2]
         f, dtype = x_local.shape[1], x_local.dtype
         send1 = self.buffer("send1", l1.n_send, f, dtype, slot)
@@ -259,7 +259,7 @@ class NodePlan:
             rows, index = self.share3.exchange(recv2, l3.send_idx, True, slot)
             if ghost is not None:
                 with self.stats.timing("seconds_exchange"):
-                    ghost[self.pos_far] = rows[index]
+                    kernels.move_rows(rows, index, ghost, self.pos_far)
             return
         send3 = self.buffer("send3", l3.n_send, f, dtype, slot)
         recv3 = self.buffer("recv3", l3.n_recv, f, dtype, slot)
@@ -311,7 +311,9 @@ class NodePlan:
         discard)."""
         f, dtype = partial.shape[1], partial.dtype
         l1, l2 = self.leg1, self.leg2
-        acc1 = self.buffer("acc1", l1.n_recv, f, dtype, slot)
+        # through the window the sums are made in my segment of it (no copy to publish)
+        acc1 = (self.share1.segment(False, f, dtype, slot) if self.shared else
+                self.buffer("acc1", l1.n_recv, f, dtype, slot))
         with self.stats.timing("seconds_exchange"):
             acc1[...] = 0
             acc1[self.sel_direct] = partial[self.pos_direct]
@@ -322,7 +324,7 @@ class NodePlan:
                 codec.decode(got2, acc1, l2.send_idx, accumulate=True)
         got1 = self.buffer("recv1r", l1.n_send, f, dtype, slot)
         if self.shared:
-            rows, index = self.share1.exchange(acc1, None, False, slot)
+            rows, index = self.share1.exchange(None, None, False, slot, f, dtype)
             with self.stats.timing("seconds_exchange"):
                 kernels.gather_rows(rows, index, got1)
         else:

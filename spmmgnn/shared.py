@@ -109,30 +109,44 @@ class SharedRoute:
             self.windows[key] = (w, [w.offsets(who, h) + within for h in (0, 1)])
         return self.windows[key]
 
-    def exchange(self, src: np.ndarray, idx: np.ndarray | None, forward: bool,
-                 slot: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    def segment(self, forward: bool, f: int, dtype, slot: int = 0) -> np.ndarray:
+        """Collective the first time (per direction, width, dtype, slot): my segment of the
+        next ``exchange``, to write its rows in place (then ``exchange(None, ...)``)."""
+        if self.idle:
+            return np.zeros((0, f), dtype=dtype)
+        window, _ = self._window(forward, f, dtype, slot)
+        return window.segment(window.calls % 2)
+
+    def exchange(self, src: np.ndarray | None, idx: np.ndarray | None, forward: bool,
+                 slot: int = 0, f: int = 0, dtype=None) -> tuple[np.ndarray, np.ndarray]:
         """Collective: publish ``src[idx]`` (``idx`` None: ``src``, already in the order of
-        my segment) and return ``(rows, index)``: ``rows[index]`` is what the ``Alltoallv``
+        my segment; ``src`` None: ``segment``'s rows, written there, of width ``f`` and
+        ``dtype``) and return ``(rows, index)``: ``rows[index]`` is what the ``Alltoallv``
         (``forward`` or backward) would have delivered to me, valid until the next call on
         the same slot after the next. Counted as one exchange of no message bytes; the rows
         read from other ranks go to ``stats.bytes_shared_read``."""
-        route, f = self.route, src.shape[1]
+        route = self.route
+        if src is not None:
+            f, dtype = src.shape[1], src.dtype
+        dtype = np.dtype(dtype)
         if self.idle:
             route.stats.count_exchange(0, 0, legs=route.legs)
-            return np.zeros((0, f), dtype=src.dtype), NO_INDEX
-        window, index = self._window(forward, f, src.dtype, slot)
+            return np.zeros((0, f), dtype=dtype), NO_INDEX
+        window, index = self._window(forward, f, dtype, slot)
         half = window.calls % 2
         window.calls += 1
         stats = route.stats
         with stats.timing("seconds_exchange"):
             seg = window.segment(half)
-            if idx is None:
+            if src is None:
+                pass
+            elif idx is None:
                 seg[...] = src
             elif seg.shape[0]:
                 kernels.gather_rows(src, idx, seg)
             window.sync()
         stats.count_exchange(0, 0, legs=route.legs)
-        stats.bytes_shared_read += self._others[forward] * f * src.itemsize
+        stats.bytes_shared_read += self._others[forward] * f * dtype.itemsize
         return window.array, index[half]
 
     def close(self) -> None:
