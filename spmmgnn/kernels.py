@@ -226,6 +226,17 @@ def gather_rows(x, idx, out):
             out[i, t] = x[s, t]
 
 
+@njit(**_JIT)
+def move_rows(x, src, out, dst):
+    """out[dst[i]] = x[src[i]] in one pass (rows read in place out of a shared window
+    straight to where they go; ``dst`` holds no repeats)."""
+    f = x.shape[1]
+    for i in prange(src.shape[0]):
+        s, d = src[i], dst[i]
+        for t in range(f):
+            out[d, t] = x[s, t]
+
+
 def scatter_add(src: np.ndarray, idx: np.ndarray, out: np.ndarray, n_par: int,
                 n_rp: int = 0) -> None:
     """out[idx[i]] += src[i] (idx may repeat), race-free: ``n_par`` feature ranges times

@@ -26,6 +26,15 @@ flat plan's result to rounding. The inter-node leg is posted by ``start_*`` and 
 ``finish``, so the product of the owned block hides the slow leg; the two intra-node legs
 are blocking (fast memory copies).
 
+When the ranks of a node share memory (``shared.shares_memory``; a simulated node of
+``ranks_per_node=K`` on one machine is a ``Split`` of it), the two intra-node legs send no
+message: each runs through an MPI-3 shared-memory window (``shared.SharedRoute``), the
+writers storing the rows their messages would carry and the readers gathering them straight
+into the leg's destination (the ghost rows, leg 2's send buffer, the sums of a reduce), in
+the messages' order, so the results are bitwise those of the message legs. Only the
+inter-node leg is counted in ``bytes_sent``; ``bytes_sent_by_tier["intra"]`` stays 0 and the
+rows read out of the windows are ``bytes_shared_read``. ``shared=False`` keeps the messages.
+
 ``AutoPlan`` holds both plans and picks one per direction and row width by the two-tier
 alpha-beta model (``tiers``) of each plan's per-rank volumes (the slowest rank decides):
 the same decision on every rank, from numbers gathered once at build time.
@@ -45,6 +54,7 @@ from .errors import agree
 from .halo import NO_INDEX, HaloPlan, Route, check_ghosts, displacements, encode_rows
 from .hashing import mix64
 from .nodes import NodeMap, carriers
+from .shared import SharedRoute, shares_memory
 from .stats import CommStats
 
 EXCHANGES = ("flat", "node", "auto")
@@ -82,7 +92,8 @@ class NodePlan:
     def __init__(self, comm: MPI.Comm, owner_offsets: np.ndarray, ghost_ids: np.ndarray,
                  stats: CommStats | None = None, codec: Codec | None = None,
                  codec_backward: Codec | None = None, seed: int = 0,
-                 stream: int | None = None, nodes: NodeMap | None = None):
+                 stream: int | None = None, nodes: NodeMap | None = None,
+                 shared: bool | None = None):
         self.comm = comm
         self.stats = CommStats() if stats is None else stats
         self.codec, self.codec_backward = codec, codec_backward
@@ -139,6 +150,19 @@ class NodePlan:
         self.send_idx = self.leg1.send_idx    # my rows that leave me (as the flat plan's)
         self.n_send = int(self.send_counts.sum())
         self.comm_local = local
+        self.shared = shares_memory(local) if shared is None else bool(shared)
+        # no rank sends between nodes (one node): leg 2 posts nothing
+        self.leg2_idle = not comm.allreduce(self.leg2.n_send + self.leg2.n_recv)
+        if self.shared:
+            self.share1, self.share3 = SharedRoute(self.leg1), SharedRoute(self.leg3)
+            self.sel_send2 = self.leg2.send_idx
+
+    def close(self) -> None:
+        """Collective over the node: free the shared windows (the plan then sends)."""
+        if self.shared:
+            self.share1.close()
+            self.share3.close()
+            self.shared = False
 
     # ------------------------------------------------------------ what callers read
     def buffer(self, name: str, rows: int, f: int, dtype, slot: int = 0) -> np.ndarray:
@@ -173,6 +197,10 @@ class NodePlan:
         return encode_rows(codec, x, idx, buf, self.stats, self.comm,
                            mix64(self._key_base, key))
 
+    def _post2(self, send: np.ndarray, recv: np.ndarray, forward: bool) -> MPI.Request:
+        """Leg 2 uncoded (nothing to post when no rank of ``comm`` has rows for it)."""
+        return MPI.REQUEST_NULL if self.leg2_idle else self.leg2.post(send, recv, forward)
+
     def _blocking(self, leg: Route, send: np.ndarray, recv: np.ndarray, forward: bool) -> None:
         request = leg.post(send, recv, forward)
         with self.stats.timing("seconds_exchange"):
@@ -184,24 +212,37 @@ class NodePlan:
         """Begin ghost[:] = the rows of X named by my ghost columns: leg 1 (blocking), then
         leg 2 posted; ``finish()`` lands them (leg 3)."""
         f, dtype, codec = x_local.shape[1], x_local.dtype, self.codec
-        l1, l2 = self.leg1, self.leg2
+        l2 = self.leg2
         self.stats.node_exchanges += 1
+        recv1, idx2 = self._leg1(x_local, ghost, slot)
+        if not self._coded(codec, dtype):
+            send2 = self.buffer("send2", l2.n_send, f, dtype, slot)
+            recv2 = self.buffer("recv2", l2.n_recv, f, dtype, slot)
+            with self.stats.timing("seconds_exchange"):
+                kernels.gather_rows(recv1, idx2, send2)
+            request = self._post2(send2, recv2, True)
+            return NodeExchange(self, request, recv2, None, ghost, True, (recv1, slot))
+        send2 = self._encode(codec, recv1, idx2, l2.n_send, "enc_send2", key, slot)
+        recv2 = self.buffer("enc_recv2", l2.n_recv, send2.shape[1], np.uint8, slot)
+        request = l2.post(send2, recv2, True, param_bytes=codec.param_bytes)
+        return NodeExchange(self, request, recv2, codec, ghost, True, (recv1, slot))
+
+    def _leg1(self, x_local: np.ndarray, ghost: np.ndarray, slot: int):
+        """Leg 1 of a bcast: (rows, index) with ``rows[index]`` leg 2's send rows; through
+        the window, the direct ghost rows are placed now (the message path: at landing)."""
+        l1 = self.leg1
+        if self.shared:
+            rows, index = self.share1.exchange(x_local, l1.send_idx, True, slot)
+            with self.stats.timing("seconds_exchange"):
+                kernels.move_rows(rows, index[self.sel_direct], ghost, self.pos_direct)
+            return rows, index[self.sel_send2]
+        f, dtype = x_local.shape[1], x_local.dtype
         send1 = self.buffer("send1", l1.n_send, f, dtype, slot)
         recv1 = self.buffer("recv1", l1.n_recv, f, dtype, slot)
         with self.stats.timing("seconds_exchange"):
             kernels.gather_rows(x_local, l1.send_idx, send1)
         self._blocking(l1, send1, recv1, True)
-        if not self._coded(codec, dtype):
-            send2 = self.buffer("send2", l2.n_send, f, dtype, slot)
-            recv2 = self.buffer("recv2", l2.n_recv, f, dtype, slot)
-            with self.stats.timing("seconds_exchange"):
-                kernels.gather_rows(recv1, l2.send_idx, send2)
-            request = l2.post(send2, recv2, True)
-            return NodeExchange(self, request, recv2, None, ghost, True, (recv1, slot))
-        send2 = self._encode(codec, recv1, l2.send_idx, l2.n_send, "enc_send2", key, slot)
-        recv2 = self.buffer("enc_recv2", l2.n_recv, send2.shape[1], np.uint8, slot)
-        request = l2.post(send2, recv2, True, param_bytes=codec.param_bytes)
-        return NodeExchange(self, request, recv2, codec, ghost, True, (recv1, slot))
+        return recv1, self.leg2.send_idx
 
     def land_bcast(self, recv2: np.ndarray, codec: Codec | None, recv1: np.ndarray,
                    slot: int, ghost: np.ndarray | None) -> None:
@@ -214,6 +255,12 @@ class NodePlan:
             with self.stats.timing("seconds_codec"):
                 codec.decode(recv2, rows2, NO_INDEX, accumulate=False)
             recv2 = rows2
+        if self.shared:
+            rows, index = self.share3.exchange(recv2, l3.send_idx, True, slot)
+            if ghost is not None:
+                with self.stats.timing("seconds_exchange"):
+                    kernels.move_rows(rows, index, ghost, self.pos_far)
+            return
         send3 = self.buffer("send3", l3.n_send, f, dtype, slot)
         recv3 = self.buffer("recv3", l3.n_recv, f, dtype, slot)
         with self.stats.timing("seconds_exchange"):
@@ -234,18 +281,23 @@ class NodePlan:
         f, dtype, codec = ghost_partial.shape[1], ghost_partial.dtype, self.codec_backward
         l2, l3 = self.leg2, self.leg3
         self.stats.node_exchanges += 1
-        back3 = self.buffer("send3r", l3.n_recv, f, dtype, slot)
         got3 = self.buffer("recv3r", l3.n_send, f, dtype, slot)
-        with self.stats.timing("seconds_exchange"):
-            kernels.gather_rows(ghost_partial, self.pos_far, back3)
-        self._blocking(l3, back3, got3, False)
+        if self.shared:
+            rows, index = self.share3.exchange(ghost_partial, self.pos_far, False, slot)
+            with self.stats.timing("seconds_exchange"):
+                kernels.gather_rows(rows, index, got3)
+        else:
+            back3 = self.buffer("send3r", l3.n_recv, f, dtype, slot)
+            with self.stats.timing("seconds_exchange"):
+                kernels.gather_rows(ghost_partial, self.pos_far, back3)
+            self._blocking(l3, back3, got3, False)
         acc2 = self.buffer("acc2", l2.n_recv, f, dtype, slot)
         with self.stats.timing("seconds_exchange"):
             acc2[...] = 0
             l3.scatter_add(got3, acc2)
         if not self._coded(codec, dtype):
             got2 = self.buffer("recv2r", l2.n_send, f, dtype, slot)
-            request = l2.post(acc2, got2, False)
+            request = self._post2(acc2, got2, False)
             return NodeExchange(self, request, got2, None, out_local, False,
                                 (ghost_partial, slot))
         enc = self._encode(codec, acc2, NO_INDEX, l2.n_recv, "enc_send2r", key, slot)
@@ -259,7 +311,9 @@ class NodePlan:
         discard)."""
         f, dtype = partial.shape[1], partial.dtype
         l1, l2 = self.leg1, self.leg2
-        acc1 = self.buffer("acc1", l1.n_recv, f, dtype, slot)
+        # through the window the sums are made in my segment of it (no copy to publish)
+        acc1 = (self.share1.segment(False, f, dtype, slot) if self.shared else
+                self.buffer("acc1", l1.n_recv, f, dtype, slot))
         with self.stats.timing("seconds_exchange"):
             acc1[...] = 0
             acc1[self.sel_direct] = partial[self.pos_direct]
@@ -269,7 +323,12 @@ class NodePlan:
             with self.stats.timing("seconds_codec"):
                 codec.decode(got2, acc1, l2.send_idx, accumulate=True)
         got1 = self.buffer("recv1r", l1.n_send, f, dtype, slot)
-        self._blocking(l1, acc1, got1, False)
+        if self.shared:
+            rows, index = self.share1.exchange(None, None, False, slot, f, dtype)
+            with self.stats.timing("seconds_exchange"):
+                kernels.gather_rows(rows, index, got1)
+        else:
+            self._blocking(l1, acc1, got1, False)
         if out is not None:
             with self.stats.timing("seconds_exchange"):
                 l1.scatter_add(got1, out)

@@ -23,6 +23,9 @@ class CommStats:
     (``ProcessGrid(device=...)``) staged between the device and host buffers around MPI, its
     own tier: ``as_dict`` reports them as ``"device_host"`` in ``bytes_sent_by_tier`` /
     ``bytes_received_by_tier`` (not part of ``bytes_sent``, which counts rank to rank).
+    ``bytes_shared_read``: rows a rank read out of other ranks' segments of a shared-memory
+    window instead of receiving them (``shared``: the node-aware exchange inside a node);
+    not part of ``bytes_received``.
     ``node_exchanges``: how many of the ``exchanges`` went node-aware (``node_exchange``).
     ``seconds_exchange`` is *exposed* exchange time: the rank waited in packing, posting or
     completing an exchange. ``seconds_exchange_hidden`` is the time an exchange was in flight
@@ -41,6 +44,7 @@ class CommStats:
     bytes_received_inter: int = 0
     bytes_device_to_host: int = 0
     bytes_host_to_device: int = 0
+    bytes_shared_read: int = 0
     calls_matmul: int = 0
     calls_matmul_t: int = 0
     exchanges: int = 0

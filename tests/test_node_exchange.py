@@ -1,4 +1,4 @@
-"""The node-aware exchange (spmmgnn.node_exchange) at P = 4, 6, 8 with 1-4 ranks per node:
+"""The node-aware exchange (spmmgnn.node_exchange) at P = 2, 4, 6, 8 with 1-4 ranks per node:
 the worker (tests/workers/node_cases.py) checks every algorithm against scipy and the flat
 exchange; here its bytes per tier are compared with the volume model rank by rank, and the
 inter-node bytes of every node with the flat exchange's."""
@@ -21,7 +21,7 @@ def _matrix(case: dict) -> sp.csr_array:
     return sp.csr_array((case["vals"], (case["rows"], case["cols"])), shape=(n, n))
 
 
-@pytest.fixture(params=[4, 6, 8])
+@pytest.fixture(params=[2, 4, 6, 8])
 def node_runs(request, mpi_json):
     return mpi_json(request.param, "node_cases.py")
 
@@ -36,11 +36,13 @@ def test_node_aware_equals_scipy_and_the_flat_exchange(node_runs):
 
 
 def test_bytes_by_tier_equal_the_model(node_runs):
-    """The model's bytes per tier, flat and node-aware, equal comm_stats rank by rank; the
+    """The model's bytes per tier, flat and node-aware, equal comm_stats rank by rank (the
+    node-aware exchange sends nothing inside a node: its rows there are read from a shared
+    window, ``bytes_shared_read``, as the model's ``shared``); the
     node-aware exchange moves at most the flat exchange's inter-node bytes out of and into
     every node, strictly less somewhere; auto counts what it chose."""
     P = node_runs["P"]
-    fewer, autos = False, 0
+    fewer, autos, shared_rows = False, 0, False
     for run in node_runs["runs"]:
         if run["case"] == "delayed":
             continue
@@ -62,6 +64,13 @@ def test_bytes_by_tier_equal_the_model(node_runs):
                     assert model.tolist() == got, (run["algorithm"], run["K"], run["c"],
                                                    run["shape"], run["codec"], exchange,
                                                    direction, key)
+            if exchange == "node":   # inside a node rows are read from shared memory
+                assert all(r[d]["sent_intra"] == 0 for r in ranks for d in ("fwd", "bwd"))
+                for direction, sfx in (("fwd", ""), ("bwd", "_t")):
+                    model = getattr(v, f"shared{sfx}")
+                    assert model.tolist() == [r[direction]["shared"] for r in ranks], (
+                        run["algorithm"], run["K"], direction)
+                    shared_rows |= bool(model.sum())
             inter[exchange] = [np.bincount(node, [r["fwd"][key] for r in ranks])
                                for key in ("sent_inter", "received_inter")]
             assert all(r["fwd"]["node_exchanges"] == (exchange == "node") * r["fwd"]["exchanges"]
@@ -76,7 +85,7 @@ def test_bytes_by_tier_equal_the_model(node_runs):
             assert auto[0]["report"]["option"] == "auto" and chosen and chosen <= {
                 "flat", "node", "flat/node"}
             autos += 1
-    assert fewer and autos
+    assert (fewer or P == 2) and autos and shared_rows  # P = 2: one node or one each
 
 
 def test_delayed_bins_by_tier_equal_the_model(node_runs):

@@ -12,7 +12,9 @@ of one color exchange with each other). From them, exactly as the plans count
   (A, B) goes once from its carrier in A to its carrier in B (``nodes.carriers``; leg 2,
   inter-node); the owner sends it to A's carrier (leg 1, with the rows its own node needs,
   each (owner, rank, row) once), and B's carrier hands it to every needer (leg 3).
-  A rank's copies to itself are not counted.
+  A rank's copies to itself are not counted. Inside a node the legs run through a
+  shared-memory window (``shared``): their rows are read, not sent, so ``tier_bytes`` counts
+  them as ``shared`` (``bytes_shared_read``), not in ``sent`` / ``received``.
 
 The reduce moves the same rows backwards. ``needs_1d`` (``sparse1d``/``sparse15d``: block row
 i needs the distinct columns of other blocks it has non-zeros in, per replica stage),
@@ -225,12 +227,15 @@ def tier_bytes(steps: list[tuple], P: int, ranks_per_node: int, exchange: str,
     the larger of sent and received, node_bytes (inter-node steps) the larger of what the
     rank's node sends and receives. ``raw``/``coded``: bytes per row without / with the
     codec (the flat exchange codes every row, the node-aware one its inter-node leg);
-    ``*_t`` those of the transpose. ``rows``: ``exchange_rows`` of each step, if known."""
+    ``*_t`` those of the transpose. ``rows``: ``exchange_rows`` of each step, if known.
+    The node-aware exchange's intra-node legs are read out of shared memory: ``shared``
+    (``shared_t``), the bytes a rank reads from other ranks' windows, not in ``sent``."""
     node = node_of_rank(P, ranks_per_node)
     rows = rows or [exchange_rows(needs, node, P) for needs, _ in steps]
     z = np.zeros(P, dtype=np.int64)
     out = {k: z.copy() for k in ("sent", "received", "sent_inter", "received_inter",
-                                  "sent_t", "received_t", "sent_t_inter", "received_t_inter")}
+                                  "sent_t", "received_t", "sent_t_inter", "received_t_inter",
+                                  "shared", "shared_t")}
     phases, step = [], 0
     for (needs, reduce), both in zip(steps, rows, strict=True):
         legs = both[exchange]
@@ -239,8 +244,11 @@ def tier_bytes(steps: list[tuple], P: int, ranks_per_node: int, exchange: str,
             for at, leg in enumerate(legs):
                 width = rbc if exchange == "flat" or leg.tier == "inter" else rb
                 s, r = (leg.received, leg.sent) if back else (leg.sent, leg.received)
-                out[f"sent{sfx}"] += s * width
-                out[f"received{sfx}"] += r * width
+                if exchange == "node" and leg.tier == "intra":
+                    out[f"shared{sfx}"] += r * width
+                else:
+                    out[f"sent{sfx}"] += s * width
+                    out[f"received{sfx}"] += r * width
                 if leg.tier == "inter":
                     out[f"sent{sfx}_inter"] += s * width
                     out[f"received{sfx}_inter"] += r * width

@@ -269,6 +269,9 @@ class Volumes:
     received_inter: np.ndarray | None = None
     sent_t_inter: np.ndarray | None = None
     received_t_inter: np.ndarray | None = None
+    # the node-aware exchange: bytes a rank reads from other ranks' shared-memory windows
+    shared: np.ndarray | None = None
+    shared_t: np.ndarray | None = None
     tier_phases: list[Phase] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -776,6 +779,7 @@ def with_tiers(vol: Volumes, algorithm: str, layout: Layout, P: int, c: int, f: 
     if exchange == "node":
         out = dataclasses.replace(out, sent=t["sent"], received=t["received"],
                                   sent_t=t["sent_t"], received_t=t["received_t"],
+                                  shared=t["shared"], shared_t=t["shared_t"],
                                   phases=phases, messages=sum(p.latency for p in phases))
     return out
 

@@ -32,14 +32,16 @@ def _mask_kernel(key, vertex_ids, f, threshold, scale, out):
 
 
 @njit(parallel=True, cache=True, nogil=True, boundscheck=False)
-def _relu_dropout_kernel(z, key, vertex_ids, threshold, scale, out):
-    """out = relu(z) * mask in one pass (mask from the hash, never stored). NaN stays NaN,
-    kept or dropped, as in ``torch.relu(z) * mask``: a diverging run must not look healthy."""
+def _relu_dropout_kernel(z, bias, key, vertex_ids, threshold, scale, out):
+    """out = relu(z + bias) * mask in one pass (``bias`` empty: none; mask from the hash,
+    never stored). NaN stays NaN, kept or dropped, as in ``torch.relu(z) * mask``: a
+    diverging run must not look healthy."""
     f = z.shape[1]
+    with_bias = bias.shape[0] > 0
     for i in prange(z.shape[0]):
         base = splitmix64(key ^ (uint64(vertex_ids[i]) * uint64(0x9E3779B97F4A7C15)))
         for k in range(f):
-            v = z[i, k]
+            v = z[i, k] + bias[k] if with_bias else z[i, k]
             if v > 0:
                 h = splitmix64(base + uint64(k) * uint64(0xD1B54A32D192ED03))
                 out[i, k] = v * scale if (h >> uint64(40)) >= threshold else 0.0
@@ -56,6 +58,25 @@ def _relu_dropout_backward_kernel(out, grad, scale, grad_in):
     for i in prange(out.shape[0]):
         for k in range(f):
             grad_in[i, k] = grad[i, k] * scale if out[i, k] > 0 else 0.0
+
+
+BIAS_ROWS = 1024  # rows per partial sum of the bias gradient: fixed, so not set by threads
+
+
+@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
+def _relu_dropout_bias_backward_kernel(out, grad, scale, grad_in, partial):
+    """``_relu_dropout_backward_kernel`` plus each block of ``BIAS_ROWS`` rows' column sums
+    of ``grad_in`` in ``partial`` (blocks fixed by the row count: the same sums on any
+    number of threads)."""
+    n, f = out.shape
+    for c in prange(partial.shape[0]):
+        for k in range(f):
+            partial[c, k] = 0.0
+        for i in range(c * BIAS_ROWS, min(n, (c + 1) * BIAS_ROWS)):
+            for k in range(f):
+                gk = grad[i, k] * scale if out[i, k] > 0 else 0.0
+                grad_in[i, k] = gk
+                partial[c, k] += gk
 
 
 def stream_key(seed: int, step: int, layer: int) -> np.uint64:
@@ -81,15 +102,18 @@ def _threshold(p: float) -> np.uint64:
 
 
 class ReluDropout(torch.autograd.Function):
-    """``dropout(relu(z))`` with the vertex-keyed mask, fused: one pass forward, one pass
+    """``dropout(relu(z + bias))`` with the vertex-keyed mask, fused: one pass forward, one pass
     backward, the mask neither stored nor recomputed (the output tells where it kept)."""
 
     @staticmethod
-    def forward(ctx, z: torch.Tensor, vertex_ids: np.ndarray, p: float, key: np.uint64):
+    def forward(ctx, z: torch.Tensor, bias: torch.Tensor | None, vertex_ids: np.ndarray,
+                p: float, key: np.uint64):
         zn = z.detach().contiguous().numpy()
+        bn = (bias.detach().contiguous().numpy() if bias is not None
+              else np.zeros(0, dtype=zn.dtype))
         out = recycled_empty(zn.shape, zn.dtype)
         scale = zn.dtype.type(1.0 / (1.0 - p))
-        _relu_dropout_kernel(zn, key, vertex_ids, _threshold(p), scale, out)
+        _relu_dropout_kernel(zn, bn, key, vertex_ids, _threshold(p), scale, out)
         result = torch.from_numpy(out)
         ctx.save_for_backward(result)
         ctx.scale = scale
@@ -100,19 +124,26 @@ class ReluDropout(torch.autograd.Function):
         (out,) = ctx.saved_tensors
         g = grad.contiguous().numpy()
         grad_in = recycled_empty(g.shape, g.dtype)
-        _relu_dropout_backward_kernel(out.numpy(), g, ctx.scale, grad_in)
-        return torch.from_numpy(grad_in), None, None, None
+        if not ctx.needs_input_grad[1]:
+            _relu_dropout_backward_kernel(out.numpy(), g, ctx.scale, grad_in)
+            return torch.from_numpy(grad_in), None, None, None, None
+        partial = np.empty((-(-g.shape[0] // BIAS_ROWS), g.shape[1]), dtype=g.dtype)
+        _relu_dropout_bias_backward_kernel(out.numpy(), g, ctx.scale, grad_in, partial)
+        return (torch.from_numpy(grad_in), torch.from_numpy(partial.sum(0)), None, None,
+                None)
 
 
 def relu_dropout(z: torch.Tensor, vertex_ids: np.ndarray, p: float, seed: int, step: int,
-                 layer: int) -> torch.Tensor:
-    """``vertex_dropout(relu(z), ...)`` in one fused pass (same values and gradients)."""
+                 layer: int, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``vertex_dropout(relu(z + bias), ...)`` in one fused pass (same values, gradients to
+    rounding: the bias gradient sums blocks of ``BIAS_ROWS`` rows, then the blocks in order,
+    so it is the same on any number of threads)."""
     if p <= 0:
-        return torch.relu(z)
+        return torch.relu(z if bias is None else z + bias)
     if p >= 1:
-        return torch.zeros_like(z)
+        return torch.zeros_like(z) if bias is None else torch.zeros_like(z) + 0 * bias
     ids = np.ascontiguousarray(vertex_ids, dtype=np.int64)
-    return ReluDropout.apply(z, ids, float(p), stream_key(seed, step, layer))
+    return ReluDropout.apply(z, bias, ids, float(p), stream_key(seed, step, layer))
 
 
 def vertex_dropout(x: torch.Tensor, vertex_ids: np.ndarray, p: float, seed: int, step: int,

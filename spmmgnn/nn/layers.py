@@ -85,8 +85,11 @@ class GCNConv(nn.Module):
         self.bias = nn.Parameter(torch.zeros(f_out)) if bias else None
 
     def forward(self, x: torch.Tensor, op: DistSpMM, aggregated: torch.Tensor | None = None,
-                stream: int | None = None) -> torch.Tensor:
-        return aggregate_linear(x, op, self.weight, self.bias, aggregated, stream)
+                stream: int | None = None, with_bias: bool = True) -> torch.Tensor:
+        """``with_bias=False``: leave ``+ b`` to the caller (the model fuses it into the
+        ReLU + dropout pass that follows)."""
+        return aggregate_linear(x, op, self.weight, self.bias if with_bias else None,
+                                aggregated, stream)
 
 
 class SAGEConv(nn.Module):

@@ -27,7 +27,7 @@ from torch import nn
 from ..algorithms.base import DistSpMM
 from ..hashing import mix64
 from .dropout import relu_dropout, vertex_dropout
-from .layers import LAYERS, NORMALIZATION, aggregation_chunk
+from .layers import LAYERS, NORMALIZATION, GCNConv, aggregation_chunk
 from .spmm_function import spmm
 
 MODELS = tuple(LAYERS)
@@ -128,13 +128,18 @@ class GNN(nn.Module):
             h = vertex_dropout(h, ids, self.input_dropout, self.seed, step, 0)
         last = len(self.convs) - 1
         for i, conv in enumerate(self.convs):
-            h = conv(h, op if layer_ops is None else layer_ops[i], first if i == 0 else None,
-                     self._stream(step, i))
+            # a GCN layer's bias joins the ReLU + dropout pass that follows it
+            fuse = (i < last and self.norms is None and self.training and self.dropout > 0
+                    and isinstance(conv, GCNConv) and conv.bias is not None)
+            args = (h, op if layer_ops is None else layer_ops[i], first if i == 0 else None,
+                    self._stream(step, i))
+            h = conv(*args, with_bias=False) if fuse else conv(*args)
             if i < last:
                 if self.norms is not None:
                     h = self.norms[i](h)
                 if self.training and self.dropout > 0:  # the dropout of layer i+1's input
-                    h = relu_dropout(h, ids, self.dropout, self.seed, step, i + 1)
+                    h = relu_dropout(h, ids, self.dropout, self.seed, step, i + 1,
+                                     bias=conv.bias if fuse else None)
                 else:
                     h = torch.relu(h)
         return h

@@ -20,7 +20,8 @@ from ..atomic import check_writable, default_mode, write_text_atomic
 from ..data.csbm import DEFAULTS
 from ..errors import SpmmgnnError, agree, check_on_root, collective_error
 from ..grid import ProcessGrid
-from ..threads import default_threads, set_threads
+from ..node_layout import choose_layout
+from ..threads import set_threads
 from .trainer import TrainConfig
 
 H5_SUFFIXES = {".h5", ".hdf5"}
@@ -187,7 +188,8 @@ def run_training(spec: RunSpec, comm: MPI.Comm | None = None,
     from .trainer import Trainer
 
     comm = comm or MPI.COMM_WORLD
-    threads = set_threads(spec.threads or default_threads(comm))
+    layout = None if spec.threads else choose_layout(comm)
+    threads = set_threads(spec.threads or layout.threads)
     torch.set_num_threads(threads)
     config = train_config(spec, progress=report and not spec.quiet)
     agree(comm, config.problem() or (None if config.epochs >= 1 else
@@ -199,6 +201,8 @@ def run_training(spec: RunSpec, comm: MPI.Comm | None = None,
     rank0 = comm.rank == 0
     speak = rank0 and report and not spec.quiet
     if speak:
+        if layout is not None:   # chosen here, not asked for: say what
+            print(layout.line(), flush=True)
         print(header(spec, data, grid, threads), flush=True)
     trainer = Trainer(data, config)
     if trainer.start_epoch > config.epochs:  # the same on every rank: no agreement needed

@@ -1,0 +1,216 @@
+"""One node, all its cores (issue 48): every ranks x threads split of the machine's cores, the
+machine's rates, and each part of the training step over its floor.
+
+For each split P x T = C (C: the cores this process may run on; every divisor P of C),
+``sparse1d`` (1D) and ``sparse2d`` (the most square grid of P): a 2-layer GCN on a CSBM graph
+(float32, no cached first-layer aggregation, ``partitioner none``, ``exchange node``:
+inside a node the rows are read from shared memory), the median step of ``--epochs`` after
+``--warmup`` (the first epochs' kernel set-up and compilation excluded), the slowest rank's
+breakdown: ``spmm_local``, ``exchange``, ``allreduce``, ``dense``, ``other``.
+
+Machine rates at T = C threads (and 1): a square float32 GEMM (torch, ``--gemm-n``), a stream
+triad (GB/s read + written). Floors of the step on the whole machine:
+
+- ``spmm_local``: every SpMM's gathers, nnz x f x 4 bytes, at the triad rate;
+- ``dense``: the products' FLOPs at the GEMM rate plus the elementwise passes
+  (``floor.elementwise_bytes``) at the triad rate;
+- the step: their sum (no exchange floor inside a node: the rows are read in place).
+
+``--busy`` repeats every split with a second process spinning on one core (the layouts that
+wait for their slowest thread lose most). Writes ``bench/results/node-scaling.{json,md}``
+(``--out`` to change the stem); the load (``os.getloadavg``) at start and end goes with them.
+
+    python bench/node_scaling.py --quick            # small graph, a few minutes
+    python bench/node_scaling.py --quick --busy     # and again with one core busy
+    python bench/node_scaling.py --n 1000000 --features 128 --hidden 128   # the issue's graph
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from floor import elementwise_bytes, gemm_flops, gemm_rates, triad_rate
+
+from spmmgnn.atomic import write_text_atomic
+
+from common import RESULTS, machine, mpiexec, write_json
+
+HERE = Path(__file__).resolve().parent
+PARTS = ("spmm_local", "exchange", "allreduce", "dense", "other")
+QUICK = dict(n=20_000, degree=12.0, features=64, classes=8, hidden=64)
+FULL = dict(n=90_000, degree=22.0, features=128, classes=10, hidden=128)
+
+
+def splits(cores: int) -> list[tuple[int, int]]:
+    """Every (ranks, threads per rank) with ranks x threads = cores."""
+    return [(p, cores // p) for p in range(1, cores + 1) if cores % p == 0]
+
+
+def worker(args) -> None:
+    """One training run under mpiexec; rank 0 writes the slowest rank's parts."""
+    import torch
+    from mpi4py import MPI
+
+    import spmmgnn
+    from spmmgnn.algorithms import ALGORITHMS
+    from spmmgnn.data.csbm import csbm
+    from spmmgnn.training import TrainConfig, Trainer, distribute_graph
+
+    comm = MPI.COMM_WORLD
+    spmmgnn.set_threads(args.threads)
+    torch.set_num_threads(args.threads)
+    s = json.loads(args.size)
+    g = (csbm(n=s["n"], avg_degree=s["degree"], num_features=s["features"],
+              num_classes=s["classes"], seed=0) if comm.rank == 0 else None)
+    grid = ALGORITHMS[args.algorithm].grid_for(comm)
+    data = distribute_graph(g, grid, "gcn", algorithm=args.algorithm, exchange=args.exchange)
+    cfg = TrainConfig(model="gcn", layers=2, hidden=s["hidden"], dropout=0.5, epochs=1,
+                      eval_every=0, progress=False, cache_input_aggregation=False)
+    trainer = Trainer(data, cfg)
+    rows = [trainer.train_step(e) for e in range(1, args.warmup + args.epochs + 1)]
+    timed = rows[args.warmup:]
+    mine = dict(step=float(np.median([r["seconds"] for r in timed])),
+                parts={k: float(np.median([r["breakdown"][k] for r in timed])) for k in PARTS},
+                nnz=int(data.op.local_nnz()))
+    everyone = comm.gather(mine)
+    stats = data.op.comm_stats()
+    shared = comm.gather(int(stats.get("bytes_shared_read", 0)))   # 0 before issue 48
+    if comm.rank == 0:
+        worst = max(everyone, key=lambda r: r["step"])
+        Path(args.result).write_text(json.dumps(dict(
+            step=worst["step"], parts=worst["parts"], nnz=sum(r["nnz"] for r in everyone),
+            dims=trainer.model.dims, n=data.n, shared_read=sum(shared),
+            intra_sent=int(stats["bytes_sent_by_tier"]["intra"]))))
+
+
+def launch(P: int, T: int, algorithm: str, size: dict, epochs: int, warmup: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "r.json"
+        cmd = [mpiexec(), "-n", str(P), sys.executable, str(HERE / "node_scaling.py"),
+               "--worker", "--threads", str(T), "--algorithm", algorithm,
+               "--size", json.dumps(size), "--epochs", str(epochs), "--warmup", str(warmup),
+               "--result", str(out)]
+        env = dict(os.environ, SPMMGNN_THREADS=str(T), OMP_NUM_THREADS=str(T))
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+        return json.loads(out.read_text())
+
+
+def floors(run: dict, gemm: float, triad: float) -> dict[str, float]:
+    """Seconds of the step's parts at the machine's rates (whole machine)."""
+    from spmmgnn.nn.layers import trained_widths
+
+    dims = run["dims"]   # A X once (constant input), each later layer's SpMM both ways
+    f_calls = [dims[0]] + [2 * w for w in trained_widths(dims)]
+    gathers = run["nnz"] * sum(f_calls) * 4
+    dense = gemm_flops("gcn", run["dims"], run["n"]) / (gemm * 1e9) + \
+        elementwise_bytes(run["dims"], run["n"]) / (triad * 1e9)
+    return dict(spmm_local=gathers / (triad * 1e9), dense=dense)
+
+
+def busy_core() -> subprocess.Popen:
+    """A second process spinning on one core (pinned to the last one where possible)."""
+    code = "import os\ntry: os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})\n" \
+           "except Exception: pass\nwhile True: pass\n"
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def table(rows: list[dict]) -> list[str]:
+    out = ["| spinner | load avg | algorithm | P x T | step ms | floor ms | step / floor | "
+           "spmm_local | exchange | allreduce | dense | other |",
+           "|---|---:|---|---|---:|---:|---:|---|---:|---:|---|---:|"]
+    for r in rows:
+        p, fl = r["parts"], r["floors"]
+        floor = fl["spmm_local"] + fl["dense"]
+        out.append(
+            f"| {r['load']} | {r.get('loadavg', 0):.1f} | {r['algorithm']} | "
+            f"{r['P']} x {r['T']} | {r['step'] * 1e3:.1f} | "
+            f"{floor * 1e3:.1f} | {r['step'] / floor:.2f} | "
+            f"{p['spmm_local'] * 1e3:.1f} / {fl['spmm_local'] * 1e3:.1f} = "
+            f"{p['spmm_local'] / fl['spmm_local']:.1f}x | {p['exchange'] * 1e3:.1f} | "
+            f"{p['allreduce'] * 1e3:.1f} | {p['dense'] * 1e3:.1f} / {fl['dense'] * 1e3:.1f} = "
+            f"{p['dense'] / fl['dense']:.1f}x | {p['other'] * 1e3:.1f} |")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="the small graph (a few minutes)")
+    ap.add_argument("--busy", action="store_true", help="also with one core kept busy")
+    ap.add_argument("--n", type=int)
+    ap.add_argument("--features", type=int)
+    ap.add_argument("--hidden", type=int)
+    ap.add_argument("--epochs", type=int, default=6)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--gemm-n", type=int, default=2048)
+    ap.add_argument("--out", default=str(RESULTS / "node-scaling"))
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--algorithm", default="sparse1d", help=argparse.SUPPRESS)
+    ap.add_argument("--size", help=argparse.SUPPRESS)
+    ap.add_argument("--result", help=argparse.SUPPRESS)
+    ap.add_argument("--exchange", default="node", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        return worker(args)
+    size = dict(QUICK if args.quick else FULL)
+    for key in ("n", "features", "hidden"):
+        if getattr(args, key):
+            size[key] = getattr(args, key)
+    cores = len(os.sched_getaffinity(0))
+    load_start = os.getloadavg()
+    rates = {t: dict(gemm=max(gemm_rates(args.gemm_n, t, 3).values()),
+                     triad=triad_rate(t, 3)) for t in sorted({1, cores})}
+    print(f"rates: {rates}", flush=True)
+    # the floors take the best rate seen (a loaded machine can only make a rate look lower)
+    gemm, triad = (max(r[k] for r in rates.values()) for k in ("gemm", "triad"))
+    rows = []
+    for load in ("no spinner", "one core busy") if args.busy else ("no spinner",):
+        spinner = busy_core() if load != "no spinner" else None
+        try:
+            for P, T in splits(cores):
+                for algorithm in ("sparse1d", "sparse2d"):
+                    run = launch(P, T, algorithm, size, args.epochs, args.warmup)
+                    run.update(load=load, algorithm=algorithm, P=P, T=T,
+                               loadavg=os.getloadavg()[0], floors=floors(run, gemm, triad))
+                    rows.append(run)
+                    print(table([run])[-1], flush=True)
+        finally:
+            if spinner is not None:
+                spinner.kill()
+                spinner.wait()
+    load_end = os.getloadavg()
+    payload = dict(machine=machine(), size=size, epochs=args.epochs, warmup=args.warmup,
+                   rates=rates, loadavg_start=load_start, loadavg_end=load_end, runs=rows,
+                   when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    write_json(args.out + ".json", payload)
+    cmd = "python bench/node_scaling.py " + " ".join(a for a in sys.argv[1:])
+    md = [f"# One node, all its cores ({payload['when']})", "",
+          f"`{cmd.strip()}` on {cores} cores ({machine()['processor'] or 'cpu'}); "
+          f"1-minute load average {load_start[0]:.1f} at the start, {load_end[0]:.1f} at the "
+          "end (other work shared the machine).", "",
+          f"CSBM n={size['n']}, degree {size['degree']}, {size['features']} features, hidden "
+          f"{size['hidden']}, {size['classes']} classes; 2-layer GCN, float32, no cached "
+          f"aggregation, `exchange=node`; median of {args.epochs} steps after {args.warmup}; "
+          "the slowest rank's parts, ms.", "",
+          "| threads | GEMM GFLOP/s (torch) | triad GB/s |", "|---:|---:|---:|"]
+    md += [f"| {t} | {r['gemm']:.1f} | {r['triad']:.1f} |" for t, r in rates.items()]
+    md += ["", *table(rows), "",
+           "Each part: measured / floor = ratio; the floor is the whole machine's at the best "
+           "rates measured (see the script's docstring); `exchange` and `allreduce` have "
+           "none inside a node. `load avg`: the 1-minute load average after each run."]
+    write_text_atomic(Path(args.out + ".md"), "\n".join(md) + "\n")
+    print(f"wrote {args.out}.md", flush=True)
+
+
+if __name__ == "__main__":
+    main()
