@@ -1,12 +1,10 @@
 """spmmgnn: distributed sparsity-aware SpMM over MPI, and full-batch GNN training on it."""
 
-import os
-
-# numba's and torch's OpenMP pools spin-wait against each other when a rank runs more than one
-# thread (measured: 186 vs 28 ms per epoch at 2 threads); must be set before torch loads.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-from .abort import install_abort_hook  # noqa: E402
+# first: spmmgnn.jit sets the OpenMP wait policy before numba or torch loads an OpenMP pool
+# (numba's and torch's pools spin-wait against each other when a rank runs more than one
+# thread: 186 against 28 ms per epoch at 2 threads)
+from . import jit  # noqa: F401, I001
+from .abort import install_abort_hook
 from .algorithms import ALGORITHMS, DistSpMM
 from .errors import SpmmgnnError
 from .grid import ProcessGrid

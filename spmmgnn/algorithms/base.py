@@ -32,7 +32,7 @@ from ..layout import Partition, resolve_partition
 from ..node_exchange import EXCHANGES, exchange_plan
 from ..reorder import block_rcm, with_order
 from ..stats import CommStats
-from ..threads import ensure_threads
+from ..threads import ensure_threads, scope
 from ..tiers import network
 from .linalg import RowAlgebra
 
@@ -405,7 +405,8 @@ class DistSpMM(RowAlgebra):
                              self.n_local_in)
         out = recycled_empty((self.n_local, x.shape[1]), x.dtype)
         self.stats.calls_matmul += 1
-        self._matmul(x, out, self.rounding_key(stream, 0))
+        with scope():  # the library's threads for its kernels, the caller's back after
+            self._matmul(x, out, self.rounding_key(stream, 0))
         return like_input(out[:, 0] if vector else out, X_local)
 
     def matmul_t(self, Y_local, stream: int | None = None):
@@ -415,7 +416,8 @@ class DistSpMM(RowAlgebra):
                              self.n_local)
         out = recycled_empty((self.n_local_in, y.shape[1]), y.dtype)
         self.stats.calls_matmul_t += 1
-        self._matmul_t(y, out, self.rounding_key(stream, 1))
+        with scope():
+            self._matmul_t(y, out, self.rounding_key(stream, 1))
         return like_input(out[:, 0] if vector else out, Y_local)
 
     def rounding_key(self, stream: int | None, direction: int) -> int:
