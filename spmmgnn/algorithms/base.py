@@ -443,17 +443,12 @@ class DistSpMM(RowAlgebra):
         refused even then (detaching it would make its gradient wrong). With validate=False
         the caller guarantees that every rank makes the same call with the same width,
         dtype, side and root."""
-        error = _grad_error(x, what) or _kind_error(x, what)
         if not self.validate:
+            error = _grad_error(x, what) or _kind_error(x, what)
             if error:
                 raise SpmmgnnError(error)
             return to_numpy(x, what)
-        arr = _NOTHING
-        if error is None:
-            try:
-                arr = to_numpy(x, what)
-            except SpmmgnnError as exc:  # a meta tensor: refused on every rank
-                error = str(exc)
+        arr, error = self.local_rows(x, what, None if what == "scatter_rows" else rows)
         comm = self.grid.comm
         if side is not None and side not in SIDES:
             error = error or f"{what}: side must be 'input' or 'output', got {side!r}"
@@ -462,8 +457,6 @@ class DistSpMM(RowAlgebra):
             error = error or (f"{what}: root must be a rank of the grid's "
                               f"{comm.Get_size()}, got {root!r}")
             root = -1
-        if what != "scatter_rows":
-            error = error or _rows_error(arr, what, rows)
         if comm.Get_size() == 1:
             agree(comm, error)
             return arr
@@ -488,6 +481,22 @@ class DistSpMM(RowAlgebra):
             error = f"{what}: ranks disagree on the number of columns or the dtype"
         agree(comm, error)
         return arr
+
+    @staticmethod
+    def local_rows(x, what: str, rows: int | None) -> tuple[np.ndarray, str | None]:
+        """This rank's rows as numpy and what is wrong with them (None: nothing), without
+        any communication: the local half of ``check_local`` (``rows=None``: any shape),
+        for callers that fold the agreement into their own reduction (``linalg``)."""
+        error = _grad_error(x, what) or _kind_error(x, what)
+        arr = _NOTHING
+        if error is None:
+            try:
+                arr = to_numpy(x, what)
+            except SpmmgnnError as exc:  # a meta tensor: refused on every rank
+                error = str(exc)
+        if rows is not None:
+            error = error or _rows_error(arr, what, rows)
+        return arr, error
 
     def probe_symmetry(self, seed: int = 12345) -> bool:
         """Collective: is ``A.T == A``? Compares ``A x`` with ``A.T x`` for two random vectors
