@@ -25,7 +25,14 @@ from mpi4py import MPI
 from .. import kernels
 from ..buffers import recycled_empty
 from ..convert import FLOAT_DTYPES, is_torch, like_input, mpi_float_type, to_numpy
-from ..errors import SpmmgnnError, agree, check_on_root, collective_error
+from ..errors import (
+    SpmmgnnError,
+    agree,
+    check_on_root,
+    collective_error,
+    wait_for_root,
+    wait_quietly,
+)
 from ..grid import ProcessGrid, format_shape, near_square, parse_grid
 from ..hashing import mix64, uniform_by_id
 from ..layout import Partition, resolve_partition
@@ -200,6 +207,7 @@ class DistSpMM(RowAlgebra):
             shape_nnz = (Ap.shape, int(Ap.nnz))
         agree(comm, algo_cls.preflight(grid, shape_nnz[0], shape_nnz[1], **options))
         block_row = _scatter_block_rows(comm, grid, root, Ap, rows)
+        wait_for_root(comm)  # ranks served first sleep until root has cut the last block
         return algo_cls(grid, rows, block_row, col_partition=cols, **options)
 
     @classmethod
@@ -680,7 +688,8 @@ def _as_kind(y: np.ndarray, as_torch: bool):
 
 
 def _scatter_block_rows(comm: MPI.Comm, grid: ProcessGrid, root: int, A, rows: Partition):
-    """Root sends every rank the CSR rows of its block row (replicas get the same rows)."""
+    """Root sends every rank the CSR rows of its block row (replicas get the same rows). The
+    others wait without spinning (``wait_quietly``) while root cuts and sends the blocks."""
     me = comm.Get_rank()
     offsets = rows.offsets
     if me == root:
@@ -691,16 +700,19 @@ def _scatter_block_rows(comm: MPI.Comm, grid: ProcessGrid, root: int, A, rows: P
             if dest == root:
                 mine = piece
                 continue
-            comm.send((piece.shape, int(piece.nnz)), dest=dest, tag=11)
+            head = np.array([piece.shape[0], piece.shape[1], piece.nnz], dtype=np.int64)
+            comm.Send([head, MPI.INT64_T], dest=dest, tag=11)
             comm.Send([piece.indptr.astype(np.int64), MPI.INT64_T], dest=dest, tag=12)
             comm.Send([piece.indices.astype(np.int64), MPI.INT64_T], dest=dest, tag=13)
             comm.Send([piece.data, MPI.DOUBLE], dest=dest, tag=14)
         return sp.csr_array(mine)
-    shape, nnz = comm.recv(source=root, tag=11)
-    indptr = np.empty(shape[0] + 1, dtype=np.int64)
+    head = np.empty(3, dtype=np.int64)
+    wait_quietly(comm.Irecv([head, MPI.INT64_T], source=root, tag=11))
+    n_rows, n_cols, nnz = (int(v) for v in head)
+    indptr = np.empty(n_rows + 1, dtype=np.int64)
     indices = np.empty(nnz, dtype=np.int64)
     data = np.empty(nnz, dtype=np.float64)
-    comm.Recv([indptr, MPI.INT64_T], source=root, tag=12)
-    comm.Recv([indices, MPI.INT64_T], source=root, tag=13)
-    comm.Recv([data, MPI.DOUBLE], source=root, tag=14)
-    return sp.csr_array((data, indices, indptr), shape=shape)
+    wait_quietly(comm.Irecv([indptr, MPI.INT64_T], source=root, tag=12),
+                 comm.Irecv([indices, MPI.INT64_T], source=root, tag=13),
+                 comm.Irecv([data, MPI.DOUBLE], source=root, tag=14))
+    return sp.csr_array((data, indices, indptr), shape=(n_rows, n_cols))
