@@ -126,19 +126,23 @@ def get_threads() -> int:
 
 class scope:
     """``with scope():`` the library's threads for numba in the calling thread (and for the
-    BLAS libraries with ``blas=True``) inside, the caller's counts put back on exit. Nested
-    scopes cost two reads each (~0.2 us); nothing is set before the threads are chosen."""
+    BLAS libraries with ``blas=True``) inside, at most ``limit`` of them, the caller's
+    counts put back on exit. Nested scopes cost two reads each (~0.2 us); nothing is set
+    before the threads are chosen. Results do not depend on the count (every kernel adds in
+    a fixed order)."""
 
-    __slots__ = ("blas", "saved")
+    __slots__ = ("blas", "limit", "saved")
 
-    def __init__(self, blas: bool = False):
-        self.blas = blas
+    def __init__(self, limit: int | None = None, blas: bool = False):
+        self.limit, self.blas = limit, blas
         self.saved = None
 
     def __enter__(self) -> scope:
         n = _threads
         if n is None:
             return self
+        if self.limit is not None:  # a call too small to be worth waking more threads
+            n = min(n, self.limit)
         get, put = numba_pool()
         before = get()
         if before != n:

@@ -44,6 +44,7 @@ from ..tiers import network
 from .linalg import RowAlgebra
 
 ALGORITHMS: dict[str, type[DistSpMM]] = {}
+SERIAL_WORK = 1 << 16  # (non-zeros + rows) x columns of a call run on one thread below this
 SIDES = ("input", "output")
 # what check_local agrees on: the operator's calls and the row algebra's (linalg.py)
 CALLS = ("matmul", "matmul_t", "gather_rows", "scatter_rows", "dot", "norm", "gram", "qr",
@@ -413,7 +414,8 @@ class DistSpMM(RowAlgebra):
                              self.n_local_in)
         out = recycled_empty((self.n_local, x.shape[1]), x.dtype)
         self.stats.calls_matmul += 1
-        with scope():  # the library's threads for its kernels, the caller's back after
+        # the library's threads for its kernels (one for a tiny call), the caller's after
+        with scope(self.call_threads(x.shape[1])):
             self._matmul(x, out, self.rounding_key(stream, 0))
         return like_input(out[:, 0] if vector else out, X_local)
 
@@ -424,9 +426,23 @@ class DistSpMM(RowAlgebra):
                              self.n_local)
         out = recycled_empty((self.n_local_in, y.shape[1]), y.dtype)
         self.stats.calls_matmul_t += 1
-        with scope():
+        with scope(self.call_threads(y.shape[1])):
             self._matmul_t(y, out, self.rounding_key(stream, 1))
         return like_input(out[:, 0] if vector else out, Y_local)
+
+    def call_threads(self, f: int) -> int | None:
+        """1 for a call on f columns whose local work ((non-zeros + rows) x f) is below
+        ``SERIAL_WORK``, else None (the library's threads): waking a second thread for a
+        tiny product costs more than the product (a numba parallel region on a 64-row
+        matrix took ~150 us against ~2 us on one thread at load ~17, bench/percall.py)."""
+        work = self.__dict__.get("_work")
+        if work is None:
+            try:
+                work = self.local_nnz() + self.n_local + self.n_local_in
+            except NotImplementedError:
+                work = SERIAL_WORK
+            self._work = work
+        return 1 if work * f < SERIAL_WORK else None
 
     def rounding_key(self, stream: int | None, direction: int) -> int:
         """The key of a codec's stochastic rounding for one call: ``stream`` and the direction

@@ -177,7 +177,7 @@ class RowAlgebra:
         error = error or error_y
         if error is None and a.shape[1] != b.shape[1]:
             error = f"dot: x has {a.shape[1]} columns and y {b.shape[1]}"
-        local = None if error else np.einsum("ij,ij->j", a, b, dtype=np.float64)
+        local = None if error else _column_dots(a, b)
         total = self._checked_sum("dot", side, (a.shape[1], b.shape[1]),
                                   max(a.itemsize, b.itemsize), error, local)
         return _result(total.astype(a.dtype), x, vector)
@@ -191,7 +191,7 @@ class RowAlgebra:
         if error is None:
             f = a.shape[1]
             local = np.empty(f + 1)
-            local[:f] = np.einsum("ij,ij->j", a, a, dtype=np.float64)
+            local[:f] = _column_dots(a, a)
             local[f] = _needs_scaling(a, local[:f])  # counted over the ranks with the sums
         total = self._checked_sum("norm", side, (a.shape[1], 0), a.itemsize, error, local)
         f = a.shape[1]
@@ -391,6 +391,18 @@ def _disagreement(every: np.ndarray) -> str:
         return (f"{what}: the ranks pass different side= ({SIDES[lo[1]]} and "
                 f"{SIDES[hi[1]]}); every rank must pass the same side")
     return f"{what}: ranks disagree on the number of columns or the dtype"
+
+
+def _column_dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``sum_i a[i, k] b[i, k]`` per column k, accumulated in float64 (one column: BLAS's
+    dot, ~1 us on 64 rows against ~5 us for einsum)."""
+    if a.shape[1] == 1:
+        av, bv = a.reshape(-1), b.reshape(-1)
+        if av.dtype != np.float64:
+            av = av.astype(np.float64)
+            bv = av if b is a else bv.astype(np.float64)
+        return np.array([av @ bv])
+    return np.einsum("ij,ij->j", a, b, dtype=np.float64)
 
 
 def _needs_scaling(a: np.ndarray, squares: np.ndarray) -> bool:
