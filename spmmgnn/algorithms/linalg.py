@@ -173,7 +173,8 @@ class RowAlgebra:
         (a single value for vectors), the same on every rank; float32 accumulates in
         float64 and is rounded once at the end."""
         a, vector, error = self._local(x, "dot", side)
-        b, _, error_y = self._local(y, "dot", side)  # y is checked even when it is x
+        # (y is x: the same check; the collectives do not depend on it, see _checked_sum)
+        b, _, error_y = (a, vector, None) if y is x else self._local(y, "dot", side)
         error = error or error_y
         if error is None and a.shape[1] != b.shape[1]:
             error = f"dot: x has {a.shape[1]} columns and y {b.shape[1]}"
@@ -214,7 +215,7 @@ class RowAlgebra:
         same on every rank; float32 accumulates in float64 and is rounded once."""
         a, _, error = self._local(x, "gram", side)
         b, error_y = a, None
-        if y is not None:  # y is checked even when it is x: the same collectives either way
+        if y is not None and y is not x:  # (the collectives are the same either way)
             b, _, error_y = self._local(y, "gram", side)
         error = error or error_y
         local = None
@@ -352,26 +353,38 @@ def _solve_right(a: np.ndarray, r: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(scipy.linalg.solve_triangular(r, a.T, trans="T").T)
 
 
+_PROBES: dict[tuple, tuple[np.ndarray, bytes]] = {}  # words -> (buffer head, agreed sums)
+
+
+def _probe_head(words: tuple[int, ...]) -> tuple[np.ndarray, bytes]:
+    """[0, each word's 16-bit digits d, their squares d^2] (made once per distinct words)."""
+    got = _PROBES.get(words)
+    if got is None:
+        digits = np.array([(w >> (PROBE_BITS * i)) & 0xFFFF for w in words for i in range(3)],
+                          dtype=np.float64)
+        head = np.concatenate([[0.0], digits, digits * digits, np.zeros(FOLD)])
+        got = _PROBES[words] = (head, head[1:1 + 2 * digits.size].tobytes())
+    return got
+
+
 def _probe(comm: MPI.Comm, words: list[int], error: str | None,
            local: np.ndarray | None) -> np.ndarray | None:
     """Collective over ``comm``: one SUM all-reduce of [error flag, each word's 16-bit digits
-    d and d^2, ``local`` padded to ``FOLD``]. Every rank passed the same words iff
-    ``P * sum(d^2) == sum(d)^2`` for every digit (equality in Cauchy-Schwarz), so each rank
-    reaches the same verdict from the same sums. Returns the summed ``local`` (None when
-    it was not sent); raises one SpmmgnnError on every rank on an error or disagreement."""
-    digits = np.array([(w >> (PROBE_BITS * i)) & 0xFFFF for w in words for i in range(3)],
-                      dtype=np.float64)
-    m = digits.size
-    buf = np.zeros(1 + 2 * m + FOLD)
+    d and d^2, ``local`` padded to ``FOLD``]. Every rank passed the same words iff the sums
+    are P times this rank's own d and d^2 (then P * sum(d^2) == sum(d)^2, equality in
+    Cauchy-Schwarz, which holds only when all are equal), so each rank reaches the same
+    verdict from the same sums. Returns the summed ``local`` (None when it was not sent);
+    raises one SpmmgnnError on every rank on an error or disagreement."""
+    head, mine = _probe_head(tuple(words))
+    m2 = len(mine) // 8
+    buf = head.copy()
     buf[0] = error is not None
-    buf[1:1 + m] = digits
-    buf[1 + m:1 + 2 * m] = digits * digits
     if local is not None:
-        buf[1 + 2 * m:1 + 2 * m + local.size] = local
+        buf[1 + m2:1 + m2 + local.size] = local
     comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
-    agreed = np.array_equal(comm.Get_size() * buf[1 + m:1 + 2 * m], buf[1:1 + m] ** 2)
-    if buf[0] == 0 and agreed:
-        return buf[1 + 2 * m:] if local is not None else None
+    sums = buf[1:1 + m2]
+    if buf[0] == 0 and (sums / comm.Get_size()).tobytes() == mine:
+        return buf[1 + m2:] if local is not None else None
     if buf[0] == 0:  # no rank's own error: name the disagreement, the same on every rank
         every = np.empty((comm.Get_size(), len(words)), dtype=np.int64)
         comm.Allgather(np.array(words, dtype=np.int64), every)
