@@ -472,7 +472,7 @@ class DistSpMM(RowAlgebra):
             if error:
                 raise SpmmgnnError(error)
             return to_numpy(x, what)
-        arr, error = self.local_rows(x, what, None if what == "scatter_rows" else rows)
+        arr, error = self.local_rows(x, what, None)
         comm = self.grid.comm
         if side is not None and side not in SIDES:
             error = error or f"{what}: side must be 'input' or 'output', got {side!r}"
@@ -481,6 +481,8 @@ class DistSpMM(RowAlgebra):
             error = error or (f"{what}: root must be a rank of the grid's "
                               f"{comm.Get_size()}, got {root!r}")
             root = -1
+        if what != "scatter_rows":  # (after side and root: a bad side explains wrong rows)
+            error = error or _rows_error(arr, what, rows)
         if comm.Get_size() == 1:
             agree(comm, error)
             return arr
