@@ -87,13 +87,50 @@ def loop_seconds(step, iters: int, repeat: int = 3) -> float:
 
 
 # ---------------------------------------------------------------- workers
+REPS = 3000  # calls timed one by one
+
+
+def median_us(fn) -> float:
+    """Microseconds per call of ``fn``: the median of ``REPS`` calls timed one by one. On a
+    loaded machine a loop of calls longer than a scheduler time slice (~3 ms at load 15 on
+    2 cores) is preempted almost surely, so the best loop of a slower call is inflated far
+    more than its per-call difference; most single calls of a few µs run unpreempted."""
+    for _ in range(100):
+        fn()
+    times = np.empty(REPS)
+    clock = time.perf_counter
+    for i in range(REPS):
+        t0 = clock()
+        fn()
+        times[i] = clock() - t0
+    return float(np.median(times)) * 1e6
+
+
+def solo_worker(args) -> dict:
+    """P = 1: the same 64 x 64 call against scipy's product and numpy's dot / norm."""
+    import spmmgnn
+
+    T = sp.random(64, 64, density=8 / 64, format="csr", random_state=0)
+    op = spmmgnn.DistSpMM.from_scipy(T)
+    x = np.random.default_rng(0).random((64, 1))
+    v = x[:, 0].copy()
+    op.matmul(x)
+    return {"threads": spmmgnn.get_threads(), "solo_us": {
+        "matmul": median_us(lambda: op.matmul(x)), "scipy A @ x": median_us(lambda: T @ x),
+        "dot (vector)": median_us(lambda: op.dot(v, v)), "numpy v @ v": median_us(lambda: v @ v),
+        "norm (vector)": median_us(lambda: op.norm(v)),
+        "numpy linalg.norm": median_us(lambda: np.linalg.norm(v))}}
+
+
 def scipy_worker(args) -> dict:
+    res = solo_worker(args)
+    if args.no_pagerank:
+        return res
     A = graph(args.n)
     n = A.shape[0]
     out_deg = np.asarray(A.sum(axis=0)).ravel()
     inv = np.where(out_deg > 0, 1.0 / np.maximum(out_deg, 1), 0.0)[:, None]
     dangling = out_deg == 0
-    res = {}
     for f in (1, SEEDS):
         step = power_step(lambda x: A @ x, lambda s: s, inv, dangling,
                           teleport(np.arange(n), n, f), n)
@@ -114,17 +151,10 @@ def dist_worker(args) -> dict:
     op = spmmgnn.DistSpMM.from_scipy(T if comm.rank == 0 else None, grid)
     res["threads"] = spmmgnn.get_threads()
     x = np.random.default_rng(comm.rank).random((op.n_local_in, 1))
-    reps = 2000
 
     def per_call(fn) -> float:
-        best = np.inf
-        for _ in range(5):
-            comm.Barrier()
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                fn()
-            best = min(best, (time.perf_counter() - t0) / reps)
-        return float(comm.allreduce(best, op=MPI.MAX)) * 1e6
+        comm.Barrier()
+        return float(comm.allreduce(median_us(fn), op=MPI.MAX))
 
     plan = op.product.plan
     rt = MPI.BYTE.Create_contiguous(8).Commit()
@@ -140,10 +170,20 @@ def dist_worker(args) -> dict:
         "input check (check_local)": per_call(lambda: op.check_local(x, "matmul", op.n_local_in)),
         "diagonal block kernel": per_call(lambda: op.product.diag.matmul(x, out, False)),
         "ghost block kernel": per_call(lambda: op.product.ghost.matmul(ghost, out, True)),
+        "bare Alltoallv + local product": per_call(lambda: (
+            comm.Alltoallv(sspec, rspec), op.product.diag.matmul(x, out, False),
+            op.product.ghost.matmul(ghost, out, True))),
     }
+    v = x[:, 0].copy()
+    res["tiny_us"]["dot (vector)"] = per_call(lambda: op.dot(v, v))
+    res["tiny_us"]["norm (vector)"] = per_call(lambda: op.norm(v))
+    res["tiny_us"]["local dot + Allreduce"] = per_call(lambda: comm.Allreduce(
+        MPI.IN_PLACE, np.array([v @ v]), op=MPI.SUM))
     op.validate = False
     res["tiny_us"]["matmul, validate=False"] = per_call(lambda: op.matmul(x))
     rt.Free()
+    if args.no_pagerank:
+        return res if comm.rank == 0 else {}
     # pagerank and personalized pagerank
     A = graph(args.n) if comm.rank == 0 else None
     op = spmmgnn.DistSpMM.from_scipy(A, grid)
@@ -168,7 +208,8 @@ def dist_worker(args) -> dict:
 def run_pair(args, tmp: Path, k: int) -> dict:
     row = {"load_before": os.getloadavg()[0]}
     here = str(Path(__file__).resolve())
-    common = ["--n", str(args.n), "--iters", str(args.iters)]
+    common = ["--n", str(args.n), "--iters", str(args.iters)] + (
+        ["--no-pagerank"] if args.no_pagerank else [])
     for worker, cmd in (("dist", [mpiexec(), "-n", "2", sys.executable]),
                         ("scipy", [sys.executable])):
         out = tmp / f"{worker}-{k}.json"
@@ -190,10 +231,19 @@ def report(rows: list[dict], args) -> str:
              f"{min(r['load_before'] for r in rows):.1f}-"
              f"{max(r['load_after'] for r in rows):.1f} on a 2-core machine shared with other "
              "jobs.", "",
-             "One call on a 64 x 64 matrix, f = 1 (best of 5 loops of 2000 calls, slowest rank):",
+             f"One call on a 64 x 64 matrix, f = 1 (median of {REPS} calls timed one by one, "
+             "slowest rank):",
              "", "| what | µs per call |", "|---|---:|"]
     for key in tiny_keys:
         lines.append(f"| {key} | {med(r['dist']['tiny_us'][key] for r in rows):.1f} |")
+    solo_keys = list(rows[0]["scipy"]["solo_us"])
+    lines += ["", "The same call at P = 1 (one process, "
+              f"{rows[0]['scipy']['threads']} thread(s); median of {REPS} calls):",
+              "", "| what | µs per call |", "|---|---:|"]
+    for key in solo_keys:
+        lines.append(f"| {key} | {med(r['scipy']['solo_us'][key] for r in rows):.1f} |")
+    if args.no_pagerank:
+        return "\n".join(lines) + "\n"
     lines += ["", f"PageRank on a directed R-MAT subgraph of {args.n:,} vertices, milliseconds per "
               "iteration (best of 3 loops of "
               f"{args.iters} in each run); ratio = distributed / scipy, per pair of runs:", "",
@@ -214,6 +264,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=50_000)
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--out", default=str(RESULTS / "percall"))
+    ap.add_argument("--no-pagerank", action="store_true", help="the per-call tables only")
     ap.add_argument("--worker", choices=["dist", "scipy"], help=argparse.SUPPRESS)
     ap.add_argument("--json", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -228,10 +279,12 @@ def main() -> None:
             rows.append(run_pair(args, Path(tmp), k))
             d, s = rows[-1]["dist"], rows[-1]["scipy"]
             print(f"run {k}: matmul {d['tiny_us']['matmul']:.1f} us, bare Alltoallv "
-                  f"{d['tiny_us']['bare Alltoallv']:.1f} us; pagerank f=1 "
-                  f"{d['pagerank_f1'] / s['pagerank_f1']:.2f}x scipy, f={SEEDS} "
-                  f"{d[f'pagerank_f{SEEDS}'] / s[f'pagerank_f{SEEDS}']:.2f}x "
-                  f"(load {rows[-1]['load_before']:.1f})", flush=True)
+                  f"{d['tiny_us']['bare Alltoallv']:.1f} us; P = 1 matmul "
+                  f"{s['solo_us']['matmul']:.1f} us, scipy {s['solo_us']['scipy A @ x']:.1f} us"
+                  + ("" if args.no_pagerank else
+                     f"; pagerank f=1 {d['pagerank_f1'] / s['pagerank_f1']:.2f}x scipy, "
+                     f"f={SEEDS} {d[f'pagerank_f{SEEDS}'] / s[f'pagerank_f{SEEDS}']:.2f}x")
+                  + f" (load {rows[-1]['load_before']:.1f})", flush=True)
     write_json(Path(args.out).with_suffix(".json"),
                dict(machine=machine(), args=vars(args), rows=rows))
     write_text_atomic(Path(args.out).with_suffix(".md"), report(rows, args))

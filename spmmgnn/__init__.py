@@ -3,11 +3,6 @@
 import os
 import sys
 
-# numba's and torch's OpenMP pools spin-wait against each other when a rank runs more than one
-# thread (measured: 186 vs 28 ms per epoch at 2 threads); must be set before torch loads.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-
 
 def _launcher_mismatch() -> str | None:
     """Open MPI's ``mpiexec`` started this process (it sets ``OMPI_COMM_WORLD_SIZE``) but
@@ -34,6 +29,10 @@ if (_mismatch := _launcher_mismatch()) is not None:  # every rank finds it; rank
         print(_mismatch, file=sys.stderr, flush=True)
     raise SystemExit(2)
 
+# spmmgnn.jit sets the OpenMP wait policy before numba or torch loads an OpenMP pool
+# (numba's and torch's pools spin-wait against each other when a rank runs more than one
+# thread: 186 against 28 ms per epoch at 2 threads)
+from . import jit  # noqa: E402, F401, I001
 from . import krylov  # noqa: E402  (spmmgnn.krylov.cg, .subspace_iteration)
 from .abort import install_abort_hook  # noqa: E402
 from .algorithms import ALGORITHMS, DistSpMM  # noqa: E402

@@ -103,13 +103,19 @@ def wait_for_root(comm: MPI.Comm) -> None:
     """Collective: return once every rank has called it, without spinning. MPICH busy-polls
     inside a blocking collective, so ranks that wait for root's work (reading a graph,
     partitioning it) would each take a core from it (measured: a partition 48.5 s inside a
-    2-rank run against 40.7 s alone). Here each rank posts a non-blocking barrier and polls
-    it with a sleep that doubles from 0.1 ms to ``POLL_MAX``."""
+    2-rank run against 40.7 s alone). Here each rank posts a non-blocking barrier and waits
+    for it in ``wait_quietly``."""
     if comm.Get_size() == 1:
         return
-    req = comm.Ibarrier()
+    wait_quietly(comm.Ibarrier())
+
+
+def wait_quietly(*requests: MPI.Request) -> None:
+    """Complete non-blocking ``requests`` (a message from root, a barrier) without spinning:
+    poll with a sleep that doubles from 0.1 ms to ``POLL_MAX`` (a blocking wait would
+    busy-poll in MPICH and take a core from the rank doing the work)."""
     delay = 1e-4
-    while not req.Test():
+    while not MPI.Request.Testall(list(requests)):
         time.sleep(delay)
         delay = min(2 * delay, POLL_MAX)
 

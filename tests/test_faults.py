@@ -242,3 +242,18 @@ def _finish_long(proc):
         _kill_group(proc)
         raise
     return proc.returncode, out, err, 0.0
+
+
+@pytest.mark.parametrize("P", [2, 3])
+def test_ranks_waiting_for_root_in_from_scipy_do_not_spin(tmp_path, P):
+    """While root checks the matrix (0.3 s) and cuts the block rows (0.6 s each), the other
+    ranks sleep: the time they are runnable (on a core or queued for one, whatever the
+    machine's load) is a small part of from_scipy's wall time."""
+    from .mpi import run_mpi_json
+
+    if not os.path.exists("/proc/self/schedstat"):
+        pytest.skip("needs Linux's /proc/self/schedstat")
+    times = run_mpi_json(P, "quiet_wait.py", tmp_path)
+    for runnable, cpu, wall in times[1:]:
+        assert wall > 0.8, (runnable, cpu, wall)
+        assert runnable < 0.35 * wall, (runnable, cpu, wall)

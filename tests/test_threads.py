@@ -40,3 +40,24 @@ def test_bad_environment_value_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("SPMMGNN_THREADS", "two")
     with pytest.raises(SpmmgnnError, match="positive integer"):
         default_threads()
+
+
+@pytest.mark.parametrize("P", [1, 2])
+def test_library_calls_leave_the_callers_threads(tmp_path, P):
+    """torch's count (set to 1 before numba's pool starts inside the library), OpenBLAS's
+    (2) and numba's count in the calling thread (its default, 2) are the same after building
+    an operator and running matmul, matmul_t, gram, qr and the nn layers as before; the
+    library's own calls run at its count (1 from $SPMMGNN_THREADS)."""
+    from .mpi import run_mpi_json
+
+    env = {"NUMBA_NUM_THREADS": "2", "SPMMGNN_THREADS": "1"}
+    states = run_mpi_json(P, "thread_state.py", tmp_path, env=env)
+    assert len(states) == P
+    for s in states:
+        assert s["torch_after_build"] == 1
+        assert s["before"] == {"torch": 1, "numba": 2, "blas": s["before"]["blas"]}
+        assert set(s["before"]["blas"]) == {2}
+        assert s["after"] == s["before"] == s["after_scope"]
+        assert s["library"] == 1
+        assert s["inside"]["numba"] == 1 and set(s["inside"]["blas"]) == {1}
+        assert s["inside"]["torch"] == 1

@@ -26,18 +26,26 @@ from .. import kernels
 from ..buffers import recycled_empty
 from ..convert import FLOAT_DTYPES, is_torch, like_input, mpi_float_type, to_numpy
 from ..device import device_error, to_device, to_host
-from ..errors import SpmmgnnError, agree, check_on_root, collective_error
+from ..errors import (
+    SpmmgnnError,
+    agree,
+    check_on_root,
+    collective_error,
+    wait_for_root,
+    wait_quietly,
+)
 from ..grid import ProcessGrid, format_shape, near_square, parse_grid
 from ..hashing import mix64, uniform_by_id
 from ..layout import Partition, resolve_partition
 from ..node_exchange import EXCHANGES, exchange_plan
 from ..reorder import block_rcm, with_order
 from ..stats import CommStats
-from ..threads import ensure_threads
+from ..threads import ensure_threads, scope
 from ..tiers import network
 from .linalg import RowAlgebra
 
 ALGORITHMS: dict[str, type[DistSpMM]] = {}
+SERIAL_WORK = 1 << 16  # (non-zeros + rows) x columns of a call run on one thread below this
 SIDES = ("input", "output")
 # what check_local agrees on: the operator's calls and the row algebra's (linalg.py)
 CALLS = ("matmul", "matmul_t", "gather_rows", "scatter_rows", "dot", "norm", "gram", "qr",
@@ -228,6 +236,7 @@ class DistSpMM(RowAlgebra):
             shape_nnz = (Ap.shape, int(Ap.nnz))
         agree(comm, algo_cls.preflight(grid, shape_nnz[0], shape_nnz[1], **options))
         block_row = _scatter_block_rows(comm, grid, root, Ap, rows)
+        wait_for_root(comm)  # ranks served first sleep until root has cut the last block
         return algo_cls(grid, rows, block_row, col_partition=cols, **options)
 
     @classmethod
@@ -437,7 +446,9 @@ class DistSpMM(RowAlgebra):
                              self.n_local_in)
         out = recycled_empty((self.n_local, x.shape[1]), x.dtype)
         self.stats.calls_matmul += 1
-        self._matmul(x, out, self.rounding_key(stream, 0))
+        # the library's threads for its kernels (one for a tiny call), the caller's after
+        with scope(self.call_threads(x.shape[1])):
+            self._matmul(x, out, self.rounding_key(stream, 0))
         return like_input(out[:, 0] if vector else out, X_local)
 
     def matmul_t(self, Y_local, stream: int | None = None):
@@ -449,8 +460,23 @@ class DistSpMM(RowAlgebra):
                              self.n_local)
         out = recycled_empty((self.n_local_in, y.shape[1]), y.dtype)
         self.stats.calls_matmul_t += 1
-        self._matmul_t(y, out, self.rounding_key(stream, 1))
+        with scope(self.call_threads(y.shape[1])):
+            self._matmul_t(y, out, self.rounding_key(stream, 1))
         return like_input(out[:, 0] if vector else out, Y_local)
+
+    def call_threads(self, f: int) -> int | None:
+        """1 for a call on f columns whose local work ((non-zeros + rows) x f) is below
+        ``SERIAL_WORK``, else None (the library's threads): waking a second thread for a
+        tiny product costs more than the product (a numba parallel region on a 64-row
+        matrix took ~150 us against ~2 us on one thread at load ~17, bench/percall.py)."""
+        work = self.__dict__.get("_work")
+        if work is None:
+            try:
+                work = self.local_nnz() + self.n_local + self.n_local_in
+            except NotImplementedError:
+                work = SERIAL_WORK
+            self._work = work
+        return 1 if work * f < SERIAL_WORK else None
 
     def rounding_key(self, stream: int | None, direction: int) -> int:
         """The key of a codec's stochastic rounding for one call: ``stream`` and the direction
@@ -476,17 +502,13 @@ class DistSpMM(RowAlgebra):
         the caller guarantees that every rank makes the same call with the same width,
         dtype, side and root."""
         # (scatter_rows passes a placeholder here: root checks its X where it lives)
-        error = local_input_error(x, what, None if what == "scatter_rows" else self.device)
+        device = None if what == "scatter_rows" else self.device
         if not self.validate:
+            error = local_input_error(x, what, device)
             if error:
                 raise SpmmgnnError(error)
             return to_numpy(x, what)
-        arr = _NOTHING
-        if error is None:
-            try:
-                arr = to_numpy(x, what)
-            except SpmmgnnError as exc:  # a meta tensor: refused on every rank
-                error = str(exc)
+        arr, error = self.local_rows(x, what, None, device=device)
         comm = self.grid.comm
         if side is not None and side not in SIDES:
             error = error or f"{what}: side must be 'input' or 'output', got {side!r}"
@@ -495,7 +517,7 @@ class DistSpMM(RowAlgebra):
             error = error or (f"{what}: root must be a rank of the grid's "
                               f"{comm.Get_size()}, got {root!r}")
             root = -1
-        if what != "scatter_rows":
+        if what != "scatter_rows":  # (after side and root: a bad side explains wrong rows)
             error = error or _rows_error(arr, what, rows, side)
         if comm.Get_size() == 1:
             agree(comm, error)
@@ -521,6 +543,23 @@ class DistSpMM(RowAlgebra):
             error = f"{what}: ranks disagree on the number of columns or the dtype"
         agree(comm, error)
         return arr
+
+    @staticmethod
+    def local_rows(x, what: str, rows: int | None, side: str | None = None,
+                   device=None) -> tuple[np.ndarray, str | None]:
+        """This rank's rows as numpy and what is wrong with them (None: nothing), without
+        any communication: the local half of ``check_local`` (``rows=None``: any shape),
+        for callers that fold the agreement into their own reduction (``linalg``)."""
+        error = local_input_error(x, what, device)
+        arr = _NOTHING
+        if error is None:
+            try:
+                arr = to_numpy(x, what)
+            except SpmmgnnError as exc:  # a meta tensor: refused on every rank
+                error = str(exc)
+        if rows is not None:
+            error = error or _rows_error(arr, what, rows, side)
+        return arr, error
 
     def probe_symmetry(self, seed: int = 12345) -> bool:
         """Collective: is ``A.T == A``? Compares ``A x`` with ``A.T x`` for two random vectors
@@ -738,7 +777,8 @@ def _as_kind(y: np.ndarray, as_torch: bool, device=None):
 
 
 def _scatter_block_rows(comm: MPI.Comm, grid: ProcessGrid, root: int, A, rows: Partition):
-    """Root sends every rank the CSR rows of its block row (replicas get the same rows)."""
+    """Root sends every rank the CSR rows of its block row (replicas get the same rows). The
+    others wait without spinning (``wait_quietly``) while root cuts and sends the blocks."""
     me = comm.Get_rank()
     offsets = rows.offsets
     if me == root:
@@ -749,16 +789,19 @@ def _scatter_block_rows(comm: MPI.Comm, grid: ProcessGrid, root: int, A, rows: P
             if dest == root:
                 mine = piece
                 continue
-            comm.send((piece.shape, int(piece.nnz)), dest=dest, tag=11)
+            head = np.array([piece.shape[0], piece.shape[1], piece.nnz], dtype=np.int64)
+            comm.Send([head, MPI.INT64_T], dest=dest, tag=11)
             comm.Send([piece.indptr.astype(np.int64), MPI.INT64_T], dest=dest, tag=12)
             comm.Send([piece.indices.astype(np.int64), MPI.INT64_T], dest=dest, tag=13)
             comm.Send([piece.data, MPI.DOUBLE], dest=dest, tag=14)
         return sp.csr_array(mine)
-    shape, nnz = comm.recv(source=root, tag=11)
-    indptr = np.empty(shape[0] + 1, dtype=np.int64)
+    head = np.empty(3, dtype=np.int64)
+    wait_quietly(comm.Irecv([head, MPI.INT64_T], source=root, tag=11))
+    n_rows, n_cols, nnz = (int(v) for v in head)
+    indptr = np.empty(n_rows + 1, dtype=np.int64)
     indices = np.empty(nnz, dtype=np.int64)
     data = np.empty(nnz, dtype=np.float64)
-    comm.Recv([indptr, MPI.INT64_T], source=root, tag=12)
-    comm.Recv([indices, MPI.INT64_T], source=root, tag=13)
-    comm.Recv([data, MPI.DOUBLE], source=root, tag=14)
-    return sp.csr_array((data, indices, indptr), shape=shape)
+    wait_quietly(comm.Irecv([indptr, MPI.INT64_T], source=root, tag=12),
+                 comm.Irecv([indices, MPI.INT64_T], source=root, tag=13),
+                 comm.Irecv([data, MPI.DOUBLE], source=root, tag=14))
+    return sp.csr_array((data, indices, indptr), shape=(n_rows, n_cols))

@@ -6,8 +6,10 @@ columns of A; ``"output"``: the rows of ``A @ X``), as numpy arrays or CPU torch
 float32 or float64, 2-D or a 1-D vector, and returns the input's kind. All are collective
 over the grid and follow the rule of ``spmmgnn.collectives``: sums run over
 ``grid.across_block_rows`` (each row once, also on a 1.5D grid whose replicas hold the same
-rows), and every rank gets the same bits. Inputs are validated like ``matmul``'s
-(``check_local``: one small all-reduce, skipped with ``validate=False``).
+rows), and every rank gets the same bits. Inputs are validated like ``matmul``'s; ``dot``,
+``norm`` and ``gram`` fold the agreement (call, side, widths, dtype, errors) into the
+all-reduce of their sum (``_probe``: one all-reduce a call), and accumulate in float64; the
+others use ``check_local`` (one small all-reduce; ``validate=False`` skips both).
 
 ``qr`` is CholQR2 (Yamamoto et al., ETNA 2015: two Cholesky QR passes, each one Gram
 all-reduce of f x f numbers; orthogonal to working precision for a condition number up to
@@ -25,9 +27,18 @@ from mpi4py import MPI
 from ..collectives import REDUCE_OPS, allgather_blocks, allreduce_rows, fetch_rows_by_id
 from ..convert import is_torch, like_input, to_numpy
 from ..errors import SpmmgnnError, agree, collective_error
+from ..hashing import mix64
+from ..threads import scope
 
 CHOLQR_MAX_COND = 1e6  # above this the first Cholesky factor hands over to TSQR
 ROWS_ERROR = "expected this rank's"  # in check_local's message for a wrong shape
+SIDES = ("input", "output")
+REDUCE_NAMES = sorted(REDUCE_OPS)
+CALLS_LINALG = ("dot", "norm", "gram")  # the calls whose agreement rides on their sum
+FOLD = 16  # values of a sum sent in its agreement probe's all-reduce (one all-reduce a call)
+PROBE_BITS = 16  # a probed word is sent as 16-bit digits, whose squares sum exactly
+GRAM_ROWS = 4096  # rows of float32 cast to float64 at a time by _gram64
+_EMPTY = np.zeros((0, 0))
 
 
 def _columns(x):
@@ -96,11 +107,15 @@ class RowAlgebra:
             arr, error = _as_array(a)
         comm = self.grid.comm
         if self.validate and comm.Get_size() > 1:
-            code = 0 if error else arr.size * 4096 + arr.dtype.num * 16 + arr.ndim
+            # the shape itself (not only its size), the dtype and the op: (2, 3) against
+            # (3, 2), or "sum" against "max", would otherwise combine into a mix
+            code = 0 if error else mix64(REDUCE_NAMES.index(op), arr.dtype.num, arr.ndim,
+                                         *arr.shape) >> 2
             probe = np.array([error is not None, code, -code], dtype=np.int64)
             comm.Allreduce(MPI.IN_PLACE, probe, op=MPI.MAX)
             if probe[0] or probe[1] != -probe[2]:
-                agree(comm, error or "allreduce: ranks disagree on the shape or dtype")
+                agree(comm, error or "allreduce: ranks disagree on the shape, the dtype or "
+                      "op= (every rank must pass the same shape, dtype and op)")
         elif error:
             raise collective_error(error) if comm.Get_size() == 1 else SpmmgnnError(error)
         allreduce_rows(self.grid, arr, op)
@@ -115,32 +130,100 @@ class RowAlgebra:
         a, vector = _columns(x)
         return self._check_side(a, what, side), vector
 
-    def _pair(self, x, y, what: str, side: str):
-        a, vector = self._rows(x, what, side)
-        b, _ = (a, vector) if y is x else self._rows(y, what, side)
-        return a, b, vector
+    def _local(self, x, what: str, side: str) -> tuple[np.ndarray, bool, str | None]:
+        """(this rank's rows as 2-D numpy, was it a vector, what is wrong: None if nothing),
+        without communication; the agreement comes with the reduction (``_checked_sum``)."""
+        if side not in SIDES:
+            return _EMPTY, False, f"{what}: side must be 'input' or 'output', got {side!r}"
+        part, n_local = self._side(side)
+        a, vector = _columns(x)
+        arr, error = self.local_rows(a, what, n_local, side, device=self.device)
+        if error and ROWS_ERROR in error:
+            other = self._side("output" if side == "input" else "input")[0]
+            if other.n != part.n:
+                error += self._side_hint(side)
+        return arr, vector, error
+
+    def _checked_sum(self, what: str, side: str, widths: tuple[int, int], itemsize: int,
+                     error: str | None, local: np.ndarray | None) -> np.ndarray:
+        """Collective: ``local`` (float64, 1-D: this rank's share) summed over the distinct
+        rows, the same bits on every rank, once every rank agreed on the call, ``side``,
+        ``widths`` and ``itemsize`` and none had an ``error`` (else one SpmmgnnError on
+        every rank). The agreement travels in the sum's own all-reduce (``_probe``): one
+        all-reduce a call when ``local`` has at most ``FOLD`` values and the grid has no
+        replicas, else the probe's and then the sum's (``validate=False``: the sum's only)."""
+        comm = self.grid.comm
+        if not self.validate or comm.Get_size() == 1:
+            if error:
+                raise collective_error(error) if comm.Get_size() == 1 else SpmmgnnError(error)
+            return local if comm.Get_size() == 1 else allreduce_rows(self.grid, local)
+        fold = (error is None and local.size <= FOLD
+                and self.grid.across_block_rows.Get_size() == comm.Get_size())
+        words = [CALLS_LINALG.index(what), SIDES.index(side) if side in SIDES else 2,
+                 *widths, itemsize]
+        summed = _probe(comm, words, error, local if fold else None)
+        if summed is None:  # every rank agreed; the sum did not fit the probe
+            return allreduce_rows(self.grid, local)
+        return summed[:local.size]
 
     def dot(self, x, y, side: str = "input"):
         """Collective: ``sum_i x[i, k] * y[i, k]`` over all rows, one value per column k
-        (a single value for vectors), the same on every rank."""
-        a, b, vector = self._pair(x, y, "dot", side)
-        if a.shape[1] != b.shape[1]:  # f agreed on every rank: the same verdict everywhere
-            raise collective_error(f"dot: x has {a.shape[1]} columns and y {b.shape[1]}")
-        local = np.einsum("ij,ij->j", a, b)
-        return _result(allreduce_rows(self.grid, local), x, vector)
+        (a single value for vectors), the same on every rank; float32 accumulates in
+        float64 and is rounded once at the end."""
+        a, vector, error = self._local(x, "dot", side)
+        # (y is x: the same check; the collectives do not depend on it, see _checked_sum)
+        b, _, error_y = (a, vector, None) if y is x else self._local(y, "dot", side)
+        error = error or error_y
+        if error is None and a.shape[1] != b.shape[1]:
+            error = f"dot: x has {a.shape[1]} columns and y {b.shape[1]}"
+        local = None if error else _column_dots(a, b)
+        total = self._checked_sum("dot", side, (a.shape[1], b.shape[1]),
+                                  max(a.itemsize, b.itemsize), error, local)
+        return _result(total.astype(a.dtype), x, vector)
 
     def norm(self, x, side: str = "input"):
-        """Collective: the 2-norm of every column over all rows (one value for a vector)."""
-        a, vector = self._rows(x, "norm", side)
-        squares = allreduce_rows(self.grid, np.einsum("ij,ij->j", a, a))
-        return _result(np.sqrt(squares), x, vector)
+        """Collective: the 2-norm of every column over all rows (one value for a vector);
+        accumulated in float64, and scaled when the squares would overflow or underflow
+        (then one more all-reduce of the columns' largest magnitudes)."""
+        a, vector, error = self._local(x, "norm", side)
+        local = None
+        if error is None:
+            f = a.shape[1]
+            local = np.empty(f + 1)
+            local[:f] = _column_dots(a, a)
+            local[f] = _needs_scaling(a, local[:f])  # counted over the ranks with the sums
+        total = self._checked_sum("norm", side, (a.shape[1], 0), a.itemsize, error, local)
+        f = a.shape[1]
+        if total[f] > 0:  # every rank sees the same count: all take this path together
+            return _result(self._scaled_norm(a).astype(a.dtype), x, vector)
+        return _result(np.sqrt(total[:f]).astype(a.dtype), x, vector)
+
+    def _scaled_norm(self, a: np.ndarray) -> np.ndarray:
+        """Column 2-norms as ``s * sqrt(sum((x / s)^2))``, s the largest magnitude of the
+        column over all rows (LAPACK's dnrm2 scaling): finite for any finite X."""
+        top = np.abs(a).max(axis=0, initial=0.0).astype(np.float64)
+        top = allreduce_rows(self.grid, top, "max")
+        scale = np.where(top > 0, top, 1.0)
+        squares = allreduce_rows(self.grid, np.einsum("ij,ij->j", a / scale, a / scale,
+                                                      dtype=np.float64))
+        return scale * np.sqrt(squares)
 
     def gram(self, x, y=None, side: str = "input"):
         """Collective: ``x.T @ y`` (``x.T @ x`` without y) over all rows, f_x x f_y, the
-        same on every rank."""
-        y = x if y is None else y
-        a, b, _ = self._pair(x, y, "gram", side)
-        return like_input(allreduce_rows(self.grid, np.ascontiguousarray(a.T @ b)), x)
+        same on every rank; float32 accumulates in float64 and is rounded once."""
+        a, _, error = self._local(x, "gram", side)
+        b, error_y = a, None
+        if y is not None and y is not x:  # (the collectives are the same either way)
+            b, _, error_y = self._local(y, "gram", side)
+        error = error or error_y
+        local = None
+        if error is None:
+            with scope(blas=True):
+                local = _gram64(a, b).reshape(-1)
+        total = self._checked_sum("gram", side, (a.shape[1], b.shape[1]),
+                                  max(a.itemsize, b.itemsize), error, local)
+        g = total.reshape(a.shape[1], b.shape[1]).astype(np.result_type(a, b))
+        return like_input(np.ascontiguousarray(g), x)
 
     # ------------------------------------------------------------ tall-skinny QR
     def qr(self, x, side: str = "input"):
@@ -148,16 +231,17 @@ class RowAlgebra:
         orthonormal columns and R the whole f x f upper triangle (non-negative diagonal,
         the same on every rank). CholQR2, or TSQR when X is too ill-conditioned for it
         (module docstring); computed in float64, returned in X's dtype and kind."""
-        part, _ = self._side(side)
         a, vector = self._rows(x, "qr", side)
+        part, _ = self._side(side)
         f = a.shape[1]
         if part.n < f:
             raise collective_error(f"qr: X has {part.n} rows and {f} columns; a QR with "
                                    "orthonormal columns needs at least as many rows")
         a64 = a.astype(np.float64, copy=False)
-        q, r = self._cholqr2(a64)
-        if q is None:
-            q, r = self._tsqr(a64)
+        with scope(blas=True):  # the library's BLAS threads, the caller's back after
+            q, r = self._cholqr2(a64)
+            if q is None:
+                q, r = self._tsqr(a64)
         q = q.astype(a.dtype, copy=False)
         return _vector_out(q, x, vector), like_input(r.astype(a.dtype, copy=False), x)
 
@@ -201,8 +285,8 @@ class RowAlgebra:
         """Collective: the rows of the distributed X with global ids ``ids`` (the caller's
         numbering; any number, any order, repeats allowed, another list on every rank),
         in that order. Each rank exchanges only the rows asked of it and by it."""
-        part, _ = self._side(side)
         a, vector = self._rows(x, "fetch_rows", side)
+        part, _ = self._side(side)
         wanted, error = _global_ids(ids, part.n)
         if self.validate:
             agree(self.grid.comm, error)
@@ -214,8 +298,8 @@ class RowAlgebra:
 
     def allgather_rows(self, x, side: str = "input"):
         """Collective: the whole X (in the caller's order) on every rank."""
-        part, _ = self._side(side)
         a, vector = self._rows(x, "allgather_rows", side)
+        part, _ = self._side(side)
         full = allgather_blocks(self.grid.across_block_rows, part.offsets, a)
         if not part.is_identity:
             ordered = np.empty_like(full)
@@ -265,3 +349,88 @@ def _cholesky_upper(g: np.ndarray) -> np.ndarray | None:
 def _solve_right(a: np.ndarray, r: np.ndarray) -> np.ndarray:
     """``a @ inv(r)`` for upper triangular r, by a triangular solve."""
     return np.ascontiguousarray(scipy.linalg.solve_triangular(r, a.T, trans="T").T)
+
+
+_PROBES: dict[tuple, tuple[np.ndarray, bytes]] = {}  # words -> (buffer head, agreed sums)
+
+
+def _probe_head(words: tuple[int, ...]) -> tuple[np.ndarray, bytes]:
+    """[0, each word's 16-bit digits d, their squares d^2] (made once per distinct words)."""
+    got = _PROBES.get(words)
+    if got is None:
+        digits = np.array([(w >> (PROBE_BITS * i)) & 0xFFFF for w in words for i in range(3)],
+                          dtype=np.float64)
+        head = np.concatenate([[0.0], digits, digits * digits, np.zeros(FOLD)])
+        got = _PROBES[words] = (head, head[1:1 + 2 * digits.size].tobytes())
+    return got
+
+
+def _probe(comm: MPI.Comm, words: list[int], error: str | None,
+           local: np.ndarray | None) -> np.ndarray | None:
+    """Collective over ``comm``: one SUM all-reduce of [error flag, each word's 16-bit digits
+    d and d^2, ``local`` padded to ``FOLD``]. Every rank passed the same words iff the sums
+    are P times this rank's own d and d^2 (then P * sum(d^2) == sum(d)^2, equality in
+    Cauchy-Schwarz, which holds only when all are equal), so each rank reaches the same
+    verdict from the same sums. Returns the summed ``local`` (None when it was not sent);
+    raises one SpmmgnnError on every rank on an error or disagreement."""
+    head, mine = _probe_head(tuple(words))
+    m2 = len(mine) // 8
+    buf = head.copy()
+    buf[0] = error is not None
+    if local is not None:
+        buf[1 + m2:1 + m2 + local.size] = local
+    comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+    sums = buf[1:1 + m2]
+    if buf[0] == 0 and (sums / comm.Get_size()).tobytes() == mine:
+        return buf[1 + m2:] if local is not None else None
+    if buf[0] == 0:  # no rank's own error: name the disagreement, the same on every rank
+        every = np.empty((comm.Get_size(), len(words)), dtype=np.int64)
+        comm.Allgather(np.array(words, dtype=np.int64), every)
+        raise collective_error(_disagreement(every))
+    agree(comm, error)
+    raise AssertionError("unreachable: agree raises when a rank reports an error")
+
+
+def _disagreement(every: np.ndarray) -> str:
+    """The error for ranks whose (call, side, width of x, width of y, itemsize) differ."""
+    lo, hi = every.min(axis=0), every.max(axis=0)
+    if lo[0] != hi[0]:
+        return (f"the ranks call different methods at the same time ({CALLS_LINALG[lo[0]]} "
+                f"and {CALLS_LINALG[hi[0]]}): every rank must make the same collective call")
+    what = CALLS_LINALG[lo[0]]
+    if lo[1] != hi[1]:
+        return (f"{what}: the ranks pass different side= ({SIDES[lo[1]]} and "
+                f"{SIDES[hi[1]]}); every rank must pass the same side")
+    return f"{what}: ranks disagree on the number of columns or the dtype"
+
+
+def _column_dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``sum_i a[i, k] b[i, k]`` per column k, accumulated in float64 (one column: BLAS's
+    dot, ~1 us on 64 rows against ~5 us for einsum)."""
+    if a.shape[1] == 1:
+        av, bv = a.reshape(-1), b.reshape(-1)
+        if av.dtype != np.float64:
+            av = av.astype(np.float64)
+            bv = av if b is a else bv.astype(np.float64)
+        return np.array([av @ bv])
+    return np.einsum("ij,ij->j", a, b, dtype=np.float64)
+
+
+def _needs_scaling(a: np.ndarray, squares: np.ndarray) -> bool:
+    """Would a column's sum of squares overflow or lose digits to underflow?"""
+    ok = (squares < 1e300) & (squares > 1e-290)
+    if ok.all():
+        return False
+    return bool(np.any(~ok & np.any(a != 0, axis=0)))  # (a zero column's 0 is exact)
+
+
+def _gram64(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a.T @ b`` accumulated in float64 (float32 rows cast a block at a time)."""
+    if a.dtype == np.float64 and b.dtype == np.float64:
+        return np.ascontiguousarray(a.T @ b)
+    g = np.zeros((a.shape[1], b.shape[1]))
+    for lo in range(0, a.shape[0], GRAM_ROWS):
+        blk_a = a[lo:lo + GRAM_ROWS].astype(np.float64)
+        blk_b = blk_a if b is a else b[lo:lo + GRAM_ROWS].astype(np.float64)
+        g += blk_a.T @ blk_b
+    return g

@@ -18,6 +18,7 @@ from .. import hashing
 from ..buffers import recycled_empty
 from ..hashing import mix64
 from ..jit import real
+from ..threads import scoped
 
 splitmix64 = real(hashing.splitmix64)  # eager numba kernels below call it
 
@@ -84,6 +85,7 @@ def stream_key(seed: int, step: int, layer: int) -> np.uint64:
     return np.uint64(mix64(seed, step, layer))
 
 
+@scoped
 def dropout_mask(vertex_ids: np.ndarray, f: int, p: float, seed: int, step: int, layer: int,
                  dtype=np.float32) -> np.ndarray:
     """``len(vertex_ids) x f`` array holding ``1/(1-p)`` where kept and 0 where dropped."""
@@ -106,6 +108,7 @@ class ReluDropout(torch.autograd.Function):
     backward, the mask neither stored nor recomputed (the output tells where it kept)."""
 
     @staticmethod
+    @scoped
     def forward(ctx, z: torch.Tensor, bias: torch.Tensor | None, vertex_ids: np.ndarray,
                 p: float, key: np.uint64):
         zn = z.detach().contiguous().numpy()
@@ -120,6 +123,7 @@ class ReluDropout(torch.autograd.Function):
         return result
 
     @staticmethod
+    @scoped
     def backward(ctx, grad: torch.Tensor):
         (out,) = ctx.saved_tensors
         g = grad.contiguous().numpy()

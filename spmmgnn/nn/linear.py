@@ -24,7 +24,7 @@ import torch
 from numba import njit, prange
 
 from ..buffers import recycled_empty
-from ..threads import get_threads
+from ..threads import get_threads, scope
 
 
 def linear(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None,
@@ -59,6 +59,11 @@ class Linear(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, h, w, b, add):
+        with scope(blas=True):  # the library's threads, the caller's back after
+            return Linear._forward(ctx, h, w, b, add)
+
+    @staticmethod
+    def _forward(ctx, h, w, b, add):
         hn, wn = _numpy(h), _numpy(w)
         out = recycled_empty((hn.shape[0], wn.shape[1]), hn.dtype)
         np.matmul(hn, wn, out=out)
@@ -72,6 +77,11 @@ class Linear(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        with scope(blas=True):
+            return Linear._backward(ctx, grad)
+
+    @staticmethod
+    def _backward(ctx, grad):
         h, w = ctx.saved_tensors
         g = grad.contiguous()
         need_h, need_w, need_b, need_add = ctx.needs_input_grad

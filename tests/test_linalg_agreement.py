@@ -1,0 +1,49 @@
+"""The row algebra under disagreeing ranks and in float32 (issue 46): the probes of the
+third campaign that hung or mixed numbers, each one an mpiexec run (workers/
+linalg_agreement.py), and the float64 accumulation and scaling of dot / norm / gram."""
+
+from __future__ import annotations
+
+import pytest
+
+from .mpi import run_mpi_json
+
+COLLECTIVE_ERRORS = {
+    "norm_bad_side_one_rank": "side must be 'input' or 'output'",
+    "norm_sides_differ": "different side=",
+    "dot_sides_differ": "different side=",
+    "calls_differ": "call different methods",
+    "widths_differ": "number of columns",
+    "allreduce_shapes": "shape",
+    "allreduce_ops": "op=",
+}
+RIGHT_NUMBERS = {  # case: the largest relative error allowed against float64 numpy
+    "dot_x_or_copy": 1e-13, "gram_x_or_copy": 1e-13, "dot_after_errors": 1e-13,
+    "allreduce_same": 0.0, "dot_float32": 1e-7, "norm_float32": 1e-7, "gram_float32": 1e-7,
+    "norm_huge": 1e-13, "norm_tiny": 1e-13, "norm_huge_vector": 1e-13,
+}
+
+
+@pytest.fixture(scope="module", params=[2, 3])
+def cases(request, tmp_path_factory):
+    return run_mpi_json(request.param, "linalg_agreement.py",
+                        tmp_path_factory.mktemp("agreement"), timeout=240)
+
+
+@pytest.mark.parametrize("name", sorted(COLLECTIVE_ERRORS))
+def test_disagreeing_ranks_raise_one_error_everywhere(cases, name):
+    for got in cases[name]:
+        assert got["raised"] and got["collective"], (name, got)
+        assert COLLECTIVE_ERRORS[name] in got["message"], (name, got["message"])
+    assert len({got["message"] for got in cases[name]}) == 1
+
+
+@pytest.mark.parametrize("name", sorted(RIGHT_NUMBERS))
+def test_right_numbers(cases, name):
+    for got in cases[name]:
+        assert not got["raised"], (name, got)
+        assert got["error"] <= RIGHT_NUMBERS[name], (name, got["error"])
+
+
+def test_float32_in_float32_out(cases):
+    assert cases["dtype_out_values"] == ["float32", "float32", "float32"]

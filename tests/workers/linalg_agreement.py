@@ -1,0 +1,80 @@
+"""MPI worker: the row algebra's agreement (issue 46's hangs and silent mixes): ranks that
+pass different but legal arguments to dot / norm / gram / allreduce make the same collective
+calls and get one SpmmgnnError on every rank, or the right numbers; float32 sums accumulate
+in float64; norm scales huge and tiny columns.
+
+Usage: mpiexec -n P python linalg_agreement.py OUT.json
+Each case records, per rank, whether it raised (and whether collectively) or its value
+error against numpy on the whole matrix; nothing is asserted here. A case that left the
+ranks in different collectives hangs the next one (the test's timeout catches it).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+
+import spmmgnn
+from spmmgnn import SpmmgnnError
+
+comm = MPI.COMM_WORLD
+me, P = comm.rank, comm.size
+n = 1000 + 7 * P  # P does not divide n on every run
+A = sp.random(n, n, density=0.01, format="csr", random_state=1) + sp.eye(n)
+op = spmmgnn.DistSpMM.from_scipy(A, algorithm="sparse1d")
+rows = op.row_ids("input")
+X = np.random.default_rng(2).standard_normal((n, 3))
+x = X[rows]
+out: dict = {}
+
+
+def case(name: str, fn, reference=None) -> None:
+    try:
+        value = fn()
+        got = {"raised": False}
+        if reference is not None:
+            ref = np.asarray(reference, dtype=np.float64)
+            got["error"] = float(np.max(np.abs(np.asarray(value, dtype=np.float64) - ref))
+                                 / np.max(np.abs(ref)))
+    except SpmmgnnError as exc:
+        got = {"raised": True, "collective": exc.collective, "message": str(exc)}
+    comm.Barrier()  # a rank left in another collective hangs here
+    out[name] = comm.gather(got)
+
+
+case("dot_x_or_copy", lambda: op.dot(x, x if me == 0 else x.copy()), (X * X).sum(0))
+case("gram_x_or_copy", lambda: op.gram(x) if me == 0 else op.gram(x, x.copy()), X.T @ X)
+case("norm_bad_side_one_rank",
+     lambda: op.norm(x, side="garbage" if me == 0 else "input"))
+case("dot_after_errors", lambda: op.dot(x[:, 0], x[:, 0]), (X[:, 0] ** 2).sum())
+case("norm_sides_differ", lambda: op.norm(x, side="input" if me == 0 else "output"))
+case("dot_sides_differ", lambda: op.dot(x, x, side="output" if me == 0 else "input"))
+case("calls_differ", lambda: op.dot(x, x) if me == 0 else op.norm(x))
+case("widths_differ", lambda: op.norm(x if me == 0 else x[:, :2]))
+case("allreduce_shapes", lambda: op.allreduce(np.ones((2, 3) if me == 0 else (3, 2))))
+case("allreduce_ops", lambda: op.allreduce(np.ones(3), op="sum" if me == 0 else "max"))
+case("allreduce_same", lambda: op.allreduce(np.ones((2, 3))), np.full((2, 3), P))
+
+# float32 accumulates in float64: a long float32 column against the float64 reference
+big_n = 200_000
+big = spmmgnn.DistSpMM.from_scipy(sp.eye(big_n, format="csr"), algorithm="sparse1d")
+V = (np.random.default_rng(3).random((big_n, 2)) + 0.5).astype(np.float32)
+v = V[big.row_ids("input")]
+V64 = V.astype(np.float64)
+case("dot_float32", lambda: big.dot(v, v), (V64 * V64).sum(0))
+case("norm_float32", lambda: big.norm(v), np.sqrt((V64 * V64).sum(0)))
+case("gram_float32", lambda: big.gram(v), V64.T @ V64)
+case("norm_huge", lambda: op.norm(x * 1e200) / 1e200, np.linalg.norm(X, axis=0))
+case("norm_tiny", lambda: op.norm(x * 1e-200) * 1e200, np.linalg.norm(X, axis=0))
+case("norm_huge_vector", lambda: op.norm(x[:, 0] * 1e300) / 1e300, np.linalg.norm(X[:, 0]))
+case("dtype_out", lambda: [str(big.dot(v[:, 0], v[:, 0]).dtype),
+                           str(big.norm(v).dtype), str(big.gram(v).dtype)])
+out["dtype_out_values"] = [str(big.dot(v[:, 0], v[:, 0]).dtype), str(big.norm(v).dtype),
+                           str(big.gram(v).dtype)]
+if me == 0:
+    with open(sys.argv[1], "w") as fh:
+        json.dump(out, fh)
