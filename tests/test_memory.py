@@ -168,7 +168,9 @@ def test_cached_aggregation_runs_in_chunks_with_the_same_numbers():
     assert aggregation_chunk(model.dims) == 32
     x = torch.from_numpy(rng.standard_normal((200, 100)).astype(np.float32))
     got = model._input_aggregation(x, op)
+    assert op.comm_stats()["calls_matmul"] == 4  # ceil(100 / 32) chunks
+    # (at P = 1 nothing crosses ranks, so the exchange allocates no buffer at all)
     widths = {key[1][1] for key in op.plan.buffers._arrays}
-    assert widths and max(widths) == 32, widths
+    assert not widths or max(widths) <= 32, widths
     want = torch.from_numpy(op.matmul(x.numpy()))
     assert torch.equal(got, want)
