@@ -21,9 +21,10 @@ import torch
 from mpi4py import MPI
 
 import spmmgnn
-from spmmgnn import SpmmgnnError
 from spmmgnn.data.normalize import gcn_norm, mean_norm
 from spmmgnn.nn import allreduce_gradients, spmm, spmm_t
+
+from common import message
 
 comm = MPI.COMM_WORLD
 P = comm.size
@@ -48,15 +49,6 @@ def same_everywhere(value) -> bool:
     first = comm.bcast(arr, root=0)
     return bool(comm.allreduce(bool(np.array_equal(first, arr)), op=MPI.LAND))
 
-
-def message(fn) -> str | None:
-    """The SpmmgnnError message this rank raised (None: none), gathered to rank 0."""
-    try:
-        fn()
-        msg = None
-    except SpmmgnnError as exc:
-        msg = str(exc)
-    return comm.gather(msg, root=0)
 
 
 def matrices(k: int):

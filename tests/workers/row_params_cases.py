@@ -20,9 +20,10 @@ import torch
 from mpi4py import MPI
 
 import spmmgnn
-from spmmgnn import SpmmgnnError
 from spmmgnn.data.normalize import gcn_norm
 from spmmgnn.nn import RowEmbedding, allreduce_gradients, distributed_rows, spmm
+
+from common import message
 
 comm = MPI.COMM_WORLD
 P = comm.size
@@ -41,15 +42,6 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
         return 0.0
     return float((a - b).abs().max()) / max(float(b.abs().max()), 1e-300)
 
-
-def message(fn) -> list | None:
-    """Every rank's SpmmgnnError message (None: none raised), on rank 0."""
-    try:
-        fn()
-        msg = None
-    except SpmmgnnError as exc:
-        msg = str(exc)
-    return comm.gather(msg, root=0)
 
 
 def grids() -> list[tuple[str, spmmgnn.ProcessGrid, str]]:
