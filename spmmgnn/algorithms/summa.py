@@ -187,16 +187,21 @@ class Summa:
     # ---------------------------------------------------------------- products
     def matmul(self, x: np.ndarray, out: np.ndarray) -> None:
         """out = my rows of A X (``x``: my rows of X)."""
-        t, stats, f = self.t, self.stats, x.shape[1]
-        bounds = stage_ranges(f, self.pc)
-        fj = int(bounds[t.j + 1] - bounds[t.j])
-        h = self.to_blocks(x, t.in_rows, bounds)
-        z = self.buffers.get("z", (t.rows.size, fj), x.dtype)
+        bounds = stage_ranges(x.shape[1], self.pc)
+        h = self.to_blocks(x, self.t.in_rows, bounds)
+        self.to_rows(self.matmul_blocks(h), self.t.out_rows, bounds, out)
+
+    def matmul_blocks(self, h: np.ndarray) -> np.ndarray:
+        """(A H)[U_il, F_j] from H[U_il, F_j] (``in_rows`` x my feature block): the SUMMA
+        stages alone, no conversion (what training in the block layout calls). Returns a
+        pooled buffer, overwritten by the next call."""
+        t, stats, fj = self.t, self.stats, h.shape[1]
+        z = self.buffers.get("z", (t.rows.size, fj), h.dtype)
         z[...] = 0
-        mpitype = mpi_float_type(x.dtype)
+        mpitype = mpi_float_type(h.dtype)
         for k in range(self.pr):
-            tile = self._tile(k, x.dtype)
-            hk = h if k == t.i else self._stage(k, fj, x.dtype)
+            tile = self._tile(k, h.dtype)
+            hk = h if k == t.i else self._stage(k, fj, h.dtype)
             with stats.timing("seconds_exchange"):
                 self.across_col.Bcast([hk, mpitype], root=k)
             count_stage(stats, self.far["col"], t.i, k, hk.nbytes, into_root=False)
@@ -206,14 +211,19 @@ class Summa:
                     kernels.csr_matmul_unrolled(indptr, indices, data, hk, z,
                                                 kernels.row_chunks(indptr, 4 * get_threads()),
                                                 True)
-        self.to_rows(self._layers_sum(z), t.out_rows, bounds, out)
+        return self._layers_sum(z)
 
     def matmul_t(self, y: np.ndarray, out: np.ndarray) -> None:
         """out = my rows of A^T Y (``y``: my rows of Y)."""
-        t, stats, f = self.t, self.stats, y.shape[1]
-        bounds = stage_ranges(f, self.pc)
-        fj = int(bounds[t.j + 1] - bounds[t.j])
-        yv = self._layers_gather(self.to_blocks(y, t.out_rows, bounds))
+        bounds = stage_ranges(y.shape[1], self.pc)
+        block = self.to_blocks(y, self.t.out_rows, bounds)
+        self.to_rows(self.matmul_t_blocks(block), self.t.in_rows, bounds, out)
+
+    def matmul_t_blocks(self, y: np.ndarray) -> np.ndarray:
+        """(A^T Y)[U_il, F_j] from Y[U_il, F_j] (``out_rows`` x my feature block), no
+        conversion. Returns a pooled buffer, overwritten by the next call."""
+        t, stats, fj = self.t, self.stats, y.shape[1]
+        yv = self._layers_gather(y)
         mpitype = mpi_float_type(y.dtype)
         mine = None
         for k in range(self.pr):
@@ -233,7 +243,7 @@ class Summa:
                 else:
                     self.across_col.Reduce([part, mpitype], None, op=MPI.SUM, root=k)
             count_stage(stats, self.far["col"], t.i, k, part.nbytes, into_root=True)
-        self.to_rows(mine, t.in_rows, bounds, out)
+        return mine
 
     # ---------------------------------------------------------------- layers (3D)
     def _layer_counts(self, width: int) -> np.ndarray:

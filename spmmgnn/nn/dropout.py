@@ -33,10 +33,11 @@ def _mask_kernel(key, vertex_ids, f, threshold, scale, out):
 
 
 @njit(parallel=True, cache=True, nogil=True, boundscheck=False)
-def _relu_dropout_kernel(z, bias, key, vertex_ids, threshold, scale, out):
+def _relu_dropout_kernel(z, bias, key, vertex_ids, col0, threshold, scale, out):
     """out = relu(z + bias) * mask in one pass (``bias`` empty: none; mask from the hash,
-    never stored). NaN stays NaN, kept or dropped, as in ``torch.relu(z) * mask``: a
-    diverging run must not look healthy."""
+    never stored; column k is feature ``col0 + k``, so a block of the features gets the
+    rows' mask). NaN stays NaN, kept or dropped, as in ``torch.relu(z) * mask``: a diverging
+    run must not look healthy."""
     f = z.shape[1]
     with_bias = bias.shape[0] > 0
     for i in prange(z.shape[0]):
@@ -44,7 +45,7 @@ def _relu_dropout_kernel(z, bias, key, vertex_ids, threshold, scale, out):
         for k in range(f):
             v = z[i, k] + bias[k] if with_bias else z[i, k]
             if v > 0:
-                h = splitmix64(base + uint64(k) * uint64(0xD1B54A32D192ED03))
+                h = splitmix64(base + uint64(col0 + k) * uint64(0xD1B54A32D192ED03))
                 out[i, k] = v * scale if (h >> uint64(40)) >= threshold else 0.0
             elif v != v:
                 out[i, k] = v
@@ -110,13 +111,13 @@ class ReluDropout(torch.autograd.Function):
     @staticmethod
     @scoped
     def forward(ctx, z: torch.Tensor, bias: torch.Tensor | None, vertex_ids: np.ndarray,
-                p: float, key: np.uint64):
+                p: float, key: np.uint64, col0: int = 0):
         zn = z.detach().contiguous().numpy()
         bn = (bias.detach().contiguous().numpy() if bias is not None
               else np.zeros(0, dtype=zn.dtype))
         out = recycled_empty(zn.shape, zn.dtype)
         scale = zn.dtype.type(1.0 / (1.0 - p))
-        _relu_dropout_kernel(zn, bn, key, vertex_ids, _threshold(p), scale, out)
+        _relu_dropout_kernel(zn, bn, key, vertex_ids, col0, _threshold(p), scale, out)
         result = torch.from_numpy(out)
         ctx.save_for_backward(result)
         ctx.scale = scale
@@ -130,24 +131,25 @@ class ReluDropout(torch.autograd.Function):
         grad_in = recycled_empty(g.shape, g.dtype)
         if not ctx.needs_input_grad[1]:
             _relu_dropout_backward_kernel(out.numpy(), g, ctx.scale, grad_in)
-            return torch.from_numpy(grad_in), None, None, None, None
+            return torch.from_numpy(grad_in), None, None, None, None, None
         partial = np.empty((-(-g.shape[0] // BIAS_ROWS), g.shape[1]), dtype=g.dtype)
         _relu_dropout_bias_backward_kernel(out.numpy(), g, ctx.scale, grad_in, partial)
         return (torch.from_numpy(grad_in), torch.from_numpy(partial.sum(0)), None, None,
-                None)
+                None, None)
 
 
 def relu_dropout(z: torch.Tensor, vertex_ids: np.ndarray, p: float, seed: int, step: int,
-                 layer: int, bias: torch.Tensor | None = None) -> torch.Tensor:
+                 layer: int, bias: torch.Tensor | None = None, col0: int = 0) -> torch.Tensor:
     """``vertex_dropout(relu(z + bias), ...)`` in one fused pass (same values, gradients to
     rounding: the bias gradient sums blocks of ``BIAS_ROWS`` rows, then the blocks in order,
-    so it is the same on any number of threads)."""
+    so it is the same on any number of threads). ``col0``: z's first column is feature
+    ``col0`` (a block of the features, as the 2D layout holds them: the same mask)."""
     if p <= 0:
         return torch.relu(z if bias is None else z + bias)
     if p >= 1:
         return torch.zeros_like(z) if bias is None else torch.zeros_like(z) + 0 * bias
     ids = np.ascontiguousarray(vertex_ids, dtype=np.int64)
-    return ReluDropout.apply(z, bias, ids, float(p), stream_key(seed, step, layer))
+    return ReluDropout.apply(z, bias, ids, float(p), stream_key(seed, step, layer), int(col0))
 
 
 def vertex_dropout(x: torch.Tensor, vertex_ids: np.ndarray, p: float, seed: int, step: int,

@@ -33,6 +33,7 @@ from ..collectives import allreduce_rows
 from ..errors import SpmmgnnError, agree, collective_error
 from ..hashing import uniform_by_id
 from ..machine import peak_rss_bytes, ranks_on_this_node
+from ..nn.grid_model import GridForward
 from ..nn.memory import ModelShape, model_problem
 from ..nn.models import build_model
 from .checkpoint import (
@@ -89,6 +90,7 @@ class TrainConfig:
     staleness: int = 0
     drop_remote: bool = False
     delayed_backward: str = "local"
+    grid_layout: bool = False   # oblivious2d/3d: activations stay in SUMMA's blocks (nn.grid_model)
 
     def check(self, comm: MPI.Comm | None = None) -> None:
         """SpmmgnnError for bad settings; with ``comm``, collective (every rank raises)."""
@@ -180,6 +182,10 @@ class Trainer:
             label_classes=data.num_classes if self.label_input is not None else 0)
         self.params = list(self.model.parameters())
         self._broadcast_parameters()
+        self.forward = self.model   # or the same model on SUMMA's 2D/3D blocks
+        if config.grid_layout:
+            self.forward = GridForward(self.model, op, data.vertex_ids, self.delayed is not None,
+                                       self.label_input is not None)
         # one flat buffer: every parameter's .grad is a view into it, plus slots for the local
         # loss sum and for "this rank's loss or gradient is not finite", so gradients, loss
         # and the health check travel in a single Allreduce
@@ -331,7 +337,7 @@ class Trainer:
         self.model.train()
         self.flat.zero_()
         t_forward = time.perf_counter()
-        logits = self.model(self.x, op, step=epoch, vertex_ids=d.vertex_ids,
+        logits = self.forward(self.x, op, step=epoch, vertex_ids=d.vertex_ids,
                             label_input=self.label_input, layer_ops=self.layer_ops)
         loss_sum = masked_loss_sum(logits, d.labels, self.loss_mask)
         (loss_sum / self.loss_count).backward()
@@ -402,7 +408,7 @@ class Trainer:
         """Global loss/accuracy on train/val/test with dropout off."""
         d = self.data
         self.model.eval()
-        logits = self.model(self.x, d.op, vertex_ids=d.vertex_ids,
+        logits = self.forward(self.x, d.op, vertex_ids=d.vertex_ids,
                             label_input=self.label_input)
         return evaluate(logits, d.labels, d.masks, d.counts, self.reduce_comm)
 
