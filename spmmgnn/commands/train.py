@@ -102,6 +102,12 @@ def add_parser(sub) -> None:
                    help="DistGNN 0c (sparse1d only): ignore remote contributions, no exchange "
                         "at all. CHANGES THE MODEL'S MATHEMATICS (each rank trains on its own "
                         "block of the graph); evaluation still uses the exact operator")
+    r.add_argument("--grid-layout", action="store_true",
+                   help="oblivious2d/oblivious3d, GCN only: keep the activations in SUMMA's "
+                        "2D/3D blocks between layers, as CAGNET trains (its bytes per epoch; "
+                        "only the input features, once, and the logits are converted). Off by "
+                        "default: its H W all-gathers move more than the row layout's "
+                        "conversions once pc >= 3 (docs/algorithms/oblivious2d.md)")
     io = p.add_argument_group("output")
     io.add_argument("--json", help="write per-epoch loss/accuracy and time breakdown here")
     io.add_argument("--checkpoint", help="checkpoint file (.npz, written atomically)")
