@@ -55,3 +55,26 @@ def test_refused_with_one_message_on_every_rank(cases):
     errors = rows[0]["errors"]
     assert len(errors) == P and len(set(errors)) == 1, errors
     assert "block layout needs" in errors[0] and "--model gcn" in errors[0]
+
+
+def test_dropout_of_a_feature_block_is_the_rows_mask():
+    """``relu_dropout(..., col0=a)`` on columns a..b of z: exactly those columns of the
+    row layout's fused ReLU-dropout (values and the bias gradient)."""
+    import torch
+
+    from spmmgnn.nn.dropout import relu_dropout
+
+    rng = np.random.default_rng(0)
+    z = torch.from_numpy(rng.standard_normal((37, 11)).astype(np.float32))
+    bias = torch.from_numpy(rng.standard_normal(11).astype(np.float32)).requires_grad_()
+    ids = rng.permutation(1000)[:37]
+    full = relu_dropout(z, ids, 0.5, 3, 2, 1, bias=bias)
+    full.sum().backward()
+    expected = bias.grad.clone()
+    bias.grad = None
+    for a, b in ((0, 4), (4, 8), (8, 11)):
+        part = relu_dropout(z[:, a:b], ids, 0.5, 3, 2, 1, bias=bias[a:b], col0=a)
+        assert torch.equal(part, full[:, a:b])
+        part.sum().backward()
+    assert torch.allclose(bias.grad, expected)
+    assert 0 < int((full == 0).sum()) < full.numel()
