@@ -78,3 +78,14 @@ def test_dropout_of_a_feature_block_is_the_rows_mask():
         part.sum().backward()
     assert torch.allclose(bias.grad, expected)
     assert 0 < int((full == 0).sum()) < full.numel()
+
+
+def test_cli_refuses_grid_layout_off_the_grid():
+    """``--grid-layout`` with a 1D algorithm: one line, exit 2 on every rank, before set-up."""
+    from .mpi import run_cli
+
+    proc = run_cli(2, "train", "--csbm-n", "300", "--epochs", "1", "--quiet",
+                   "--algorithm", "sparse1d", "--grid-layout")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.count("--grid-layout keeps the activations in SUMMA's blocks: it needs "
+                             "--algorithm oblivious2d or oblivious3d, got sparse1d") == 1

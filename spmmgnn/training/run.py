@@ -20,6 +20,7 @@ from ..atomic import check_writable, default_mode, write_text_atomic
 from ..data.csbm import DEFAULTS
 from ..errors import SpmmgnnError, agree, check_on_root, collective_error
 from ..grid import ProcessGrid
+from ..nn.grid_model import GRID_ALGORITHMS
 from ..node_layout import choose_layout
 from ..threads import set_threads
 from .trainer import TrainConfig
@@ -175,6 +176,9 @@ def options_error(spec: RunSpec) -> str | None:
         takes = sorted(n for n, a in ALGORITHMS.items() if a.delayed_remote)
         return (f"--staleness and --drop-remote need an algorithm whose remote rows can be "
                 f"delayed ({', '.join(takes)}), got --algorithm {spec.algorithm}")
+    if spec.grid_layout and spec.algorithm not in GRID_ALGORITHMS:
+        return (f"--grid-layout keeps the activations in SUMMA's blocks: it needs --algorithm "
+                f"{' or '.join(GRID_ALGORITHMS)}, got {spec.algorithm}")
     return None
 
 
@@ -258,7 +262,7 @@ def header(spec: RunSpec, data, grid: ProcessGrid, threads: int) -> str:
         f"{spec.codec} (backward {spec.codec_backward})"
     exact = ("0c (remote dropped)" if spec.drop_remote else
              f"cd-{spec.staleness} ({spec.delayed_backward} backward)" if spec.staleness else
-             "exact")
+             "exact") + (" grid-layout" if spec.grid_layout else "")
     return (f"spmmgnn train: {data.name}: n={data.n} nnz={data.nnz} f={data.num_features} "
             f"classes={data.num_classes} | {spec.model} {spec.layers}x{spec.hidden} "
             f"{spec.dtype} | {spec.algorithm} P={grid.size} {grid.label()} "
