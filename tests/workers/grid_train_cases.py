@@ -5,7 +5,7 @@ On a symmetric and a directed CSBM graph (n not divisible by the grid, uneven bl
 empty), a 3-layer GCN with dropout trains 3 epochs with ``oblivious2d`` twice, in the block
 layout and in the row layout, and once on rank 0 alone (P = 1, ``sparse1d``). Rank 0 writes
 per case: the losses of the three runs and, per rank, the bytes of epochs 2 and 3 by phase
-(algorithm, convert) next to CAGNET's formula computed here from scipy alone (2D), and
+(algorithm, convert) next to CAGNET's formula computed here from scipy alone, and
 every rank's error for a model the block layout refuses.
 """
 
@@ -57,43 +57,56 @@ def block_sizes(n: int) -> list[int]:
 
 
 def cagnet_epoch(A, offsets, shape, dims, symmetric: bool, itemsize: int = 4):
-    """Per rank (i, j): (algorithm bytes, convert bytes) of one training epoch of a GCN
-    with the cached first aggregation, from scipy alone. SpMM at width f: the stage tiles
-    it holds (k = j mod pc), 8 + itemsize bytes per non-zero to the pc - 1 others of its row;
-    forward its block H[U_i, F_j] to the pr - 1 others of its column, transposed its partial
-    block of each other stage k to that stage's root. H W: its block to the pc - 1 others of
-    its row (CAGNET's summa_loc), forward H, backward the output gradient. The logits to
-    rows and their gradient back are the conversions."""
-    pr, pc = shape
+    """Per rank (i, j, l): (algorithm bytes, convert bytes) of one training epoch of a GCN
+    with the cached first aggregation, from scipy alone. Part (i pc + j) pl + l is rank
+    (i, j, l)'s; U_kl: the rows of parts (k, ., l), V_i: of parts (i, ., .). SpMM at width f:
+    the stage tiles A[V_i, U_kl] it holds (k = j mod pc), 8 + itemsize bytes per non-zero to
+    the pc - 1 others of its row; forward its block H[U_il, F_j] to the pr - 1 others of its
+    column, transposed its partial block of each other stage k to that stage's root; 3D:
+    forward the reduce-scatter of Z[V_i, F_j] over the fiber (all but its share U_il),
+    transposed the all-gather of its block to the pl - 1 others. H W: its block to the
+    pc - 1 others of its row (CAGNET's summa_loc), forward H, backward the output gradient.
+    The logits to rows and their gradient back are the conversions."""
+    pr, pc, pl = (*shape, 1)[:3]
     A = sp.csr_array(A)
-    u = np.array([offsets[(i + 1) * pc] - offsets[i * pc] for i in range(pr)])
+    sizes = np.diff(offsets)
+    part = np.arange(pr * pc * pl).reshape(pr, pc, pl)
+    owner = np.repeat(np.arange(sizes.size), sizes)   # the part of each vertex
+    u = np.array([[sizes[part[k, :, l]].sum() for l in range(pl)] for k in range(pr)])
     out = []
     for i in range(pr):
-        rows = slice(offsets[i * pc], offsets[(i + 1) * pc])
+        rows = A[offsets[part[i, 0, 0]]:offsets[part[i, -1, -1] + 1]]
+        v_i = int(rows.shape[0])
         for j in range(pc):
-            tiles = sum(A[rows][:, offsets[k * pc]:offsets[(k + 1) * pc]].nnz
-                        for k in range(pr) if k % pc == j)
+            for l in range(pl):
+                tiles = sum(int(np.isin(owner[rows.indices], part[k, :, l]).sum())
+                            for k in range(pr) if k % pc == j)
 
-            def width(f, j=j):
-                return int(np.diff(stage_ranges(f, pc))[j])
+                def width(f, j=j):
+                    return int(np.diff(stage_ranges(f, pc))[j])
 
-            def spmm(f, back, i=i, tiles=tiles, width=width):
-                h = ((u.sum() - u[i]) if back and not symmetric else (pr - 1) * u[i])
-                return tiles * (8 + itemsize) * (pc - 1) + int(h) * width(f) * itemsize
+                def spmm(f, back, i=i, l=l, tiles=tiles, v_i=v_i, width=width):
+                    if back and not symmetric:
+                        h = u[:, l].sum() - u[i, l] + (pl > 1) * u[i, l] * (pl - 1)
+                    else:
+                        h = (pr - 1) * u[i, l] + (pl > 1) * (v_i - u[i, l])
+                    return tiles * (8 + itemsize) * (pc - 1) + int(h) * width(f) * itemsize
 
-            def gather(f, i=i, width=width):
-                return int(u[i]) * width(f) * itemsize * (pc - 1)
+                def gather(f, i=i, l=l, width=width):
+                    return int(u[i, l]) * width(f) * itemsize * (pc - 1)
 
-            alg = 0
-            for f_in, f_out in zip(dims[1:-1], dims[2:], strict=True):
-                if aggregate_first(f_in, f_out, True, True):
-                    alg += spmm(f_in, False) + gather(f_in) + gather(f_out) + spmm(f_in, True)
-                else:
-                    alg += gather(f_in) + spmm(f_out, False) + spmm(f_out, True) + gather(f_out)
-            c, me = dims[-1], i * pc + j
-            n_me = int(offsets[me + 1] - offsets[me])
-            convert = ((int(u[i]) - n_me) * width(c) + n_me * (c - width(c))) * itemsize
-            out.append([int(alg), int(convert)])
+                alg = 0
+                for f_in, f_out in zip(dims[1:-1], dims[2:], strict=True):
+                    if aggregate_first(f_in, f_out, True, True):
+                        alg += spmm(f_in, False) + gather(f_in) + gather(f_out) \
+                            + spmm(f_in, True)
+                    else:
+                        alg += gather(f_in) + spmm(f_out, False) + spmm(f_out, True) \
+                            + gather(f_out)
+                c, me = dims[-1], part[i, j, l]
+                n_me = int(sizes[me])
+                convert = ((int(u[i, l]) - n_me) * width(c) + n_me * (c - width(c))) * itemsize
+                out.append([int(alg), int(convert)])
     return out
 
 
@@ -138,8 +151,8 @@ def main(path: str, text: str) -> None:
             A = normalize(g.adj, "gcn")
             dims = [g.features.shape[1]] + [MODEL["hidden"]] * (MODEL["layers"] - 1) \
                 + [int(g.num_classes)]
-            formula = (cagnet_epoch(A, np.asarray(data.op.row_offsets), shape, dims,
-                                    bool(data.op.symmetric)) if len(shape) == 2 else None)
+            formula = cagnet_epoch(A, np.asarray(data.op.row_offsets), shape, dims,
+                                   bool(data.op.symmetric))
             cases.append(dict(directed=directed, symmetric=bool(data.op.symmetric),
                               n=g.n, sizes=sizes, blocks=blocks, rows=rows, single=single,
                               ranks=ranks, row_ranks=row_ranks, formula=formula,
