@@ -181,3 +181,18 @@ def test_unsupported_options_are_refused_before_set_up(flags, words):
     args = ["train", *SMALL, "--device", "cpu", *flags]
     proc = run_cli(2, *args)
     one_line_error(proc, *words)
+
+
+def test_bench_train_mode_on_a_device(tmp_path):
+    """``spmmgnn bench --mode train --device cpu`` runs the trainer on the device grid and
+    records the device in the run; the spmm mode with --device is one clear error."""
+    out = tmp_path / "bench.jsonl"
+    proc = run_cli(2, "bench", "--graph", "csbm:n=300,avg_degree=6", "--mode", "train",
+                   "--algorithm", "sparse1d", "--features", "8", "--epochs", "2",
+                   "--device", "cpu", "--quiet", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (rec,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert "error" not in rec and rec["device"] == "cpu" and rec["epochs_run"] == 2, rec
+    proc = run_cli(1, "bench", "--graph", "csbm:n=300", "--mode", "spmm", "--device", "cpu",
+                   "-o", str(tmp_path / "no.jsonl"))
+    one_line_error(proc, "--device runs the train mode")
