@@ -57,16 +57,16 @@ def operator_bytes(op, itemsize: int) -> int:
     return total * (1 if op.symmetric else 2)
 
 
-def free_bytes(device, comm: MPI.Comm) -> int | None:
+def free_bytes(device, sharing: int) -> int | None:
     """The device memory this rank may use (None: unknown, no check): ``SPMMGNN_DEVICE_MEMORY``
     when set (any device, so CI tests the refusal on ``device="cpu"``), else on CUDA the
-    device's free memory shared by the ranks on it, plus what this process holds there
-    already (the operator's blocks and the data, counted in the need)."""
+    device's free memory shared by the ``sharing`` ranks on it, plus what this process holds
+    there already (the operator's blocks and the data, counted in the need)."""
     text = os.environ.get(MEMORY_ENV)
     if text is not None:
         try:
             value = int(float(text))
-        except ValueError:
+        except (ValueError, OverflowError):
             value = -1
         if value < 0:
             raise ValueError(f"{MEMORY_ENV}={text!r}: expected a number of bytes")
@@ -74,17 +74,17 @@ def free_bytes(device, comm: MPI.Comm) -> int | None:
     if device.type != "cuda":
         return None
     free, _ = torch.cuda.mem_get_info(device)
-    key = (MPI.Get_processor_name(), device.index)
-    sharing = sum(1 for k in comm.allgather(key) if k == key)
-    return int(free) // sharing + int(torch.cuda.memory_allocated(device))
+    return int(free) // max(1, sharing) + int(torch.cuda.memory_allocated(device))
 
 
 def memory_problem(op, shape: ModelShape, comm: MPI.Comm) -> str | None:
     """The one-line refusal when this rank's operator blocks, activations, gradients,
     parameters and Adam's state do not fit its device (None: they fit, or unknown)."""
     device = op.device
+    key = (MPI.Get_processor_name(), device.type, device.index)
+    sharing = sum(1 for k in comm.allgather(key) if k == key)  # on every rank, first
     try:
-        have = free_bytes(device, comm)
+        have = free_bytes(device, sharing)
     except ValueError as exc:
         return str(exc)
     if have is None:
