@@ -100,6 +100,17 @@ def test_dropout_hash_equals_numba(p):
                        vertex_dropout_torch(z, ids, p, 3, 4, 0).nan_to_num(-1.0))
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+def test_cuda_dropout_hash_equals_numba():
+    """On CUDA, int64 arithmetic wraps as on the CPU: the same masks."""
+    ids = torch.from_numpy(IDS).to("cuda")
+    for p in (0.1, 0.5, 0.93):
+        want = dropout_mask(IDS, 33, p, 5, 17, 2)
+        got = dropout_mask_torch(ids, 33, p, 5, 17, 2)
+        assert got.device.type == "cuda" and np.array_equal(want, got.cpu().numpy()), p
+
+
 def test_splitmix64_torch_equals_python():
     """splitmix64 of one word is ``hashing.mix64`` of it (the Python twin of the kernels')."""
     from spmmgnn.hashing import mix64
