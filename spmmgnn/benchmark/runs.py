@@ -118,7 +118,7 @@ def train_spec(run: dict):
                    partitioner=run["partitioner"], codec=run["codec"], hidden=int(run["f"]),
                    layers=int(run["layers"]), epochs=int(run["epochs"]),
                    eval_every=int(run["epochs"]), dtype=run["dtype"], seed=int(run["seed"]),
-                   no_cache=not run["cache"], quiet=True)
+                   no_cache=not run["cache"], quiet=True, device=run.get("device"))
 
 
 def train_run(comm: MPI.Comm, run: dict) -> dict | None:

@@ -46,6 +46,7 @@ class SweepConfig:
     cache: bool = True            # first-layer aggregation cache (train mode), in every run
     dtype: str = "float32"
     seed: int = 0
+    device: str = "none"          # train mode on a torch device (spmmgnn train --device)
 
     @classmethod
     def from_toml(cls, path: str) -> dict:
@@ -119,6 +120,7 @@ class SweepConfig:
                                f"{self.exchanges}")
         if self.ranks_per_node < 0:
             raise SpmmgnnError("sweep: ranks_per_node must be positive (0: by shared memory)")
+        self._check_device()
         if self.dtype not in ("float32", "float64"):
             raise SpmmgnnError(f"sweep: dtype must be float32 or float64, got {self.dtype}")
         for name in self.partitioners:
@@ -127,6 +129,26 @@ class SweepConfig:
             raise SpmmgnnError("sweep: graphs: an empty name; give a spec (rmat:scale=14, "
                                "csbm:n=20000, ...) or a graph file")
         return self
+
+
+    def _check_device(self) -> None:
+        """``device`` names cpu, cuda or cuda:k, runs train mode only (``spmmgnn spmm
+        --device`` times the bare product) and algorithms that run on a device."""
+        from ..algorithms import ALGORITHMS
+        from ..algorithms.base import device_families
+
+        if self.device == "none":
+            return
+        if self.device.partition(":")[0] not in ("cpu", "cuda"):
+            raise SpmmgnnError(f"sweep: device must be none, cpu, cuda or cuda:k, got "
+                               f"{self.device!r}")
+        if "spmm" in self.modes:
+            raise SpmmgnnError("sweep: --device runs the train mode (spmmgnn train --device); "
+                               "time the bare product with spmmgnn spmm --device")
+        bad = [a for a in self.algorithms if not ALGORITHMS[a].runs_on_device]
+        if bad:
+            raise SpmmgnnError(f"sweep: {', '.join(bad)} do not run on a device; the "
+                               f"algorithms that do: {', '.join(device_families())}")
 
 
 def check_partitioner(name: str) -> None:
@@ -187,6 +209,8 @@ def _run(cfg: SweepConfig, graph: str, mode: str, algo: str, P: int, c: int,
         run["exchange"] = exchange
     if cfg.ranks_per_node:
         run["ranks_per_node"] = cfg.ranks_per_node
+    if cfg.device != "none":  # (runs without a device keep their earlier ids)
+        run["device"] = cfg.device
     if mode == "spmm":
         run["repeat"] = cfg.repeat
     else:

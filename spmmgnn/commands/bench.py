@@ -70,6 +70,8 @@ def add_parser(sub) -> None:
                    help="recompute the first layer's aggregation every epoch (all runs)")
     s.add_argument("--dtype", choices=["float32", "float64"])
     s.add_argument("--seed", type=int)
+    s.add_argument("--device", help="train mode on a torch device: cpu, cuda or cuda:k (as "
+                   "spmmgnn train --device; default none: numpy/numba)")
     p.add_argument("--threads", type=count_arg(0), default=0,
                    help="threads per rank (0 = cores/ranks)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -76,6 +76,11 @@ def add_parser(sub) -> None:
                         "e.g. metis-vol+maxsend")
     r.add_argument("--threads", type=count_arg(0), default=0,
                    help="threads per rank (0 = cores/ranks)")
+    r.add_argument("--device", default=None, metavar="{cpu,cuda,cuda:k}",
+                   type=lambda v: None if v.lower() == "none" else v,
+                   help="train on a torch device: the operator's blocks, features, parameters, "
+                        "dropout, loss and Adam live there (cuda: GPU local rank mod device "
+                        "count); default: numpy/numba on the CPU (docs/gpu.md)")
     r.add_argument("--codec", choices=["none", *CODECS], default="none",
                    help="compression of the row exchange (sparse algorithms)")
     r.add_argument("--codec-backward", choices=["same", "none", *CODECS], default="same",

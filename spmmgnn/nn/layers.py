@@ -61,12 +61,13 @@ def aggregate_linear(h: torch.Tensor, op: DistSpMM, weight: torch.Tensor,
     """``A h W + b`` in the order that ships fewer columns; ``aggregated`` is a precomputed
     ``A h`` (constant input), used when given."""
     grad_on = torch.is_grad_enabled()
+    dev = getattr(op, "device", None) is not None  # a device grid: torch's dense products
     if aggregated is None and (op.stale_remote or aggregate_first(
             weight.shape[0], weight.shape[1], grad_on and h.requires_grad, grad_on)):
         aggregated = spmm(op, h, stream)
     if aggregated is not None:
-        return linear(aggregated, weight, bias)
-    z = spmm(op, linear(h, weight), stream)
+        return linear(aggregated, weight, bias, on_device=dev)
+    z = spmm(op, linear(h, weight, on_device=dev), stream)
     return z if bias is None else z + bias
 
 
@@ -106,7 +107,9 @@ class SAGEConv(nn.Module):
     def forward(self, x: torch.Tensor, op: DistSpMM, aggregated: torch.Tensor | None = None,
                 stream: int | None = None) -> torch.Tensor:
         neigh = aggregate_linear(x, op, self.weight_neigh, self.bias, aggregated, stream)
-        return linear(x, self.weight_self, add=neigh)  # one pass adds the neighbours' term
+        # one pass adds the neighbours' term
+        return linear(x, self.weight_self, add=neigh,
+                      on_device=getattr(op, "device", None) is not None)
 
 
 LAYERS = {"gcn": GCNConv, "sage": SAGEConv}

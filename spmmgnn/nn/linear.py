@@ -28,9 +28,20 @@ from ..threads import get_threads, scope
 
 
 def linear(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None,
-           add: torch.Tensor | None = None) -> torch.Tensor:
-    """``h @ w (+ b) (+ add)``: h (n x a), w (a x c), b (c), add (n x c), float32/64."""
+           add: torch.Tensor | None = None, on_device: bool = False) -> torch.Tensor:
+    """``h @ w (+ b) (+ add)``: h (n x a), w (a x c), b (c), add (n x c), float32/64.
+    ``on_device`` (a device grid's layers; any tensor off the CPU): ``linear_torch``."""
+    if on_device or h.device.type != "cpu":
+        return linear_torch(h, w, b, add)
     return Linear.apply(h, w, b, add)
+
+
+def linear_torch(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None,
+                 add: torch.Tensor | None = None) -> torch.Tensor:
+    """``linear`` by torch's own products on the tensors' device (autograd's backward):
+    the path of device grids, the same functions on ``device="cpu"`` as on CUDA."""
+    out = torch.addmm(b, h, w) if b is not None else h @ w
+    return out if add is None else out + add
 
 
 @njit(parallel=True, cache=True, nogil=True, boundscheck=False)

@@ -26,6 +26,7 @@ from ..data.graph import Graph
 from ..data.normalize import fetch_owned_values, normalize, normalize_block_row
 from ..data.pyg import graph_from_pyg
 from ..data.splits import SPLITS, SplitPlan, SplitWarning, complete_split
+from ..device import to_device, to_host
 from ..errors import SpmmgnnError, agree, check_on_root
 from ..grid import ProcessGrid
 from ..layout import Partition
@@ -143,8 +144,8 @@ def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
     meta = comm.bcast(meta, root=root)
     op = DistSpMM.from_scipy(A_hat, grid, algorithm=algorithm, partition=part, root=root,
                              validate=False, **op_options)
-    x_local = op.scatter_rows(X, root=root)
-    extra = op.scatter_rows(packed, root=root)
+    x_local = _scatter(op, X, root)
+    extra = _scatter(op, packed, root)
     given = {s: extra[:, 1 + i] > 0.5 for i, s in enumerate(meta["given"])}
     return _local_data(
         op, grid, meta["name"], op.row_ids(), x_local, extra[:, 0].astype(np.int64), given,
@@ -152,6 +153,17 @@ def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
         dict(path="memory", partition=op.partition.method, sizes=op.partition.sizes.tolist(),
              partition_seconds=meta["partition_seconds"]),
         meta["structure"])
+
+
+def _scatter(op: DistSpMM, a: np.ndarray | None, root: int) -> np.ndarray:
+    """``op.scatter_rows`` of root's array ``a`` as numpy: on a device grid (which takes and
+    returns tensors on its device) through the device, then a host copy for the checks and
+    the fingerprint; the trainer places its copies on the device itself."""
+    device = op.grid.device
+    if device is None:
+        return op.scatter_rows(a, root=root)
+    on_root = op.grid.comm.Get_rank() == root
+    return to_host(op.scatter_rows(to_device(a, device) if on_root else None, root=root))
 
 
 class StoredPartitionWarning(UserWarning):

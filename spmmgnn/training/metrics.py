@@ -29,6 +29,14 @@ def masked_loss_sum(logits: torch.Tensor, labels: torch.Tensor,
     return MaskedCrossEntropy.apply(logits, labels, idx)
 
 
+def masked_loss_sum_torch(logits: torch.Tensor, labels: torch.Tensor,
+                          rows: torch.Tensor) -> torch.Tensor:
+    """``masked_loss_sum`` by torch operations for device grids: ``rows`` are the masked
+    rows' indices (computed once: no mask-to-index step, so no device sync per call)."""
+    return F.cross_entropy(logits.index_select(0, rows), labels.index_select(0, rows),
+                           reduction="sum")
+
+
 class MaskedCrossEntropy(torch.autograd.Function):
     """``sum_{i in idx} logsumexp(z_i) - z_i[y_i]`` without copying the selected rows out:
     forward keeps each row's logsumexp, backward writes ``softmax(z_i) - onehot(y_i)`` times
@@ -96,6 +104,13 @@ def evaluate(logits: torch.Tensor, labels: torch.Tensor, masks: dict[str, torch.
         if bool(m.any()):
             local[2 * i] = float(masked_loss_sum(logits.double(), labels, m))
             local[2 * i + 1] = float((pred[m] == labels[m]).sum())
+    return reduce_evaluation(local, counts, comm)
+
+
+def reduce_evaluation(local: np.ndarray, counts: dict[str, int],
+                      comm: MPI.Comm) -> dict[str, float]:
+    """Global loss and accuracy per split from each rank's (loss sum, correct) per split in
+    ``SPLITS`` order (float64; one Allreduce)."""
     total = np.empty_like(local)
     comm.Allreduce(local, total, op=MPI.SUM)
     out = {}

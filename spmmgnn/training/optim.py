@@ -11,7 +11,11 @@ parameter's precision, instead of the eight tensor operations (each a pass, each
 torch's path. Every element is independent, so the result does not depend on the thread
 count (bit for bit); it equals torch's to rounding (the order of a few float operations
 differs: tested over steps against ``torch.optim.Adam``). A parameter whose data or gradient
-is not contiguous takes the tensor path.
+is not contiguous takes the tensor path, and so does every parameter with ``fused=False``
+(the trainer on a device grid: torch's tensor operations on the parameters' device, the
+same functions on ``device="cpu"`` as on CUDA; equal to the fused pass to rounding, tested).
+The step counters stay on the CPU (as torch's non-capturable Adam keeps them), so reading
+them never waits for a device.
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ from numba import njit, prange
 
 class Adam:
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0):
+                 weight_decay: float = 0.0, fused: bool = True):
         self.params = list(params)
+        self.fused = fused
         self.group = dict(lr=float(lr), betas=tuple(betas), eps=float(eps),
                           weight_decay=float(weight_decay))
         self.state: dict[int, dict[str, torch.Tensor]] = {}
@@ -45,7 +50,7 @@ class Adam:
                                           exp_avg=torch.zeros_like(p),
                                           exp_avg_sq=torch.zeros_like(p))
             st["step"] += 1
-            if _fused(p, grad, st):
+            if self.fused and _fused(p, grad, st):
                 step = float(st["step"])
                 t = p.dtype
                 _adam_kernel(*(x.detach().numpy().reshape(-1) for x in
@@ -79,8 +84,8 @@ class Adam:
             p = self.params[int(i)]
             self.state[int(i)] = dict(
                 step=torch.as_tensor(st["step"], dtype=torch.float32).clone().reshape(()),
-                exp_avg=st["exp_avg"].to(p.dtype).clone().reshape(p.shape),
-                exp_avg_sq=st["exp_avg_sq"].to(p.dtype).clone().reshape(p.shape))
+                exp_avg=st["exp_avg"].to(p.device, p.dtype).clone().reshape(p.shape),
+                exp_avg_sq=st["exp_avg_sq"].to(p.device, p.dtype).clone().reshape(p.shape))
 
 
 def _fused(p: torch.Tensor, grad: torch.Tensor, st: dict) -> bool:

@@ -18,6 +18,7 @@ from mpi4py import MPI
 
 from ..atomic import check_writable, default_mode, write_text_atomic
 from ..data.csbm import DEFAULTS
+from ..device import describe
 from ..errors import SpmmgnnError, agree, check_on_root, collective_error
 from ..grid import ProcessGrid
 from ..nn.grid_model import GRID_ALGORITHMS
@@ -69,6 +70,7 @@ class RunSpec:
     exchange: str = "flat"
     partitioner: str = "none"
     threads: int = 0
+    device: str | None = _TRAIN.device
     codec: str = "none"
     codec_backward: str = "same"
     reorder: str = "none"
@@ -102,7 +104,7 @@ def train_config(spec: RunSpec, progress: bool = True):
         cache_input_aggregation=not spec.no_cache, progress=progress, dtype=spec.dtype,
         label_propagation=spec.label_propagation, staleness=spec.staleness,
         drop_remote=spec.drop_remote, delayed_backward=spec.delayed_backward,
-        grid_layout=spec.grid_layout)
+        grid_layout=spec.grid_layout, device=spec.device)
 
 
 def op_options(spec: RunSpec) -> dict:
@@ -158,7 +160,7 @@ def grid_of(spec: RunSpec, comm: MPI.Comm) -> ProcessGrid:
           f"unknown algorithm {spec.algorithm!r}; choose one of {sorted(ALGORITHMS)}")
     agree(comm, options_error(spec))
     return ALGORITHMS[spec.algorithm].grid_for(comm, spec.replication, spec.grid,
-                                               spec.ranks_per_node)
+                                               spec.ranks_per_node, device=spec.device)
 
 
 def options_error(spec: RunSpec) -> str | None:
@@ -167,6 +169,12 @@ def options_error(spec: RunSpec) -> str | None:
     from ..algorithms import ALGORITHMS
 
     algo = ALGORITHMS[spec.algorithm]
+    if spec.device is not None:  # before the codec's and the delayed views' own messages
+        from .on_device import options_error as device_error
+
+        error = device_error(algo, spec.exchange, bool(spec.staleness or spec.drop_remote))
+        if error:
+            return error
     if (spec.codec != "none" or spec.codec_backward not in ("same", "none")) \
             and not algo.takes_codecs:
         takes = sorted(n for n, a in ALGORITHMS.items() if a.takes_codecs)
@@ -267,7 +275,8 @@ def header(spec: RunSpec, data, grid: ProcessGrid, threads: int) -> str:
             f"classes={data.num_classes} | {spec.model} {spec.layers}x{spec.hidden} "
             f"{spec.dtype} | {spec.algorithm} P={grid.size} {grid.label()} "
             f"partitioner={partition_label(spec, data.info)} codec={codec} "
-            f"{exact} | exchange={spec.exchange}, {grid.node_label()} | threads/rank={threads}")
+            f"{exact} | exchange={spec.exchange}, {grid.node_label()} | threads/rank={threads}"
+            + (f" | device={describe(grid.device)}" if grid.device is not None else ""))
 
 
 def partition_label(spec: RunSpec, info: dict) -> str:

@@ -30,12 +30,14 @@ from mpi4py import MPI
 
 from ..algorithms.delayed import BACKWARDS, DelayedRemote
 from ..collectives import allreduce_rows
+from ..device import describe, synchronizer
 from ..errors import SpmmgnnError, agree, collective_error
 from ..hashing import uniform_by_id
 from ..machine import peak_rss_bytes, ranks_on_this_node
 from ..nn.grid_model import GridForward
 from ..nn.memory import ModelShape, model_problem
 from ..nn.models import build_model
+from . import on_device
 from .checkpoint import (
     load_checkpoint,
     read_meta,
@@ -44,8 +46,8 @@ from .checkpoint import (
     signature_diff,
     state_bytes,
 )
-from .data import LocalData
-from .metrics import evaluate, masked_loss_sum
+from .data import SPLITS, LocalData
+from .metrics import evaluate, masked_loss_sum, masked_loss_sum_torch, reduce_evaluation
 from .optim import Adam
 from .progress import Progress
 
@@ -91,6 +93,7 @@ class TrainConfig:
     drop_remote: bool = False
     delayed_backward: str = "local"
     grid_layout: bool = False   # oblivious2d/3d: activations stay in SUMMA's blocks (nn.grid_model)
+    device: str | None = None  # None: the grid's (None: numpy/numba); else must be the grid's
 
     def check(self, comm: MPI.Comm | None = None) -> None:
         """SpmmgnnError for bad settings; with ``comm``, collective (every rank raises)."""
@@ -134,6 +137,9 @@ class TrainConfig:
         if self.resume and self.staleness:
             problems.append("--resume with --staleness > 0 is not supported: the remote "
                             "aggregates in flight are not part of a checkpoint")
+        if self.device is not None and str(self.device).partition(":")[0] not in ("cpu",
+                                                                                   "cuda"):
+            problems.append(f"--device must be cpu, cuda or cuda:k, got {self.device!r}")
         if self.dtype not in DTYPES:
             problems.append(f"--dtype must be one of {sorted(DTYPES)}")
         return "; ".join(problems) or None
@@ -160,8 +166,10 @@ class Trainer:
         self.comm = self.grid.comm
         self.reduce_comm = self.grid.across_block_rows
         self.dtype = DTYPES[config.dtype]
-        self.x = data.features.to(self.dtype)
         op = data.op
+        self.device = self.grid.device
+        self._check_device()
+        self.x = data.features.to(self.dtype)
         if op.symmetric is None:  # a lossy codec keeps its own backward direction
             lossy = getattr(op, "codec", None) or getattr(op, "codec_backward", None)
             op.symmetric = False if lossy else op.probe_symmetry()
@@ -175,11 +183,14 @@ class Trainer:
             self.layer_ops = self.delayed.views(config.layers)
             self._check_remote_share()
         self._check_model_memory()
+        self._place_data()
         self.model = build_model(
             config.model, data.num_features, config.hidden, data.num_classes, config.layers,
             config.dropout, config.input_dropout, config.layernorm, config.seed,
             config.cache_input_aggregation, self.dtype,
             label_classes=data.num_classes if self.label_input is not None else 0)
+        if self.device is not None:
+            self.model.to(self.device)
         self.params = list(self.model.parameters())
         self._broadcast_parameters()
         self.forward = self.model   # or the same model on SUMMA's 2D/3D blocks
@@ -190,7 +201,8 @@ class Trainer:
         # loss sum and for "this rank's loss or gradient is not finite", so gradients, loss
         # and the health check travel in a single Allreduce
         sizes = [p.numel() for p in self.params]
-        self.flat = torch.zeros(sum(sizes) + 2, dtype=self.dtype)
+        self.flat = torch.zeros(sum(sizes) + 2, dtype=self.dtype,
+                                device=self.device or torch.device("cpu"))
         self._n_grad = sum(sizes)
         self._views = []
         offset = 0
@@ -199,7 +211,8 @@ class Trainer:
             p.grad = view
             self._views.append(view)
             offset += size
-        self.optimizer = Adam(self.params, lr=config.lr, weight_decay=config.weight_decay)
+        self.optimizer = Adam(self.params, lr=config.lr, weight_decay=config.weight_decay,
+                              fused=self.device is None)  # a device: torch's tensor path
         self.history: list[dict] = []
         self.diverged_at: int | None = None
         self._min_loss, self._above = math.inf, 0
@@ -225,15 +238,57 @@ class Trainer:
                 "--partitioner metis-vol (or datasets --partitioner for HDF5 files)",
                 StaleRemoteWarning, stacklevel=2)
 
+    def _check_device(self) -> None:
+        """Collective, before any set-up: ``config.device`` names the grid's device, and the
+        options run on a device (``training.on_device.options_error``)."""
+        want, op = self.config.device, self.data.op
+        error = None
+        if want is not None and (self.device is None
+                                 or str(want).partition(":")[0] != self.device.type):
+            error = (f"TrainConfig(device={want!r}) but the operator's grid has device="
+                     f"{describe(self.device)}: build the grid with ProcessGrid(..., "
+                     f"device={want!r}) (spmmgnn train --device does)")
+        elif self.device is not None:
+            c = self.config
+            error = on_device.options_error(type(op), getattr(op, "exchange", "flat"),
+                                            bool(c.staleness or c.drop_remote))
+        agree(self.comm, error)
+
+    def _model_shape(self) -> ModelShape:
+        c, d = self.config, self.data
+        return ModelShape(features=d.num_features, hidden=c.hidden, classes=d.num_classes,
+                          layers=c.layers, itemsize=torch.empty(0, dtype=self.dtype).itemsize)
+
     def _check_model_memory(self) -> None:
         """Collective: one error on every rank, before the model is built, when its weights,
         Adam's moments, activations and gradients (``nn.memory``) do not fit in the memory
-        this node has for its ranks (``--hidden 1000000000`` is not an OOM kill)."""
-        c, d = self.config, self.data
-        shape = ModelShape(features=d.num_features, hidden=c.hidden, classes=d.num_classes,
-                           layers=c.layers, itemsize=torch.empty(0, dtype=self.dtype).itemsize)
-        problem = model_problem(shape, d.op.n_local, ranks_on_this_node(self.comm))
+        this node has for its ranks (``--hidden 1000000000`` is not an OOM kill); on a
+        device grid also when they and the operator's blocks do not fit the device's free
+        memory (``training.on_device.memory_problem``)."""
+        shape = self._model_shape()
+        problem = model_problem(shape, self.data.op.n_local, ranks_on_this_node(self.comm))
         agree(self.comm, problem and f"{problem}: lower --hidden or --layers, or use more nodes")
+        if self.device is not None:
+            agree(self.comm, on_device.memory_problem(self.data.op, shape, self.comm))
+
+    def _place_data(self) -> None:
+        """What an epoch reads, where it runs: the data's own tensors without a device;
+        on a device grid copies there (features, labels, masks, vertex ids) and each split's
+        row indices, computed once so that no step waits for the device to count them."""
+        d, dev = self.data, self.device
+        self.labels, self.masks, self.vertex_ids = d.labels, d.masks, d.vertex_ids
+        if dev is None:
+            return
+        self.x = self.x.to(dev)
+        self.labels = d.labels.to(dev)
+        self.masks = {s: m.to(dev) for s, m in d.masks.items()}
+        self.vertex_ids = torch.from_numpy(np.ascontiguousarray(d.vertex_ids,
+                                                                dtype=np.int64)).to(dev)
+        self.loss_mask = self.loss_mask.to(dev)
+        if self.label_input is not None:
+            self.label_input = self.label_input.to(dev)
+        self.rows = {s: torch.nonzero(self.masks[s], as_tuple=True)[0] for s in SPLITS}
+        self.loss_rows = torch.nonzero(self.loss_mask, as_tuple=True)[0]
 
     def _label_propagation_split(self) -> None:
         """SuperGCN label propagation: a seeded fraction of the training vertices (chosen by
@@ -273,6 +328,9 @@ class Trainer:
     def _broadcast_parameters(self) -> None:
         """Same seed gives the same weights everywhere; broadcast anyway to be certain."""
         if self.comm.Get_size() == 1:
+            return
+        if self.device is not None:
+            on_device.broadcast_parameters(self.comm, self.params, self.data.op.stats)
             return
         with torch.no_grad():
             for p in self.params:
@@ -329,30 +387,47 @@ class Trainer:
 
     # ------------------------------------------------------------------ one epoch
     def train_step(self, epoch: int) -> dict:
-        """Forward, backward, gradient all-reduce, Adam step. Returns the row for history."""
+        """Forward, backward, gradient all-reduce, Adam step. Returns the row for history.
+
+        On a device grid the loss and the health flag are written into the flat buffer on
+        the device, and the buffer's one host copy for the all-reduce is the step's only
+        read of the device (plus a wait before each timestamp on CUDA, for the breakdown)."""
         d, op = self.data, self.data.op
+        sync = synchronizer(self.device)
         t0 = time.perf_counter()
         s0 = _spmm_seconds(op)
         bytes0 = op.stats.bytes_sent
         self.model.train()
         self.flat.zero_()
         t_forward = time.perf_counter()
-        logits = self.forward(self.x, op, step=epoch, vertex_ids=d.vertex_ids,
+        logits = self.forward(self.x, op, step=epoch, vertex_ids=self.vertex_ids,
                             label_input=self.label_input, layer_ops=self.layer_ops)
-        loss_sum = masked_loss_sum(logits, d.labels, self.loss_mask)
+        if self.device is None:
+            loss_sum = masked_loss_sum(logits, d.labels, self.loss_mask)
+        else:
+            loss_sum = masked_loss_sum_torch(logits, self.labels, self.loss_rows)
         (loss_sum / self.loss_count).backward()
+        sync()
         t_backward = time.perf_counter()
         self._ensure_grad_views()
         self.flat[-1] = loss_sum.detach()
-        local_ok = bool(torch.isfinite(self.flat[:self._n_grad + 1]).all())
-        self.flat[-2] = 0.0 if local_ok else 1.0
-        t_reduce = time.perf_counter()
-        allreduce_rows(self.grid, self.flat.numpy())  # each row once, replicas alike
+        if self.device is None:
+            local_ok = bool(torch.isfinite(self.flat[:self._n_grad + 1]).all())
+            self.flat[-2] = 0.0 if local_ok else 1.0
+            t_reduce = time.perf_counter()
+            host = allreduce_rows(self.grid, self.flat.numpy())  # each row once, replicas too
+        else:
+            self.flat[-2] = (~torch.isfinite(self.flat[:self._n_grad + 1]).all()).to(
+                self.dtype)
+            t_reduce = time.perf_counter()
+            host, flag = on_device.allreduce_staged(self.grid, self.flat, op.stats)
+            local_ok = flag == 0
         t_reduced = time.perf_counter()
-        if not bool(torch.isfinite(self.flat).all()) or float(self.flat[-2]) > 0:
+        if not bool(np.isfinite(host).all()) or float(host[-2]) > 0:
             self._diverged(epoch, local_ok)
         t_step = time.perf_counter()
         self.optimizer.step()
+        sync()
         t_end = time.perf_counter()
         multiply, exchange, spmm_allreduce = _spmm_seconds(op) - s0
         # every SpMM runs inside forward/backward: what else runs there is the dense work
@@ -362,7 +437,7 @@ class Trainer:
                          dense=max(0.0, dense) + (t_end - t_step))
         total = t_end - t0
         breakdown["other"] = max(0.0, total - sum(breakdown.values()))
-        return dict(epoch=epoch, loss=float(self.flat[-1]) / self.loss_count,
+        return dict(epoch=epoch, loss=float(host[-1]) / self.loss_count,
                     seconds=total, breakdown={k: float(v) for k, v in breakdown.items()},
                     bytes_sent=int(op.stats.bytes_sent - bytes0))
 
@@ -408,9 +483,12 @@ class Trainer:
         """Global loss/accuracy on train/val/test with dropout off."""
         d = self.data
         self.model.eval()
-        logits = self.forward(self.x, d.op, vertex_ids=d.vertex_ids,
+        logits = self.forward(self.x, d.op, vertex_ids=self.vertex_ids,
                             label_input=self.label_input)
-        return evaluate(logits, d.labels, d.masks, d.counts, self.reduce_comm)
+        if self.device is None:
+            return evaluate(logits, d.labels, d.masks, d.counts, self.reduce_comm)
+        local = on_device.evaluation_sums(logits, self.labels, self.rows, SPLITS, d.op.stats)
+        return reduce_evaluation(local, d.counts, self.reduce_comm)
 
     # ------------------------------------------------------------------ the loop
     def fit(self, on_epoch_end: Callable[[int, dict, Trainer], None] | None = None,
@@ -494,6 +572,7 @@ class Trainer:
             nnz=self.data.nnz, num_features=self.data.num_features,
             num_classes=self.data.num_classes, counts=self.data.counts,
             P=self.grid.size, c=self.grid.replication, algorithm=op.name,
+            device=describe(self.device),
             exchange=stats["exchange"], ranks_per_node=self.grid.ranks_per_node,
             grid=None if self.grid.kind in ("1d", "1.5d") else list(self.grid.shape),
             data_info=self.data.info,

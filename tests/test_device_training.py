@@ -1,0 +1,209 @@
+"""Training on a device grid (``spmmgnn train --device``, issue 44) with ``device="cpu"``: the
+same functions that run on CUDA, equal to the numpy/numba trainer loss by loss, checkpoints
+resumed across the two paths, the gradient all-reduce counted in the ``device_host`` tier,
+the device-memory preflight and the refusals one error on every rank. The ``gpu`` twins run
+the MPI cases on CUDA (P = 1, and P = 2 ranks sharing one GPU) and skip without one."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from spmmgnn.nn.device_dropout import (
+    dropout_mask_torch,
+    relu_dropout_torch,
+    splitmix64_torch,
+    vertex_dropout_torch,
+)
+from spmmgnn.nn.dropout import dropout_mask, relu_dropout, vertex_dropout
+from spmmgnn.training.optim import Adam
+
+from .mpi import one_line_error, run_cli
+
+HAS_CUDA = torch.cuda.is_available()
+RTOL = {"float32": 1e-5, "float64": 1e-12}
+
+
+def relative(a, b) -> float:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    assert a.shape == b.shape and a.size
+    return float(np.max(np.abs(a - b) / np.maximum(np.abs(a), 1e-30)))
+
+
+def check_training(got: dict, P: int) -> None:
+    assert got["P"] == P and got["cases"]
+    for case in got["cases"]:
+        label = case["name"]
+        assert "error" not in case, (label, case.get("error"))
+        plain, dev = case["none"], case["on_device"]
+        assert plain["device"] == "none" and dev["device"].startswith(got["device"]), label
+        assert dev["params_on"] == [got["device"]], label  # parameters and buffer there
+        assert len(dev["losses"]) == len(plain["losses"]) > 0, label
+        rtol = RTOL[case.get("dtype", "float32")]
+        assert relative(plain["losses"], dev["losses"]) <= rtol, (label, plain["losses"],
+                                                                  dev["losses"])
+        assert plain["device_host"] == 0, label
+        if case["algorithm"] == "sparse1d":  # each exchanged row staged once, plus the
+            # flat gradient buffer each step, the evaluation sums, the parameters' broadcast
+            extra = (len(dev["losses"]) * dev["flat_bytes"] + dev["evaluations"] * 6 * 8
+                     + (dev["param_bytes"] if P > 1 else 0))
+            assert dev["device_host"] == dev["bytes_sent"] + extra, (label, dev)
+    for key in ("device_then_none", "none_then_device"):
+        r = got[key]
+        assert "error" not in r, (key, r.get("error"))
+        assert r["rest_epochs"] == list(range(1, len(r["full"]) + 1)), key
+        assert relative(r["full"], r["rest"]) <= 1e-5, (key, r["full"], r["rest"])
+
+
+@pytest.mark.parametrize("P", [1, 2])
+def test_device_cpu_training_equals_numpy_path(P, mpi_json):
+    """GCN, 2 layers, dropout (with and without the first-layer cache, input dropout, a
+    codec, float64 oblivious1d, an empty block with label propagation) on a non-symmetric A
+    with uneven blocks: device="cpu" equals device=None loss by loss (rtol 1e-5), and a
+    checkpoint resumes on the other path with the uninterrupted run's losses."""
+    check_training(mpi_json(P, "device_train.py", "cpu", timeout=900), P)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+@pytest.mark.parametrize("P", [1, 2])
+def test_cuda_training_equals_numpy_path(P, mpi_json):
+    check_training(mpi_json(P, "device_train.py", "cuda", timeout=900), P)
+
+
+# ------------------------------------------------------------------ in-process twins
+IDS = np.array([0, 1, 5, 77, 2**31 + 9, 2**40 + 3, 2**62 + 17, 2**63 - 1], dtype=np.int64)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.93])
+def test_dropout_hash_equals_numba(p):
+    """The torch int64 splitmix64 drops exactly the entries the numba kernels drop."""
+    ids = torch.from_numpy(IDS)
+    for seed, step, layer in [(0, 1, 1), (5, 17, 2), (2**40, 3, 0)]:
+        for dtype in (np.float32, np.float64):
+            want = dropout_mask(IDS, 33, p, seed, step, layer, dtype=dtype)
+            got = dropout_mask_torch(ids, 33, p, seed, step, layer,
+                                     dtype=torch.float32 if dtype is np.float32
+                                     else torch.float64)
+            assert np.array_equal(want, got.numpy()), (p, seed, step, layer)
+    z = torch.randn(len(IDS), 33, generator=torch.Generator().manual_seed(1))
+    z[0, 0], z[1, 1] = float("nan"), float("inf")
+    bias = torch.randn(33, generator=torch.Generator().manual_seed(2))
+    for b in (None, bias):
+        want = relu_dropout(z, IDS, p, 3, 4, 1, bias=b)
+        got = relu_dropout_torch(z, ids, p, 3, 4, 1, bias=b)
+        assert torch.equal(want.nan_to_num(-1.0), got.nan_to_num(-1.0)), (p, b is None)
+    assert torch.equal(vertex_dropout(z, IDS, p, 3, 4, 0).nan_to_num(-1.0),
+                       vertex_dropout_torch(z, ids, p, 3, 4, 0).nan_to_num(-1.0))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+def test_cuda_dropout_hash_equals_numba():
+    """On CUDA, int64 arithmetic wraps as on the CPU: the same masks."""
+    ids = torch.from_numpy(IDS).to("cuda")
+    for p in (0.1, 0.5, 0.93):
+        want = dropout_mask(IDS, 33, p, 5, 17, 2)
+        got = dropout_mask_torch(ids, 33, p, 5, 17, 2)
+        assert got.device.type == "cuda" and np.array_equal(want, got.cpu().numpy()), p
+
+
+def test_splitmix64_torch_equals_python():
+    """splitmix64 of one word is ``hashing.mix64`` of it (the Python twin of the kernels')."""
+    from spmmgnn.hashing import mix64
+
+    words = np.array([0, 1, 7, 2**63 - 1, -1, -2**63, 12345678901234567], dtype=np.int64)
+    got = splitmix64_torch(torch.from_numpy(words)).numpy().view(np.uint64)
+    assert [int(v) for v in got] == [mix64(int(w) & (2**64 - 1)) for w in words]
+
+
+def test_relu_dropout_gradient_equals_numba():
+    z1 = torch.randn(50, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    z2 = z1.clone()
+    b1 = torch.randn(7, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    b2 = b1.clone()
+    for t in (z1, z2, b1, b2):
+        t.requires_grad_(True)
+    ids = np.arange(100, 150, dtype=np.int64)
+    g = torch.randn(50, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    (relu_dropout(z1, ids, 0.4, 1, 2, 1, bias=b1) * g).sum().backward()
+    (relu_dropout_torch(z2, torch.from_numpy(ids), 0.4, 1, 2, 1, bias=b2) * g).sum().backward()
+    assert torch.equal(z1.grad, z2.grad)
+    assert torch.allclose(b1.grad, b2.grad, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("dtype, rtol", [(torch.float32, 1e-6), (torch.float64, 1e-14)])
+def test_adam_tensor_path_equals_fused(dtype, rtol):
+    """Adam with fused=False (the device path: torch's tensor operations) equals the fused
+    numba pass to rounding over steps, weight decay on."""
+    gen = torch.Generator().manual_seed(0)
+    start = [torch.randn(13, 5, generator=gen, dtype=dtype), torch.randn(5, generator=gen,
+                                                                          dtype=dtype)]
+    runs = []
+    for fused in (True, False):
+        params = [torch.nn.Parameter(t.clone()) for t in start]
+        opt = Adam(params, lr=0.01, weight_decay=5e-4, fused=fused)
+        g = torch.Generator().manual_seed(1)
+        for _ in range(25):
+            for p in params:
+                p.grad = torch.randn(p.shape, generator=g, dtype=dtype)
+            opt.step()
+        runs.append(params)
+    for a, b in zip(*runs, strict=True):
+        assert torch.allclose(a, b, rtol=rtol, atol=rtol * 1e-2)
+
+
+# ------------------------------------------------------------------ the CLI's refusals
+SMALL = ("--csbm-n", "300", "--csbm-features", "8", "--hidden", "8", "--epochs", "2",
+         "--quiet")
+
+
+def test_preflight_refuses_what_the_device_cannot_hold(tmp_path):
+    """SPMMGNN_DEVICE_MEMORY pretends the device's free memory: 1 KB is one clear error on
+    every rank before any epoch runs (CI tests on device="cpu" what CUDA's free memory
+    decides on a GPU)."""
+    proc = run_cli(2, "train", *SMALL, "--device", "cpu",
+                   env=dict(SPMMGNN_DEVICE_MEMORY="1000"))
+    one_line_error(proc, "training on cpu needs about", "device memory",
+                   "operator blocks", "train without --device")
+    assert "epoch" not in proc.stdout
+    proc = run_cli(1, "train", *SMALL, "--device", "cpu",
+                   env=dict(SPMMGNN_DEVICE_MEMORY="lots"))
+    one_line_error(proc, "SPMMGNN_DEVICE_MEMORY='lots'")
+    out = tmp_path / "run.json"
+    ok = run_cli(1, "train", *SMALL, "--device", "cpu", "--json", str(out),
+                 env=dict(SPMMGNN_DEVICE_MEMORY=str(10**9)))
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert json.loads(out.read_text())["device"] == "cpu"
+
+
+@pytest.mark.parametrize("flags, words", [
+    (("--algorithm", "sparse2d"), ("--algorithm sparse2d does not run on a device",
+                                   "oblivious15d, oblivious1d, sparse15d, sparse1d")),
+    (("--algorithm", "prepost1d"), ("--algorithm prepost1d does not run on a device",)),
+    (("--staleness", "2"), ("--staleness and --drop-remote", "do not run on a device")),
+    (("--exchange", "node"), ("--exchange node does not run on a device",)),
+    (("--device", "tpu"), ("--device must be cpu, cuda or cuda:k",)),
+])
+def test_unsupported_options_are_refused_before_set_up(flags, words):
+    args = ["train", *SMALL, "--device", "cpu", *flags]
+    proc = run_cli(2, *args)
+    one_line_error(proc, *words)
+
+
+def test_bench_train_mode_on_a_device(tmp_path):
+    """``spmmgnn bench --mode train --device cpu`` runs the trainer on the device grid and
+    records the device in the run; the spmm mode with --device is one clear error."""
+    out = tmp_path / "bench.jsonl"
+    proc = run_cli(2, "bench", "--graph", "csbm:n=300,avg_degree=6", "--mode", "train",
+                   "--algorithm", "sparse1d", "--features", "8", "--epochs", "2",
+                   "--device", "cpu", "--quiet", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (rec,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert "error" not in rec and rec["device"] == "cpu" and rec["epochs_run"] == 2, rec
+    proc = run_cli(1, "bench", "--graph", "csbm:n=300", "--mode", "spmm", "--device", "cpu",
+                   "-o", str(tmp_path / "no.jsonl"))
+    one_line_error(proc, "--device runs the train mode")
