@@ -20,6 +20,11 @@ from .jit import lazy, njit, prange
 from .machine import llc_bytes
 
 _JIT = dict(parallel=True, cache=True, nogil=True, boundscheck=False)
+_SERIAL = dict(cache=True, nogil=True, boundscheck=False)  # the serial twins (``*_serial``)
+# work (entries touched: (non-zeros + rows) x columns) below which a call runs a kernel's
+# serial twin: a parallel launch costs ~2-9 us even on one thread (bench/percall.py), more
+# than such a product; a twin is its own function (numba caches by function name)
+SERIAL_WORK = 1 << 16
 PREFETCH_DISTANCE = 16  # non-zeros ahead: hides the latency of gathering a random row of x
 UNROLL_MIN_F = 32  # columns from which the blocked kernel unrolls four non-zeros per pass
 
@@ -136,6 +141,17 @@ def csr_matmul(indptr, indices, data, x, out, chunks, accumulate):
                     out[r, t] += a * x[j, t]
 
 
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def matvec_rows(indptr, indices, data, x, out, lo, hi, accumulate, zero):
+    """Rows lo:hi of the one-column product: each row's sum in a register (the loop of
+    ``csr_matvec`` and its serial twin)."""
+    for r in range(lo, hi):
+        s = out[r, 0] if accumulate else zero
+        for k in range(indptr[r], indptr[r + 1]):
+            s += data[k] * x[indices[k], 0]
+        out[r, 0] = s
+
+
 @njit(**_JIT)
 def csr_matvec(indptr, indices, data, x, out, chunks, accumulate, zero):
     """``csr_matmul`` for one column (f = 1): each row's sum in a register, its terms added
@@ -144,11 +160,27 @@ def csr_matvec(indptr, indices, data, x, out, chunks, accumulate, zero):
     prefetch: a cache line holds 8 rows of a one-column x, and the prefetch's own loads
     measured slower (bench/results/percall.md)."""
     for c in prange(chunks.shape[0] - 1):
-        for r in range(chunks[c], chunks[c + 1]):
-            s = out[r, 0] if accumulate else zero
-            for k in range(indptr[r], indptr[r + 1]):
-                s += data[k] * x[indices[k], 0]
-            out[r, 0] = s
+        matvec_rows(indptr, indices, data, x, out, chunks[c], chunks[c + 1], accumulate, zero)
+
+
+@njit(**_SERIAL)
+def csr_matvec_serial(indptr, indices, data, x, out, accumulate, zero):
+    """``csr_matvec``'s serial twin (same loop, same bits): no parallel launch, which costs
+    more than a small product (``SERIAL_WORK``)."""
+    matvec_rows(indptr, indices, data, x, out, 0, indptr.shape[0] - 1, accumulate, zero)
+
+
+@njit(**_SERIAL)
+def csr_matmul_serial(indptr, indices, data, x, out, accumulate, unroll):
+    """The serial twin of ``csr_matmul`` (``unroll`` False) and ``csr_matmul_unrolled``
+    (True): the same row loop (``row_product``), so the same bits, without the launch."""
+    f = x.shape[1]
+    last = indices.shape[0] - 1
+    for r in range(indptr.shape[0] - 1):
+        if not accumulate:
+            for t in range(f):
+                out[r, t] = 0
+        row_product(indptr, indices, data, x, out, r, last, unroll)
 
 
 @njit(**_JIT)
@@ -216,11 +248,30 @@ def csr_t_matmul(indptr, indices, data, y, out, accumulate, n_par, n_rp):
                         out[j, t] += a * y[r, t]
 
 
+def gather_rows(x: np.ndarray, idx: np.ndarray, out: np.ndarray) -> None:
+    """out[i] = x[idx[i]]: pack the rows a peer needs into the send buffer (serially below
+    ``SERIAL_WORK`` entries, where waking the threads costs more than the copy)."""
+    if idx.shape[0] * x.shape[1] < SERIAL_WORK:
+        gather_rows_serial(x, idx, out)
+    else:
+        gather_rows_kernel(x, idx, out)
+
+
 @njit(**_JIT)
-def gather_rows(x, idx, out):
-    """out[i] = x[idx[i]]: pack the rows a peer needs into the send buffer."""
+def gather_rows_kernel(x, idx, out):
+    """The parallel loop of ``gather_rows``."""
     f = x.shape[1]
     for i in prange(idx.shape[0]):
+        s = idx[i]
+        for t in range(f):
+            out[i, t] = x[s, t]
+
+
+@njit(**_SERIAL)
+def gather_rows_serial(x, idx, out):
+    """The serial twin of ``gather_rows_kernel``."""
+    f = x.shape[1]
+    for i in range(idx.shape[0]):
         s = idx[i]
         for t in range(f):
             out[i, t] = x[s, t]
@@ -242,10 +293,24 @@ def scatter_add(src: np.ndarray, idx: np.ndarray, out: np.ndarray, n_par: int,
     """out[idx[i]] += src[i] (idx may repeat), race-free: ``n_par`` feature ranges times
     ``n_rp`` destination-row ranges (1: the former column-only split, serial below 16
     columns; 0: automatic, enough ranges to use every thread from 4 columns on; at f < 4
-    each task's scan of idx costs as much as its share of the adds, measured no faster)."""
+    each task's scan of idx costs as much as its share of the adds, measured no faster; and
+    the serial twin below ``SERIAL_WORK`` entries)."""
     if n_rp <= 0:
+        if idx.shape[0] * src.shape[1] < SERIAL_WORK:
+            scatter_add_serial(src, idx, out)
+            return
         n_rp = row_split(n_par) if src.shape[1] >= 4 else 1
     scatter_add_kernel(src, idx, out, n_par, n_rp)
+
+
+@njit(**_SERIAL)
+def scatter_add_serial(src, idx, out):
+    """The serial twin of ``scatter_add_kernel`` (each row's adds in the same order)."""
+    f = src.shape[1]
+    for i in range(idx.shape[0]):
+        d = idx[i]
+        for t in range(f):
+            out[d, t] += src[i, t]
 
 
 @njit(**_JIT)

@@ -16,6 +16,7 @@ import scipy.sparse as sp
 
 from . import kernels
 from .errors import SpmmgnnError
+from .jit import numba_pool
 from .threads import get_threads
 
 
@@ -47,6 +48,7 @@ class LocalCSR:
         m.sort_indices()
         self.shape = m.shape
         self.nnz = int(m.nnz)
+        self.work = self.nnz + self.shape[0]  # entries one column of a product touches
         self.indptr = m.indptr.astype(np.int64)
         idx_type = np.int32 if max(m.shape) < 2**31 - 1 else np.int64
         self.indices = m.indices.astype(idx_type)
@@ -216,9 +218,21 @@ class LocalCSR:
                 del self._blocked[n]
 
     def matmul(self, x: np.ndarray, out: np.ndarray, accumulate: bool) -> None:
-        """out (+)= self @ x."""
+        """out (+)= self @ x; a small product (``kernels.SERIAL_WORK``), or one in a call
+        limited to one thread, runs the variant's serial twin (the same bits)."""
         threads = get_threads()  # read once: ~1 us a read, a cost on every small product
-        self._run(self._choose(x, threads), x, out, accumulate, threads)
+        variant = self._choose(x, threads)
+        if (self.work * x.shape[1] < kernels.SERIAL_WORK or numba_pool()[0]() == 1) \
+                and variant in SERIAL_TWINS:
+            data = self.data(x.dtype)
+            if variant == "vector":
+                kernels.csr_matvec_serial(self.indptr, self.gather_indices, data, x, out,
+                                          accumulate, data.dtype.type(0))
+            else:
+                kernels.csr_matmul_serial(self.indptr, self.gather_indices, data, x, out,
+                                          accumulate, variant == "unrolled")
+            return
+        self._run(variant, x, out, accumulate, threads)
 
     # ------------------------------------------------------------------ A^T @ y
     def transpose(self) -> LocalCSR:
@@ -323,6 +337,7 @@ class Choice:
     sample: float = 1.0                 # share of the non-zeros the timed calls ran
 
 
+SERIAL_TWINS = ("plain", "unrolled", "vector")  # the variants with a serial kernel
 MATMUL_SETTINGS = ("auto", "rule", "plain", "unrolled", "blocked", "vector")
 TRANSPOSE_SETTINGS = ("auto", "rule", "transpose", "scan")
 MEASURE_MIN_WORK = 1 << 21  # non-zeros x columns below which a call takes ~1 ms: use the rule

@@ -295,3 +295,55 @@ def test_count_nonfinite_sees_every_nan_and_inf():
         assert kernels.count_nonfinite(x) == 3
         assert kernels.count_nonfinite(x[:, ::2]) == int((~np.isfinite(x[:, ::2])).sum())
         assert kernels.count_nonfinite(x[:0]) == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("f", [1, 5])
+def test_serial_twins_give_the_parallel_kernels_bits(threads, monkeypatch, dtype, f):
+    """A small product (below ``kernels.SERIAL_WORK``) or one on one thread runs the serial
+    twin of its variant; twin and parallel kernel add the same terms in the same order, so
+    they give bitwise the same numbers, with accumulate, empty rows and columns too."""
+    A = random_matrix()
+    rng = np.random.default_rng(f)
+    X = rng.standard_normal((A.shape[1], f)).astype(dtype)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    ran = []
+    for name in ("csr_matvec_serial", "csr_matmul_serial"):
+        real = getattr(kernels, name)
+        monkeypatch.setattr(kernels, name, lambda *a, _real=real, _name=name: (
+            ran.append(_name), _real(*a))[1])
+    for variant in ("plain", "unrolled", "vector"):
+        got = {}
+        for serial_work in (0, 1 << 62):  # never (unless on one thread), always
+            monkeypatch.setattr(kernels, "SERIAL_WORK", serial_work)
+            ran.clear()
+            M = LocalCSR(A)
+            M.kernel = variant
+            out = np.full((A.shape[0], f), 7, dtype=dtype)
+            M.matmul(X, out, accumulate=False)
+            acc = out.copy()
+            M.matmul(X, acc, accumulate=True)
+            np.testing.assert_allclose(out, A.astype(dtype) @ X, rtol=tol, atol=tol * 10)
+            np.testing.assert_allclose(acc, 2 * out, rtol=tol, atol=tol * 10)
+            assert len(ran) == (2 if serial_work or threads == 1 else 0), (variant, ran)
+            got[serial_work] = (out, acc)
+        for a, b in zip(got[0], got[1 << 62], strict=True):
+            assert np.array_equal(a, b), variant
+    rows = rng.integers(0, A.shape[1], 500)  # repeats
+    packed = {}
+    for kernel in (kernels.gather_rows_kernel, kernels.gather_rows_serial):
+        packed[kernel] = np.empty((rows.size, f), dtype=dtype)
+        kernel(X, rows, packed[kernel])
+        assert np.array_equal(packed[kernel], X[rows])
+    src = packed[kernels.gather_rows_serial]
+    added = []
+    for run in (lambda o: kernels.scatter_add_kernel(src, rows, o, 1, 1),
+                lambda o: kernels.scatter_add_serial(src, rows, o),
+                lambda o: kernels.scatter_add(src, rows, o, 1)):  # (the twin: below 2^62)
+        out = np.ones_like(X)
+        run(out)
+        added.append(out)
+    ref = np.ones_like(X)
+    np.add.at(ref, rows, src)
+    np.testing.assert_allclose(added[0], ref, rtol=tol, atol=tol * 10)
+    assert all(np.array_equal(a, added[0]) for a in added)

@@ -16,11 +16,15 @@ COLLECTIVE_ERRORS = {
     "widths_differ": "number of columns",
     "allreduce_shapes": "shape",
     "allreduce_ops": "op=",
+    "dot_nan_one_rank": "NaN or Inf",
+    "norm_nan_one_rank": "NaN or Inf",
+    "dot_inf_in_y_only": "NaN or Inf",
+    "norm_inf_one_rank": "NaN or Inf",
 }
 RIGHT_NUMBERS = {  # case: the largest relative error allowed against float64 numpy
     "dot_x_or_copy": 1e-13, "gram_x_or_copy": 1e-13, "dot_after_errors": 1e-13,
     "allreduce_same": 0.0, "dot_float32": 1e-7, "norm_float32": 1e-7, "gram_float32": 1e-7,
-    "norm_huge": 1e-13, "norm_tiny": 1e-13, "norm_huge_vector": 1e-13,
+    "norm_huge": 1e-13, "norm_tiny": 1e-13, "norm_huge_vector": 1e-13, "dot_overflow": 0.0,
 }
 
 
@@ -47,3 +51,24 @@ def test_right_numbers(cases, name):
 
 def test_float32_in_float32_out(cases):
     assert cases["dtype_out_values"] == ["float32", "float32", "float32"]
+
+
+def test_nan_and_inf_refused_in_one_process():
+    """P = 1: a well-formed block skips the separate NaN/Inf scan in dot / norm (the sums show
+    them) and in matmul's check; each still refuses NaN and Inf, also where Inf meets 0."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    import spmmgnn
+
+    op = spmmgnn.DistSpMM.from_scipy(sp.eye(40, format="csr"), algorithm="sparse1d")
+    x = np.random.default_rng(0).standard_normal((40, 2))
+    assert np.allclose(op.dot(x, x), (x * x).sum(0))
+    assert np.isinf(op.dot(x * 1e200, x * 1e200)).all()
+    zero, bad = x.copy(), x.copy()
+    zero[3], bad[3, 1] = 0.0, np.inf
+    for call in (lambda: op.dot(zero, bad), lambda: op.dot(bad[:, 1], x[:, 1]),
+                 lambda: op.norm(bad), lambda: op.norm(np.where(bad == np.inf, np.nan, bad)),
+                 lambda: op.matmul(bad), lambda: op.matmul_t(bad)):
+        with pytest.raises(spmmgnn.SpmmgnnError, match="NaN or Inf"):
+            call()

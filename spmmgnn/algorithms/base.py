@@ -42,10 +42,10 @@ from ..reorder import block_rcm, with_order
 from ..stats import CommStats
 from ..threads import ensure_threads, scope
 from ..tiers import network
-from .linalg import RowAlgebra
+from .linalg import RowAlgebra, well_formed
 
 ALGORITHMS: dict[str, type[DistSpMM]] = {}
-SERIAL_WORK = 1 << 16  # (non-zeros + rows) x columns of a call run on one thread below this
+SERIAL_WORK = kernels.SERIAL_WORK  # (non-zeros + rows) x columns of a call on one thread below
 SIDES = ("input", "output")
 # what check_local agrees on: the operator's calls and the row algebra's (linalg.py)
 CALLS = ("matmul", "matmul_t", "gather_rows", "scatter_rows", "dot", "norm", "gram", "qr",
@@ -446,9 +446,10 @@ class DistSpMM(RowAlgebra):
                              self.n_local_in)
         out = recycled_empty((self.n_local, x.shape[1]), x.dtype)
         self.stats.calls_matmul += 1
+        key = self.rounding_key(stream, 0) if self.keyed() else 0
         # the library's threads for its kernels (one for a tiny call), the caller's after
         with scope(self.call_threads(x.shape[1])):
-            self._matmul(x, out, self.rounding_key(stream, 0))
+            self._matmul(x, out, key)
         return like_input(out[:, 0] if vector else out, X_local)
 
     def matmul_t(self, Y_local, stream: int | None = None):
@@ -460,8 +461,9 @@ class DistSpMM(RowAlgebra):
                              self.n_local)
         out = recycled_empty((self.n_local_in, y.shape[1]), y.dtype)
         self.stats.calls_matmul_t += 1
+        key = self.rounding_key(stream, 1) if self.keyed() else 0
         with scope(self.call_threads(y.shape[1])):
-            self._matmul_t(y, out, self.rounding_key(stream, 1))
+            self._matmul_t(y, out, key)
         return like_input(out[:, 0] if vector else out, Y_local)
 
     def call_threads(self, f: int) -> int | None:
@@ -469,14 +471,23 @@ class DistSpMM(RowAlgebra):
         ``SERIAL_WORK``, else None (the library's threads): waking a second thread for a
         tiny product costs more than the product (a numba parallel region on a 64-row
         matrix took ~150 us against ~2 us on one thread at load ~17, bench/percall.py)."""
-        work = self.__dict__.get("_work")
-        if work is None:
+        serial_below = self.__dict__.get("_serial_below")  # the widest serial call + 1
+        if serial_below is None:
             try:
                 work = self.local_nnz() + self.n_local + self.n_local_in
             except NotImplementedError:
                 work = SERIAL_WORK
-            self._work = work
-        return 1 if work * f < SERIAL_WORK else None
+            serial_below = self._serial_below = -(-SERIAL_WORK // max(1, work))
+        return 1 if f < serial_below else None
+
+    def keyed(self) -> bool:
+        """Whether a codec reads the calls' rounding keys (``rounding_key``): without one the
+        key is never used, and a call skips computing it (~1.3 us of Python hashing)."""
+        found = self.__dict__.get("_keyed")
+        if found is None:
+            found = self._keyed = (getattr(self, "codec", None) is not None
+                                   or getattr(self, "codec_backward", None) is not None)
+        return found
 
     def rounding_key(self, stream: int | None, direction: int) -> int:
         """The key of a codec's stochastic rounding for one call: ``stream`` and the direction
@@ -503,13 +514,24 @@ class DistSpMM(RowAlgebra):
         dtype, side and root."""
         # (scatter_rows passes a placeholder here: root checks its X where it lives)
         device = None if what == "scatter_rows" else self.device
+        plain = device is None and type(x) is np.ndarray  # (no tensor, no device to check)
         if not self.validate:
+            if plain and x.flags.c_contiguous:
+                return x
             error = local_input_error(x, what, device)
             if error:
                 raise SpmmgnnError(error)
             return to_numpy(x, what)
-        arr, error = self.local_rows(x, what, None, device=device)
         comm = self.grid.comm
+        if plain and side is None and type(root) is int and root == 0 \
+                and well_formed(x, rows):
+            # the common call, a C-contiguous float numpy block of the right rows without
+            # NaN/Inf, passes every local check below: one process has nothing to agree on
+            if comm.Get_size() == 1:
+                return x
+            arr, error = x, None
+        else:
+            arr, error = self.local_rows(x, what, None, device=device)
         if side is not None and side not in SIDES:
             error = error or f"{what}: side must be 'input' or 'output', got {side!r}"
         if isinstance(root, bool) or not isinstance(root, (int, np.integer)) \
@@ -525,16 +547,12 @@ class DistSpMM(RowAlgebra):
         # one MAX reduction of (error, v, -v) for v = width, itemsize, call, side, root
         # gives each v's largest and smallest value over the ranks
         f = arr.shape[1] if arr.ndim == 2 else 0
-        n = arr.itemsize
-        c = CALLS.index(what)
-        s = SIDES.index(side) if side in SIDES else -1 if side is None else -2
-        probe = np.array([error is not None, f, -f, n, -n, c, -c, s, -s, root, -root],
-                         dtype=np.int64)
+        probe, mine = _check_probe(error is not None, f, arr.itemsize, what, side, root)
         seen = np.empty_like(probe)
         comm.Allreduce(probe, seen, op=MPI.MAX)
-        got = seen.tolist()
-        if not got[0] and all(got[i] == -got[i + 1] for i in range(1, 11, 2)):
+        if seen.tobytes() == mine:  # the maxima of v and -v are mine: every rank agrees
             return arr
+        got = seen.tolist()
         spread = [(got[i], -got[i + 1]) for i in range(1, 11, 2)]
         differ = _call_disagreement(spread[2:])
         if differ:  # every rank computed it from the same reduced values
@@ -670,6 +688,29 @@ def kernel_counts(choices: list[dict]) -> dict[str, int]:
         key = f"{c['op']} {c['variant']} ({c['source']})"
         counts[key] = counts.get(key, 0) + 1
     return dict(sorted(counts.items()))
+
+
+_PROBES: dict[tuple, tuple[np.ndarray, bytes]] = {}
+
+
+def _check_probe(failed: bool, f: int, itemsize: int, what: str, side: str | None,
+                 root: int) -> tuple[np.ndarray, bytes]:
+    """``check_local``'s all-reduce probe ``[failed, v, -v for v = width, itemsize, call,
+    side, root]`` and its bytes, made once per distinct call (read-only: MPI only sends
+    it). With no rank failed, the MAX reduction equals the probe exactly when every rank
+    sent the same values."""
+    c = CALLS.index(what)
+    s = SIDES.index(side) if side in SIDES else -1 if side is None else -2
+    key = (failed, f, itemsize, c, s, root)
+    found = _PROBES.get(key)
+    if found is None:
+        probe = np.array([failed, f, -f, itemsize, -itemsize, c, -c, s, -s, root, -root],
+                         dtype=np.int64)
+        probe.flags.writeable = False
+        found = (probe, probe.tobytes() if not failed else b"")
+        if len(_PROBES) < 256:  # (a program makes a handful of distinct calls)
+            _PROBES[key] = found
+    return found
 
 
 def _call_disagreement(spread: list[tuple[int, int]]) -> str | None:

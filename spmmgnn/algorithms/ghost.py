@@ -10,6 +10,8 @@ ranks of its own replica index only.
 
 from __future__ import annotations
 
+from time import perf_counter
+
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
@@ -67,24 +69,26 @@ class GhostProduct:
         """out = A x: post the ghost fetch, multiply the owned block, land ghosts, add."""
         stats = self.stats
         if self.alone:
-            stats.count_exchange(0, 0)
+            stats.exchanges += 1  # (count_exchange(0, 0): no bytes, one exchange)
             with stats.timing("seconds_multiply"):
                 self.diag.matmul(x, out, accumulate=False)
             return
         ghost_x = self.plan.buffer("ghost", self.plan.n_ghost, x.shape[1], x.dtype)
         pending = self.plan.start_bcast(x, ghost_x, key)
-        with stats.timing("seconds_multiply"):
-            self.diag.matmul(x, out, accumulate=False)
+        t0 = perf_counter()  # (two reads a product instead of a context manager each)
+        self.diag.matmul(x, out, accumulate=False)
+        t1 = perf_counter()
         pending.finish()
-        with stats.timing("seconds_multiply"):
-            self.ghost.matmul(ghost_x, out, accumulate=True)
+        t2 = perf_counter()
+        self.ghost.matmul(ghost_x, out, accumulate=True)
+        stats.seconds_multiply += (t1 - t0) + (perf_counter() - t2)
 
     def matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
         """out = A^T y: partial sums for ghost columns first, post their reduce, multiply the
         owned block while they travel, then add what peers computed for my rows."""
         stats = self.stats
         if self.alone:
-            stats.count_exchange(0, 0)
+            stats.exchanges += 1
             with stats.timing("seconds_multiply"):
                 self.diag.t_matmul(y, out, accumulate=False)
             return

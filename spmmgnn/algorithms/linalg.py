@@ -20,12 +20,15 @@ factor fails or has a condition number above ``CHOLQR_MAX_COND``. Both run in fl
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.linalg
 from mpi4py import MPI
 
+from .. import kernels
 from ..collectives import REDUCE_OPS, allgather_blocks, allreduce_rows, fetch_rows_by_id
-from ..convert import is_torch, like_input, to_numpy
+from ..convert import FLOAT_DTYPES, is_torch, like_input, to_numpy
 from ..errors import SpmmgnnError, agree, collective_error
 from ..hashing import mix64
 from ..threads import scope
@@ -52,8 +55,9 @@ def _result(values: np.ndarray, template, vector: bool):
     """``values`` (one per column, or a matrix) as the template's kind; one value for a
     vector input (a numpy scalar or a 0-d tensor)."""
     if vector:
-        values = np.asarray(values).reshape(())
-        return like_input(values, template) if is_torch(template) else values[()]
+        if not is_torch(template):
+            return np.asarray(values).reshape(-1)[0]  # a numpy scalar of values' dtype
+        return like_input(np.asarray(values).reshape(()), template)
     return like_input(np.ascontiguousarray(values), template)
 
 
@@ -130,13 +134,19 @@ class RowAlgebra:
         a, vector = _columns(x)
         return self._check_side(a, what, side), vector
 
-    def _local(self, x, what: str, side: str) -> tuple[np.ndarray, bool, str | None]:
+    def _local(self, x, what: str, side: str,
+               finite_later: bool = False) -> tuple[np.ndarray, bool, str | None]:
         """(this rank's rows as 2-D numpy, was it a vector, what is wrong: None if nothing),
-        without communication; the agreement comes with the reduction (``_checked_sum``)."""
+        without communication; the agreement comes with the reduction (``_checked_sum``).
+        ``finite_later``: a well-formed numpy block skips the NaN/Inf scan, because the
+        caller's sums show them (``_finite_error``)."""
         if side not in SIDES:
             return _EMPTY, False, f"{what}: side must be 'input' or 'output', got {side!r}"
         part, n_local = self._side(side)
         a, vector = _columns(x)
+        if self.device is None and type(a) is np.ndarray \
+                and well_formed(a, n_local, finite=not finite_later):
+            return a, vector, None  # (local_rows would find nothing else wrong)
         arr, error = self.local_rows(a, what, n_local, side, device=self.device)
         if error and ROWS_ERROR in error:
             other = self._side("output" if side == "input" else "input")[0]
@@ -170,28 +180,46 @@ class RowAlgebra:
         """Collective: ``sum_i x[i, k] * y[i, k]`` over all rows, one value per column k
         (a single value for vectors), the same on every rank; float32 accumulates in
         float64 and is rounded once at the end."""
-        a, vector, error = self._local(x, "dot", side)
+        a, vector, error = self._local(x, "dot", side, finite_later=True)
         # (y is x: the same check; the collectives do not depend on it, see _checked_sum)
-        b, _, error_y = (a, vector, None) if y is x else self._local(y, "dot", side)
+        b, _, error_y = (a, vector, None) if y is x else self._local(y, "dot", side, True)
         error = error or error_y
         if error is None and a.shape[1] != b.shape[1]:
             error = f"dot: x has {a.shape[1]} columns and y {b.shape[1]}"
         local = None if error else _column_dots(a, b)
+        if local is not None and not _all_finite(local):
+            error = self._finite_error("dot", side, a, b)
         total = self._checked_sum("dot", side, (a.shape[1], b.shape[1]),
                                   max(a.itemsize, b.itemsize), error, local)
-        return _result(total.astype(a.dtype), x, vector)
+        return _result(total.astype(a.dtype, copy=False), x, vector)
+
+    def _finite_error(self, what: str, side: str, *arrays: np.ndarray) -> str | None:
+        """The NaN/Inf error of the first array holding one (None: every entry is finite and
+        a sum overflowed). A sum of products is finite only when every factor is (Inf times
+        0 is NaN), so a finite sum needs no scan of its inputs."""
+        n_local = self._side(side)[1]
+        for arr in arrays:
+            error = self.local_rows(arr, what, n_local, side, device=self.device)[1]
+            if error:
+                return error
+        return None
 
     def norm(self, x, side: str = "input"):
         """Collective: the 2-norm of every column over all rows (one value for a vector);
         accumulated in float64, and scaled when the squares would overflow or underflow
         (then one more all-reduce of the columns' largest magnitudes)."""
-        a, vector, error = self._local(x, "norm", side)
+        a, vector, error = self._local(x, "norm", side, finite_later=True)
         local = None
         if error is None:
             f = a.shape[1]
             local = np.empty(f + 1)
             local[:f] = _column_dots(a, a)
+            if not _all_finite(local[:f]):  # NaN/Inf in x, or squares that overflowed
+                error = self._finite_error("norm", side, a)
+        if error is None:
             local[f] = _needs_scaling(a, local[:f])  # counted over the ranks with the sums
+        else:
+            local = None
         total = self._checked_sum("norm", side, (a.shape[1], 0), a.itemsize, error, local)
         f = a.shape[1]
         if total[f] > 0:  # every rank sees the same count: all take this path together
@@ -404,20 +432,39 @@ def _disagreement(every: np.ndarray) -> str:
     return f"{what}: ranks disagree on the number of columns or the dtype"
 
 
+def well_formed(arr: np.ndarray, rows: int, finite: bool = True) -> bool:
+    """Whether a numpy array passes every local check of a call taking ``rows`` rows (2-D,
+    C-contiguous, float32/float64, at least one column, no NaN/Inf unless ``finite`` is
+    False) in one quick test; the others take ``check_local`` / ``local_rows``, which say
+    what is wrong."""
+    return (arr.ndim == 2 and arr.shape[0] == rows and arr.shape[1] > 0
+            and arr.dtype in FLOAT_DTYPES and arr.flags.c_contiguous
+            and not (finite and kernels.count_nonfinite(arr)))
+
+
+def _all_finite(values: np.ndarray) -> bool:
+    """No NaN/Inf among a few sums (one value: a float compare, no array temporaries)."""
+    if values.size == 1:
+        return math.isfinite(values[0])
+    return bool(np.isfinite(values).all())
+
+
 def _column_dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``sum_i a[i, k] b[i, k]`` per column k, accumulated in float64 (one column: BLAS's
     dot, ~1 us on 64 rows against ~5 us for einsum)."""
     if a.shape[1] == 1:
-        av, bv = a.reshape(-1), b.reshape(-1)
-        if av.dtype != np.float64:
-            av = av.astype(np.float64)
-            bv = av if b is a else bv.astype(np.float64)
+        if a.dtype == np.float64 and b.dtype == np.float64:
+            return (a.T @ b).reshape(1)  # (one BLAS dot, no views to make)
+        av = a.reshape(-1).astype(np.float64)
+        bv = av if b is a else b.reshape(-1).astype(np.float64)
         return np.array([av @ bv])
     return np.einsum("ij,ij->j", a, b, dtype=np.float64)
 
 
 def _needs_scaling(a: np.ndarray, squares: np.ndarray) -> bool:
     """Would a column's sum of squares overflow or lose digits to underflow?"""
+    if squares.size == 1 and 1e-290 < squares[0] < 1e300:  # one column: no array temporaries
+        return False
     ok = (squares < 1e300) & (squares > 1e-290)
     if ok.all():
         return False

@@ -55,6 +55,19 @@ case("norm_sides_differ", lambda: op.norm(x, side="input" if me == 0 else "outpu
 case("dot_sides_differ", lambda: op.dot(x, x, side="output" if me == 0 else "input"))
 case("calls_differ", lambda: op.dot(x, x) if me == 0 else op.norm(x))
 case("widths_differ", lambda: op.norm(x if me == 0 else x[:, :2]))
+# NaN/Inf on one rank's rows (dot and norm read them from their own sums, issue 46), and
+# finite rows whose products overflow (no error: the sum is inf)
+bad = x.copy()
+if me == P - 1:
+    bad[-1, 1] = np.nan
+case("dot_nan_one_rank", lambda: op.dot(bad, bad))
+case("norm_nan_one_rank", lambda: op.norm(bad[:, 1]))
+zero_row, inf_y = x.copy(), x.copy()
+if me == 0:
+    zero_row[0], inf_y[0, 2] = 0.0, np.inf  # inf * 0: NaN in the sum, never a finite one
+case("dot_inf_in_y_only", lambda: op.dot(zero_row, inf_y))
+case("norm_inf_one_rank", lambda: op.norm(inf_y if me == 0 else x))
+case("dot_overflow", lambda: float(np.all(np.isinf(op.dot(x * 1e200, x * 1e200)))), 1.0)
 case("allreduce_shapes", lambda: op.allreduce(np.ones((2, 3) if me == 0 else (3, 2))))
 case("allreduce_ops", lambda: op.allreduce(np.ones(3), op="sum" if me == 0 else "max"))
 case("allreduce_same", lambda: op.allreduce(np.ones((2, 3))), np.full((2, 3), P))
