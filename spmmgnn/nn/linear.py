@@ -10,7 +10,10 @@ but it does not use a second thread on these tall-skinny shapes (90000 x 128 x 1
 2 threads against OpenBLAS's 19.9; x 10: 14.5 against 4.4), so when the rank has more than
 one thread (``threads.get_threads``, which also bounds OpenBLAS) the weight gradient runs on
 OpenBLAS too. The choice is fixed per product and thread
-count, never timed at run time, so a run's numbers do not depend on timing.
+count, never timed at run time, so a run's numbers do not depend on timing. The weight
+gradient sums over the rows, and OpenBLAS's sums there change with its thread count (90000 x
+128 x 128, 1003 x 40 x 40: 1 and 2 threads differ in the last bits): it runs on the chosen
+threads even while busy cores make the other calls run fewer (``threads.scope``).
 
 Outputs come from ``buffers.recycled_empty`` (the step's memory is reused, not faulted in
 again). The sums of a product round as the BLAS does; they differ from torch's ``addmm`` in
@@ -94,7 +97,8 @@ class Linear(torch.autograd.Function):
         if need_w and get_threads() > 1:
             gn = g.numpy()
             out = np.empty((gn.shape[1], h.shape[1]), gn.dtype)  # small: a w-sized grad
-            np.matmul(gn.T, _numpy(h), out=out)
+            with scope(blas=True, chosen=True):  # OpenBLAS's sum over rows depends on it
+                np.matmul(gn.T, _numpy(h), out=out)
             gw = torch.from_numpy(out).t()
         elif need_w:
             gw = torch.mm(g.t(), h.detach()).t()

@@ -35,6 +35,7 @@ from ..hashing import uniform_by_id
 from ..machine import peak_rss_bytes, ranks_on_this_node
 from ..nn.memory import ModelShape, model_problem
 from ..nn.models import build_model
+from ..threads import scope
 from .checkpoint import (
     load_checkpoint,
     read_meta,
@@ -323,7 +324,13 @@ class Trainer:
 
     # ------------------------------------------------------------------ one epoch
     def train_step(self, epoch: int) -> dict:
-        """Forward, backward, gradient all-reduce, Adam step. Returns the row for history."""
+        """Forward, backward, gradient all-reduce, Adam step. Returns the row for history.
+        numba's, the BLAS's and torch's threads are the library's running threads for the
+        whole step (``threads.scope``: fewer while other work keeps cores busy)."""
+        with scope(blas=True, torch=True):
+            return self._train_step(epoch)
+
+    def _train_step(self, epoch: int) -> dict:
         d, op = self.data, self.data.op
         t0 = time.perf_counter()
         s0 = _spmm_seconds(op)
