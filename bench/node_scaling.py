@@ -17,8 +17,10 @@ triad (GB/s read + written). Floors of the step on the whole machine:
 - the step: their sum (no exchange floor inside a node: the rows are read in place).
 
 ``--busy`` repeats every split with a second process spinning on one core (the layouts that
-wait for their slowest thread lose most). Writes ``bench/results/node-scaling.{json,md}``
-(``--out`` to change the stem); the load (``os.getloadavg``) at start and end goes with them.
+wait for their slowest thread lose most). Printed last: the dense part at 1 x C over C x 1
+(``sparse1d``), quiet and busy, against issue 48's targets (1.15x and 1.5x). Writes
+``bench/results/node-scaling.{json,md}`` (``--out`` to change the stem); the load
+(``os.getloadavg``) at start and end goes with them.
 
     python bench/node_scaling.py --quick            # small graph, a few minutes
     python bench/node_scaling.py --quick --busy     # and again with one core busy
@@ -142,6 +144,26 @@ def table(rows: list[dict]) -> list[str]:
     return out
 
 
+TARGETS = {"no spinner": 1.15, "one core busy": 1.5}  # issue 48: dense 1 x C over C x 1
+
+
+def ratios(rows: list[dict], cores: int) -> list[str]:
+    """The dense part of one rank with every core's thread over that of a rank per core
+    (``sparse1d``), quiet and with one core busy, against issue 48's targets."""
+    out = []
+    for load, target in TARGETS.items():
+        dense = {(r["P"], r["T"]): r["parts"]["dense"] for r in rows
+                 if r["load"] == load and r["algorithm"] == "sparse1d"}
+        one, many = dense.get((1, cores)), dense.get((cores, 1))
+        if one is None or many is None or cores == 1:
+            continue
+        ratio = one / many
+        verdict = "meets" if ratio <= target else "misses"
+        out.append(f"dense 1 x {cores} / {cores} x 1, {load}: {one * 1e3:.1f} / "
+                   f"{many * 1e3:.1f} ms = {ratio:.2f}x ({verdict} the target <= {target}x)")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the small graph (a few minutes)")
@@ -189,6 +211,9 @@ def main() -> None:
                 spinner.kill()
                 spinner.wait()
     load_end = os.getloadavg()
+    verdicts = ratios(rows, cores)
+    for line in verdicts:
+        print(line, flush=True)
     payload = dict(machine=machine(), size=size, epochs=args.epochs, warmup=args.warmup,
                    rates=rates, loadavg_start=load_start, loadavg_end=load_end, runs=rows,
                    when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
@@ -204,7 +229,7 @@ def main() -> None:
           "the slowest rank's parts, ms.", "",
           "| threads | GEMM GFLOP/s (torch) | triad GB/s |", "|---:|---:|---:|"]
     md += [f"| {t} | {r['gemm']:.1f} | {r['triad']:.1f} |" for t, r in rates.items()]
-    md += ["", *table(rows), "",
+    md += ["", *table(rows), "", *(f"- {line}" for line in verdicts), "",
            "Each part: measured / floor = ratio; the floor is the whole machine's at the best "
            "rates measured (see the script's docstring); `exchange` and `allreduce` have "
            "none inside a node. `load avg`: the 1-minute load average after each run."]
