@@ -227,26 +227,20 @@ class scope:
     pool with ``torch=True``) inside, at most ``limit`` of them, the caller's counts put
     back on exit. Nested scopes cost two reads and a clock read each (~0.3 us); nothing is
     set before the threads are chosen. Results do not depend on the count (every kernel
-    adds in a fixed order). ``chosen=True``: the chosen threads (``get_threads``) even
-    while cores are busy, for a call whose sums depend on the count (OpenBLAS's products
-    with a long inner dimension)."""
+    adds in a fixed order)."""
 
-    __slots__ = ("blas", "chosen", "limit", "saved", "torch")
+    __slots__ = ("blas", "limit", "saved", "torch")
 
-    def __init__(self, limit: int | None = None, blas: bool = False, torch: bool = False,
-                 chosen: bool = False):
-        self.limit, self.blas, self.torch, self.chosen = limit, blas, torch, chosen
+    def __init__(self, limit: int | None = None, blas: bool = False, torch: bool = False):
+        self.limit, self.blas, self.torch = limit, blas, torch
         self.saved = None
 
     def __enter__(self) -> scope:
         if _threads is None:
             return self
-        if self.chosen:
-            n = _threads
-        else:
-            if time.monotonic() >= _next_look:
-                _look()
-            n = _running
+        if time.monotonic() >= _next_look:
+            _look()
+        n = _running
         if self.limit is not None:  # a call too small to be worth waking more threads
             n = min(n, self.limit)
         get, put = numba_pool()

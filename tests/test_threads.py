@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 
 from spmmgnn import SpmmgnnError
@@ -108,3 +109,32 @@ def test_busy_cores_take_threads_and_change_no_number(tmp_path, P):
     assert out["inside_busy"]["numba"] == 1 and out["inside_busy"]["torch"] == 1
     assert set(out["inside_busy"]["blas"]) == {1}
     assert out["after"]["torch"] == 2
+
+
+@pytest.mark.parametrize("rows", [0, 1, 1003, 20_011])
+def test_weight_gradient_is_the_same_bits_on_fewer_running_threads(monkeypatch, rows):
+    """``nn.linear.weight_grad`` (OpenBLAS splits g.T @ h over the rows by its own thread
+    count) gives the same bits with 2 threads chosen whether 2 or 1 run, and g.T @ h."""
+    from spmmgnn import threads
+    from spmmgnn.nn.linear import weight_grad
+
+    rng = np.random.default_rng(rows)
+    g = rng.standard_normal((rows, 40)).astype(np.float32)
+    h = rng.standard_normal((rows, 24)).astype(np.float32)
+    before = threads.get_threads()
+    if threads.set_threads(2) < 2:
+        threads.set_threads(before)
+        pytest.skip("numba's pool has one thread here")
+    monkeypatch.setattr(threads, "LOOK_SECONDS", 0.0)
+    got = {}
+    try:
+        for busy in ("0", f"{len(os.sched_getaffinity(0)) - 0.9:g}"):
+            monkeypatch.setenv("SPMMGNN_BUSY_CORES", busy)
+            with threads.scope():
+                got[threads.running_threads()] = weight_grad(g, h)
+    finally:
+        monkeypatch.setenv("SPMMGNN_BUSY_CORES", "0")
+        threads.set_threads(before)
+    assert sorted(got) == [1, 2]
+    assert np.array_equal(got[1], got[2])
+    np.testing.assert_allclose(got[2], g.astype(np.float64).T @ h, rtol=1e-4, atol=1e-4)

@@ -11,9 +11,10 @@ but it does not use a second thread on these tall-skinny shapes (90000 x 128 x 1
 one thread (``threads.get_threads``, which also bounds OpenBLAS) the weight gradient runs on
 OpenBLAS too. The choice is fixed per product and thread
 count, never timed at run time, so a run's numbers do not depend on timing. The weight
-gradient sums over the rows, and OpenBLAS's sums there change with its thread count (90000 x
-128 x 128, 1003 x 40 x 40: 1 and 2 threads differ in the last bits): it runs on the chosen
-threads even while busy cores make the other calls run fewer (``threads.scope``).
+gradient sums over the rows, and OpenBLAS 0.3.31 splits them by its thread count (90000 x
+128 x 128, 1003 x 40 x 40: 1 and 2 threads differ in the last bits), so with more than one
+thread chosen it is the sum of one panel of rows per chosen thread, each on one OpenBLAS
+thread (``weight_grad``): the same bits however many threads busy cores leave to run them.
 
 Outputs come from ``buffers.recycled_empty`` (the step's memory is reused, not faulted in
 again). The sums of a product round as the BLAS does; they differ from torch's ``addmm`` in
@@ -22,12 +23,14 @@ the last bits (the bias is added after the product, not before).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import torch
 from numba import njit, prange
 
 from ..buffers import recycled_empty
-from ..threads import get_threads, scope
+from ..threads import get_threads, running_threads, scope
 
 
 def linear(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None,
@@ -49,6 +52,39 @@ def _add_rows(out, b, add):
             if with_add:
                 v += add[i, t]
             out[i, t] = v
+
+
+_panel_pools: dict[int, ThreadPoolExecutor] = {}
+
+
+def weight_grad(g: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """``g.T @ h`` as the sum, in order, of one panel of rows per chosen thread
+    (``get_threads``), each panel's product on one OpenBLAS thread, the panels run by as many
+    threads as run now (``running_threads``). OpenBLAS splits this product's inner dimension
+    (the rows) by its thread count, so its sums would change with the cores free; the panels
+    are fixed by the chosen count, so the sums are too."""
+    t = get_threads()
+    bounds = np.linspace(0, g.shape[0], t + 1).astype(np.int64)
+    parts = np.empty((t, g.shape[1], h.shape[1]), dtype=g.dtype)
+
+    def panel(p: int) -> None:
+        lo, hi = bounds[p], bounds[p + 1]
+        np.matmul(g[lo:hi].T, h[lo:hi], out=parts[p])
+
+    workers = min(t, running_threads())
+    with scope(limit=1, blas=True):  # one BLAS thread per panel
+        if workers > 1:
+            pool = _panel_pools.get(workers)
+            if pool is None:
+                pool = _panel_pools[workers] = ThreadPoolExecutor(workers, "spmmgnn-panel")
+            list(pool.map(panel, range(t)))
+        else:
+            for p in range(t):
+                panel(p)
+    out = parts[0]
+    for p in range(1, t):
+        out += parts[p]
+    return out
 
 
 def _numpy(t: torch.Tensor) -> np.ndarray:
@@ -95,11 +131,7 @@ class Linear(torch.autograd.Function):
             np.matmul(gn, _numpy(w).T, out=out)
             gh = torch.from_numpy(out)
         if need_w and get_threads() > 1:
-            gn = g.numpy()
-            out = np.empty((gn.shape[1], h.shape[1]), gn.dtype)  # small: a w-sized grad
-            with scope(blas=True, chosen=True):  # OpenBLAS's sum over rows depends on it
-                np.matmul(gn.T, _numpy(h), out=out)
-            gw = torch.from_numpy(out).t()
+            gw = torch.from_numpy(weight_grad(g.numpy(), _numpy(h))).t()
         elif need_w:
             gw = torch.mm(g.t(), h.detach()).t()
         if need_b and ctx.has_b:
