@@ -85,11 +85,12 @@ def worker(args) -> None:
     everyone = comm.gather(mine)
     stats = data.op.comm_stats()
     shared = comm.gather(int(stats.get("bytes_shared_read", 0)))   # 0 before issue 48
+    ran = comm.gather(spmmgnn.threads.running_threads())  # fewer than T: cores were busy
     if comm.rank == 0:
         worst = max(everyone, key=lambda r: r["step"])
         Path(args.result).write_text(json.dumps(dict(
             step=worst["step"], parts=worst["parts"], nnz=sum(r["nnz"] for r in everyone),
-            dims=trainer.model.dims, n=data.n, shared_read=sum(shared),
+            dims=trainer.model.dims, n=data.n, shared_read=sum(shared), ran=min(ran),
             intra_sent=int(stats["bytes_sent_by_tier"]["intra"]))))
 
 
@@ -126,6 +127,11 @@ def busy_core() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code])
 
 
+def ran(r: dict) -> str:
+    """`` (ran 1)`` where busy cores left a rank fewer threads than T (``threads.scope``)."""
+    return f" (ran {r['ran']})" if r.get("ran", r["T"]) < r["T"] else ""
+
+
 def table(rows: list[dict]) -> list[str]:
     out = ["| spinner | load avg | algorithm | P x T | step ms | floor ms | step / floor | "
            "spmm_local | exchange | allreduce | dense | other |",
@@ -135,7 +141,7 @@ def table(rows: list[dict]) -> list[str]:
         floor = fl["spmm_local"] + fl["dense"]
         out.append(
             f"| {r['load']} | {r.get('loadavg', 0):.1f} | {r['algorithm']} | "
-            f"{r['P']} x {r['T']} | {r['step'] * 1e3:.1f} | "
+            f"{r['P']} x {r['T']}{ran(r)} | {r['step'] * 1e3:.1f} | "
             f"{floor * 1e3:.1f} | {r['step'] / floor:.2f} | "
             f"{p['spmm_local'] * 1e3:.1f} / {fl['spmm_local'] * 1e3:.1f} = "
             f"{p['spmm_local'] / fl['spmm_local']:.1f}x | {p['exchange'] * 1e3:.1f} | "

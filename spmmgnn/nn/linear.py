@@ -23,6 +23,7 @@ the last bits (the bias is added after the product, not before).
 
 from __future__ import annotations
 
+import itertools
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -59,28 +60,30 @@ _panel_pools: dict[int, ThreadPoolExecutor] = {}
 
 def weight_grad(g: np.ndarray, h: np.ndarray) -> np.ndarray:
     """``g.T @ h`` as the sum, in order, of one panel of rows per chosen thread
-    (``get_threads``), each panel's product on one OpenBLAS thread, the panels run by as many
-    threads as run now (``running_threads``). OpenBLAS splits this product's inner dimension
-    (the rows) by its thread count, so its sums would change with the cores free; the panels
-    are fixed by the chosen count, so the sums are too."""
+    (``get_threads``), each panel's product on one OpenBLAS thread, the panels taken in turn
+    by the caller and as many helper threads as the running threads allow. OpenBLAS splits
+    this product's inner dimension (the rows) by its thread count, so its sums would change
+    with the cores free; the panels are fixed by the chosen count, so the sums are too."""
     t = get_threads()
     bounds = np.linspace(0, g.shape[0], t + 1).astype(np.int64)
     parts = np.empty((t, g.shape[1], h.shape[1]), dtype=g.dtype)
 
-    def panel(p: int) -> None:
-        lo, hi = bounds[p], bounds[p + 1]
-        np.matmul(g[lo:hi].T, h[lo:hi], out=parts[p])
+    todo = itertools.count()  # the next panel to take (next() holds the GIL: atomic)
 
-    workers = min(t, running_threads())
+    def drain() -> None:
+        while (p := next(todo)) < t:
+            lo, hi = bounds[p], bounds[p + 1]
+            np.matmul(g[lo:hi].T, h[lo:hi], out=parts[p])
+
+    helpers = min(t, running_threads()) - 1  # the caller takes panels too
     with scope(limit=1, blas=True):  # one BLAS thread per panel
-        if workers > 1:
-            pool = _panel_pools.get(workers)
-            if pool is None:
-                pool = _panel_pools[workers] = ThreadPoolExecutor(workers, "spmmgnn-panel")
-            list(pool.map(panel, range(t)))
-        else:
-            for p in range(t):
-                panel(p)
+        pool = _panel_pools.get(helpers) if helpers > 0 else None
+        if helpers > 0 and pool is None:
+            pool = _panel_pools[helpers] = ThreadPoolExecutor(helpers, "spmmgnn-panel")
+        waits = [pool.submit(drain) for _ in range(helpers)]
+        drain()
+        for w in waits:
+            w.result()
     out = parts[0]
     for p in range(1, t):
         out += parts[p]
