@@ -70,12 +70,8 @@ def default_threads(comm: MPI.Comm = MPI.COMM_WORLD) -> int:
                 raise ValueError
         except ValueError:
             error = f"${ENV_VAR} must be a positive integer, got {env!r}"
-    if error is None:
-        try:
-            busy_setting()
-        except SpmmgnnError as e:
-            error = str(e)
     agree(comm, error)
+    check_busy_setting(comm)
     if env:
         return value
     return fair_share(mine, node_sets)
@@ -161,6 +157,17 @@ def busy_setting() -> float | None:
         raise SpmmgnnError(f"${BUSY_ENV} must be 'auto' or a number of cores >= 0, got "
                            f"{env!r}") from None
     return value
+
+
+def check_busy_setting(comm: MPI.Comm) -> None:
+    """Collective: one SpmmgnnError on every rank of ``comm`` if ``$SPMMGNN_BUSY_CORES``
+    is not ``auto`` or a number >= 0 on any of them."""
+    error = None
+    try:
+        busy_setting()
+    except SpmmgnnError as e:
+        error = str(e)
+    agree(comm, error)
 
 
 def threads_for(threads: int, cores: int, others: float) -> int:

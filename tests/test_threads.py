@@ -138,3 +138,16 @@ def test_weight_gradient_is_the_same_bits_on_fewer_running_threads(monkeypatch, 
     assert sorted(got) == [1, 2]
     assert np.array_equal(got[1], got[2])
     np.testing.assert_allclose(got[2], g.astype(np.float64).T @ h, rtol=1e-4, atol=1e-4)
+
+
+def test_bad_busy_cores_stops_train_with_one_line():
+    """With ``--threads`` (no layout chosen, so no default_threads) a bad
+    $SPMMGNN_BUSY_CORES still stops every rank before training with one readable line."""
+    from .mpi import run_cli
+
+    proc = run_cli(2, "train", "--threads", "1", "--epochs", "1", "--csbm-n", "300",
+                   env={"SPMMGNN_BUSY_CORES": "two"})
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert out.count("$SPMMGNN_BUSY_CORES must be 'auto' or a number of cores >= 0") == 1
+    assert "Traceback" not in out
