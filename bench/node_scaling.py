@@ -17,8 +17,10 @@ triad (GB/s read + written). Floors of the step on the whole machine:
 - the step: their sum (no exchange floor inside a node: the rows are read in place).
 
 ``--busy`` repeats every split with a second process spinning on one core (the layouts that
-wait for their slowest thread lose most). Writes ``bench/results/node-scaling.{json,md}``
-(``--out`` to change the stem); the load (``os.getloadavg``) at start and end goes with them.
+wait for their slowest thread lose most). Printed last: the dense part at 1 x C over C x 1
+(``sparse1d``), quiet and busy, against issue 48's targets (1.15x and 1.5x). Writes
+``bench/results/node-scaling.{json,md}`` (``--out`` to change the stem); the load
+(``os.getloadavg``) at start and end goes with them.
 
     python bench/node_scaling.py --quick            # small graph, a few minutes
     python bench/node_scaling.py --quick --busy     # and again with one core busy
@@ -83,11 +85,12 @@ def worker(args) -> None:
     everyone = comm.gather(mine)
     stats = data.op.comm_stats()
     shared = comm.gather(int(stats.get("bytes_shared_read", 0)))   # 0 before issue 48
+    ran = comm.gather(spmmgnn.threads.running_threads())  # fewer than T: cores were busy
     if comm.rank == 0:
         worst = max(everyone, key=lambda r: r["step"])
         Path(args.result).write_text(json.dumps(dict(
             step=worst["step"], parts=worst["parts"], nnz=sum(r["nnz"] for r in everyone),
-            dims=trainer.model.dims, n=data.n, shared_read=sum(shared),
+            dims=trainer.model.dims, n=data.n, shared_read=sum(shared), ran=min(ran),
             intra_sent=int(stats["bytes_sent_by_tier"]["intra"]))))
 
 
@@ -124,6 +127,11 @@ def busy_core() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code])
 
 
+def ran(r: dict) -> str:
+    """`` (ran 1)`` where busy cores left a rank fewer threads than T (``threads.scope``)."""
+    return f" (ran {r['ran']})" if r.get("ran", r["T"]) < r["T"] else ""
+
+
 def table(rows: list[dict]) -> list[str]:
     out = ["| spinner | load avg | algorithm | P x T | step ms | floor ms | step / floor | "
            "spmm_local | exchange | allreduce | dense | other |",
@@ -133,12 +141,32 @@ def table(rows: list[dict]) -> list[str]:
         floor = fl["spmm_local"] + fl["dense"]
         out.append(
             f"| {r['load']} | {r.get('loadavg', 0):.1f} | {r['algorithm']} | "
-            f"{r['P']} x {r['T']} | {r['step'] * 1e3:.1f} | "
+            f"{r['P']} x {r['T']}{ran(r)} | {r['step'] * 1e3:.1f} | "
             f"{floor * 1e3:.1f} | {r['step'] / floor:.2f} | "
             f"{p['spmm_local'] * 1e3:.1f} / {fl['spmm_local'] * 1e3:.1f} = "
             f"{p['spmm_local'] / fl['spmm_local']:.1f}x | {p['exchange'] * 1e3:.1f} | "
             f"{p['allreduce'] * 1e3:.1f} | {p['dense'] * 1e3:.1f} / {fl['dense'] * 1e3:.1f} = "
             f"{p['dense'] / fl['dense']:.1f}x | {p['other'] * 1e3:.1f} |")
+    return out
+
+
+TARGETS = {"no spinner": 1.15, "one core busy": 1.5}  # issue 48: dense 1 x C over C x 1
+
+
+def ratios(rows: list[dict], cores: int) -> list[str]:
+    """The dense part of one rank with every core's thread over that of a rank per core
+    (``sparse1d``), quiet and with one core busy, against issue 48's targets."""
+    out = []
+    for load, target in TARGETS.items():
+        dense = {(r["P"], r["T"]): r["parts"]["dense"] for r in rows
+                 if r["load"] == load and r["algorithm"] == "sparse1d"}
+        one, many = dense.get((1, cores)), dense.get((cores, 1))
+        if one is None or many is None or cores == 1:
+            continue
+        ratio = one / many
+        verdict = "meets" if ratio <= target else "misses"
+        out.append(f"dense 1 x {cores} / {cores} x 1, {load}: {one * 1e3:.1f} / "
+                   f"{many * 1e3:.1f} ms = {ratio:.2f}x ({verdict} the target <= {target}x)")
     return out
 
 
@@ -189,6 +217,9 @@ def main() -> None:
                 spinner.kill()
                 spinner.wait()
     load_end = os.getloadavg()
+    verdicts = ratios(rows, cores)
+    for line in verdicts:
+        print(line, flush=True)
     payload = dict(machine=machine(), size=size, epochs=args.epochs, warmup=args.warmup,
                    rates=rates, loadavg_start=load_start, loadavg_end=load_end, runs=rows,
                    when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
@@ -204,7 +235,7 @@ def main() -> None:
           "the slowest rank's parts, ms.", "",
           "| threads | GEMM GFLOP/s (torch) | triad GB/s |", "|---:|---:|---:|"]
     md += [f"| {t} | {r['gemm']:.1f} | {r['triad']:.1f} |" for t, r in rates.items()]
-    md += ["", *table(rows), "",
+    md += ["", *table(rows), "", *(f"- {line}" for line in verdicts), "",
            "Each part: measured / floor = ratio; the floor is the whole machine's at the best "
            "rates measured (see the script's docstring); `exchange` and `allreduce` have "
            "none inside a node. `load avg`: the 1-minute load average after each run."]

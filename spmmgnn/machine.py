@@ -52,6 +52,29 @@ def _cpu_times() -> tuple[int, int] | None:
     return sum(fields) - idle, sum(fields)
 
 
+def core_times(cores: set[int] | None = None) -> tuple[int, int] | None:
+    """(busy, total) jiffies since boot of ``cores`` (``/proc/stat``'s ``cpuN`` lines; all
+    cores if None), or None where unknown. One read of a small file: ~20 us on 2 cores."""
+    try:
+        with open("/proc/stat") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    busy = total = 0
+    for line in lines:
+        if not line.startswith("cpu") or line[3:4] == " ":
+            continue
+        name, *fields = line.split()
+        if not name[3:].isdigit():
+            break  # the cpuN lines come first
+        if cores is not None and int(name[3:]) not in cores:
+            continue
+        values = [int(x) for x in fields[:8]]  # guest time is already inside user time
+        total += sum(values)
+        busy += sum(values) - values[3] - values[4]  # less idle and iowait
+    return (busy, total) if total else None
+
+
 def idle_cores(cores: int, interval: float = 0.1) -> float | None:
     """How many of ``cores`` were idle over the next ``interval`` seconds (``/proc/stat``:
     the machine's busy share times ``cores``, this process sleeping meanwhile), or None where

@@ -2,22 +2,38 @@
 
 The library's threads apply to its own work only: an operator records them, and each
 library call that runs kernels sets them for the calling thread and puts the caller's back
-when it returns (``scope``); only an explicit ``set_threads`` changes the process."""
+when it returns (``scope``); only an explicit ``set_threads`` changes the process.
+
+Busy cores (issue 48): a parallel region ends when its last thread does, so a thread whose
+core another process keeps busy holds every region of the step, and waking it on that core
+costs a scheduler slice each time (1 rank x 2 threads with a spinner on one core: the dense
+part 33x slower than 2 ranks x 1 thread). The scopes therefore run the library's kernels on
+``min(threads, cores free of other work)`` threads (``_look``, every ``LOOK_SECONDS``, from
+``/proc/stat`` and this process's CPU time; ``$SPMMGNN_BUSY_CORES`` to fix the busy count).
+The work is still split for the chosen threads (chunks, kernel choices: ``get_threads``),
+fewer threads only run the pieces, so the results are those of the chosen count."""
 
 from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Callable
 
 import numpy as np
 from mpi4py import MPI
 
-from .errors import agree
+from .errors import SpmmgnnError, agree
 from .jit import numba_pool
+from .machine import core_times
 
 ENV_VAR = "SPMMGNN_THREADS"
+BUSY_ENV = "SPMMGNN_BUSY_CORES"  # "auto" (measured), or the cores other work keeps busy
+LOOK_SECONDS = 0.25  # how often the scopes look at the cores (~0.1 ms a look)
 _threads: int | None = None  # the library's threads (set_threads, or the first operator)
+_running: int | None = None  # what the scopes run: _threads, fewer while cores are busy
+_last: tuple | None = None   # the last look: (monotonic s, busy, total jiffies, CPU s)
+_next_look = 0.0
 _blas: list | None = None    # threadpoolctl's controllers of the loaded BLAS libraries
 
 
@@ -55,6 +71,7 @@ def default_threads(comm: MPI.Comm = MPI.COMM_WORLD) -> int:
         except ValueError:
             error = f"${ENV_VAR} must be a positive integer, got {env!r}"
     agree(comm, error)
+    check_busy_setting(comm)
     if env:
         return value
     return fair_share(mine, node_sets)
@@ -67,10 +84,11 @@ def set_threads(n: int) -> int:
     Returns the value applied (at least 1, at most numba's pool size)."""
     import numba  # loaded by the first command that runs kernels, not by ``import spmmgnn``
 
-    global _threads
+    global _threads, _running
     numba_pool()
     n = max(1, min(int(n), numba.config.NUMBA_NUM_THREADS))
-    _threads = n
+    _threads = _running = n
+    _restart_looking()
     numba_pool()[1](n)
     for lib in _blas_libs():
         lib.set_num_threads(n)
@@ -113,9 +131,10 @@ def ensure_threads(comm: MPI.Comm) -> None:
 def _choose(n: int) -> None:
     import numba
 
-    global _threads
+    global _threads, _running
     numba_pool()
-    _threads = max(1, min(int(n), numba.config.NUMBA_NUM_THREADS))
+    _threads = _running = max(1, min(int(n), numba.config.NUMBA_NUM_THREADS))
+    _restart_looking()
 
 
 def get_threads() -> int:
@@ -124,23 +143,111 @@ def get_threads() -> int:
     return _threads if _threads is not None else numba_pool()[0]()
 
 
+def busy_setting() -> float | None:
+    """``$SPMMGNN_BUSY_CORES``: None for ``auto`` (unset: measure), else the cores taken as
+    busy with other work (0: always run the chosen threads)."""
+    env = os.environ.get(BUSY_ENV, "").strip().lower()
+    if env in ("", "auto"):
+        return None
+    try:
+        value = float(env)
+        if value < 0 or value != value:
+            raise ValueError
+    except ValueError:
+        raise SpmmgnnError(f"${BUSY_ENV} must be 'auto' or a number of cores >= 0, got "
+                           f"{env!r}") from None
+    return value
+
+
+def check_busy_setting(comm: MPI.Comm) -> None:
+    """Collective: one SpmmgnnError on every rank of ``comm`` if ``$SPMMGNN_BUSY_CORES``
+    is not ``auto`` or a number >= 0 on any of them."""
+    error = None
+    try:
+        busy_setting()
+    except SpmmgnnError as e:
+        error = str(e)
+    agree(comm, error)
+
+
+def threads_for(threads: int, cores: int, others: float) -> int:
+    """Threads to run on ``cores`` when other work keeps ``others`` of them busy: the cores
+    left, rounded to the nearest (a core half taken by others is left to them), at least 1,
+    at most ``threads``."""
+    return max(1, min(threads, int(cores - others + 0.5)))
+
+
+def others_busy(a: tuple, b: tuple, cores: int) -> float | None:
+    """Cores kept busy by other work between two looks ``(monotonic s, busy jiffies, total
+    jiffies, this process's CPU s)``: the cores' busy share times ``cores``, less this
+    process's own CPU time per second (its threads are not other work)."""
+    wall, total = b[0] - a[0], b[2] - a[2]
+    if wall <= 0 or total <= 0:
+        return None
+    return max(0.0, (b[1] - a[1]) / total * cores - (b[3] - a[3]) / wall)
+
+
+def _sample() -> tuple | None:
+    times = core_times(_affinity())
+    if times is None:
+        return None
+    return (time.monotonic(), times[0], times[1], time.process_time())
+
+
+def _restart_looking() -> None:
+    global _last, _next_look
+    _last = None
+    _next_look = 0.0
+
+
+def _look() -> None:
+    """Set the threads the scopes run (``_running``) from the cores other work kept busy
+    since the last look (or ``$SPMMGNN_BUSY_CORES``); the next look in ``LOOK_SECONDS``."""
+    global _running, _last, _next_look
+    _next_look = time.monotonic() + LOOK_SECONDS
+    fixed = busy_setting()
+    cores = len(_affinity())
+    if fixed is not None:  # 0: the chosen threads, however many cores the machine has
+        _running = threads_for(_threads, cores, fixed) if fixed else _threads
+        return
+    if _threads == 1:
+        return
+    now = _sample()
+    if now is None:
+        return
+    if _last is not None:
+        others = others_busy(_last, now, cores)
+        if others is not None:
+            _running = threads_for(_threads, cores, others)
+    _last = now
+
+
+def running_threads() -> int:
+    """The threads the library's kernels run on now: its threads, fewer while other work
+    keeps cores busy (``scope``)."""
+    return _running if _running is not None else get_threads()
+
+
 class scope:
-    """``with scope():`` the library's threads for numba in the calling thread (and for the
-    BLAS libraries with ``blas=True``) inside, at most ``limit`` of them, the caller's
-    counts put back on exit. Nested scopes cost two reads each (~0.2 us); nothing is set
-    before the threads are chosen. Results do not depend on the count (every kernel adds in
-    a fixed order)."""
+    """``with scope():`` the library's running threads (``running_threads``) for numba in
+    the calling thread (and for the BLAS libraries with ``blas=True``, for torch's intra-op
+    pool with ``torch=True``) inside, at most ``limit`` of them, the caller's counts put
+    back on exit. Nested scopes cost two reads and a clock read each (~0.3 us); nothing is
+    set before the threads are chosen. Results do not depend on the count (every kernel
+    adds in a fixed order)."""
 
-    __slots__ = ("blas", "limit", "saved")
+    __slots__ = ("blas", "limit", "saved", "torch")
 
-    def __init__(self, limit: int | None = None, blas: bool = False):
-        self.limit, self.blas = limit, blas
+    def __init__(self, limit: int | None = None, blas: bool = False, torch: bool = False):
+        self.limit, self.blas, self.torch = limit, blas, torch
         self.saved = None
 
     def __enter__(self) -> scope:
-        n = _threads
-        if n is None:
+        if _threads is None:
             return self
+        if time.monotonic() >= _next_look:
+            _look()
+        n = _running
         if self.limit is not None:  # a call too small to be worth waking more threads
             n = min(n, self.limit)
         get, put = numba_pool()
@@ -153,13 +260,20 @@ class scope:
             for lib, b in zip(_blas, blas, strict=True):
                 if b != n:
                     lib.set_num_threads(n)
-        self.saved = (before, n, blas)
+        torch_before = None
+        if self.torch:
+            import torch  # only asked for by callers that hold torch tensors
+
+            torch_before = torch.get_num_threads()
+            if torch_before != n:
+                torch.set_num_threads(n)
+        self.saved = (before, n, blas, torch_before)
         return self
 
     def __exit__(self, *exc) -> None:
         if self.saved is None:
             return
-        before, n, blas = self.saved
+        before, n, blas, torch_before = self.saved
         self.saved = None
         if before != n:
             numba_pool()[1](before)
@@ -167,6 +281,10 @@ class scope:
             for lib, b in zip(_blas, blas, strict=True):
                 if b != n:
                     lib.set_num_threads(b)
+        if torch_before is not None and torch_before != n:
+            import torch
+
+            torch.set_num_threads(torch_before)
 
 
 def scoped(fn: Callable) -> Callable:

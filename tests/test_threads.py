@@ -1,12 +1,15 @@
-"""Default threads per rank from the affinity sets of the ranks on a node."""
+"""Default threads per rank from the affinity sets of the ranks on a node; the threads run
+while other work keeps cores busy."""
 
 from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 
-from spmmgnn.threads import default_threads, fair_share
+from spmmgnn import SpmmgnnError
+from spmmgnn.threads import busy_setting, default_threads, fair_share, others_busy, threads_for
 
 
 def test_unbound_ranks_split_the_node():
@@ -35,7 +38,6 @@ def test_single_rank_gets_its_affinity(monkeypatch):
 
 
 def test_bad_environment_value_is_a_clear_error(monkeypatch):
-    from spmmgnn import SpmmgnnError
 
     monkeypatch.setenv("SPMMGNN_THREADS", "two")
     with pytest.raises(SpmmgnnError, match="positive integer"):
@@ -61,3 +63,91 @@ def test_library_calls_leave_the_callers_threads(tmp_path, P):
         assert s["library"] == 1
         assert s["inside"]["numba"] == 1 and set(s["inside"]["blas"]) == {1}
         assert s["inside"]["torch"] == 1
+
+
+@pytest.mark.parametrize("threads, cores, others, expected", [
+    (2, 2, 0.0, 2), (2, 2, 0.4, 2), (2, 2, 0.6, 1), (2, 2, 1.0, 1), (2, 2, 3.0, 1),
+    (16, 16, 1.0, 15), (4, 16, 8.0, 4), (1, 2, 0.0, 1)])
+def test_threads_for_leaves_busy_cores_to_others(threads, cores, others, expected):
+    assert threads_for(threads, cores, others) == expected
+
+
+def test_others_busy_excludes_this_process():
+    # 1 s on 2 cores (200 jiffies), 190 busy: 1.9 cores busy, 0.9 of them this process's
+    assert others_busy((0.0, 0, 0, 0.0), (1.0, 190, 200, 0.9), 2) == pytest.approx(1.0)
+    assert others_busy((0.0, 0, 0, 0.0), (1.0, 100, 200, 1.2), 2) == 0.0  # never < 0
+    assert others_busy((1.0, 0, 0, 0.0), (1.0, 0, 0, 0.0), 2) is None  # no time passed
+
+
+@pytest.mark.parametrize("value", ["-1", "two", "nan"])
+def test_bad_busy_cores_value_is_a_clear_error(monkeypatch, value):
+    monkeypatch.setenv("SPMMGNN_BUSY_CORES", value)
+    with pytest.raises(SpmmgnnError, match="SPMMGNN_BUSY_CORES"):
+        busy_setting()
+    with pytest.raises(SpmmgnnError, match="SPMMGNN_BUSY_CORES"):
+        default_threads()
+
+
+@pytest.mark.parametrize("P", [1, 2])
+def test_busy_cores_take_threads_and_change_no_number(tmp_path, P):
+    """2 threads per rank chosen; with all but 0.9 of the cores busy the step runs 1
+    (numba, torch and the BLAS inside its scope; torch's count put back after), and the
+    losses and final parameters are the same bits as with 2, also when the count changes
+    at every step."""
+    from .mpi import run_mpi_json
+
+    out = run_mpi_json(P, "busy_threads.py", tmp_path, env={"NUMBA_NUM_THREADS": "2"})
+    quiet, busy, switch = out["quiet"], out["busy"], out["switch"]
+    assert len(quiet) == P
+    for r in range(P):
+        assert quiet[r]["threads"] == busy[r]["threads"] == 2
+        assert set(quiet[r]["ran"]) == {2} and set(busy[r]["ran"]) == {1}
+        assert switch[r]["ran"] == [1, 2, 1, 2, 1]
+        for run in (busy[r], switch[r]):
+            assert run["losses"] == quiet[r]["losses"]
+            assert run["params"] == quiet[r]["params"]
+    assert out["inside_busy"]["numba"] == 1 and out["inside_busy"]["torch"] == 1
+    assert set(out["inside_busy"]["blas"]) == {1}
+    assert out["after"]["torch"] == 2
+
+
+@pytest.mark.parametrize("rows", [0, 1, 1003, 20_011])
+def test_weight_gradient_is_the_same_bits_on_fewer_running_threads(monkeypatch, rows):
+    """``nn.linear.weight_grad`` (OpenBLAS splits g.T @ h over the rows by its own thread
+    count) gives the same bits with 2 threads chosen whether 2 or 1 run, and g.T @ h."""
+    from spmmgnn import threads
+    from spmmgnn.nn.linear import weight_grad
+
+    rng = np.random.default_rng(rows)
+    g = rng.standard_normal((rows, 40)).astype(np.float32)
+    h = rng.standard_normal((rows, 24)).astype(np.float32)
+    before = threads.get_threads()
+    if threads.set_threads(2) < 2:
+        threads.set_threads(before)
+        pytest.skip("numba's pool has one thread here")
+    monkeypatch.setattr(threads, "LOOK_SECONDS", 0.0)
+    got = {}
+    try:
+        for busy in ("0", f"{len(os.sched_getaffinity(0)) - 0.9:g}"):
+            monkeypatch.setenv("SPMMGNN_BUSY_CORES", busy)
+            with threads.scope():
+                got[threads.running_threads()] = weight_grad(g, h)
+    finally:
+        monkeypatch.setenv("SPMMGNN_BUSY_CORES", "0")
+        threads.set_threads(before)
+    assert sorted(got) == [1, 2]
+    assert np.array_equal(got[1], got[2])
+    np.testing.assert_allclose(got[2], g.astype(np.float64).T @ h, rtol=1e-4, atol=1e-4)
+
+
+def test_bad_busy_cores_stops_train_with_one_line():
+    """With ``--threads`` (no layout chosen, so no default_threads) a bad
+    $SPMMGNN_BUSY_CORES still stops every rank before training with one readable line."""
+    from .mpi import run_cli
+
+    proc = run_cli(2, "train", "--threads", "1", "--epochs", "1", "--csbm-n", "300",
+                   env={"SPMMGNN_BUSY_CORES": "two"})
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert out.count("$SPMMGNN_BUSY_CORES must be 'auto' or a number of cores >= 0") == 1
+    assert "Traceback" not in out

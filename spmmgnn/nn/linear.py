@@ -10,7 +10,11 @@ but it does not use a second thread on these tall-skinny shapes (90000 x 128 x 1
 2 threads against OpenBLAS's 19.9; x 10: 14.5 against 4.4), so when the rank has more than
 one thread (``threads.get_threads``, which also bounds OpenBLAS) the weight gradient runs on
 OpenBLAS too. The choice is fixed per product and thread
-count, never timed at run time, so a run's numbers do not depend on timing.
+count, never timed at run time, so a run's numbers do not depend on timing. The weight
+gradient sums over the rows, and OpenBLAS 0.3.31 splits them by its thread count (90000 x
+128 x 128, 1003 x 40 x 40: 1 and 2 threads differ in the last bits), so with more than one
+thread chosen it is the sum of one panel of rows per chosen thread, each on one OpenBLAS
+thread (``weight_grad``): the same bits however many threads busy cores leave to run them.
 
 Outputs come from ``buffers.recycled_empty`` (the step's memory is reused, not faulted in
 again). The sums of a product round as the BLAS does; they differ from torch's ``addmm`` in
@@ -19,12 +23,15 @@ the last bits (the bias is added after the product, not before).
 
 from __future__ import annotations
 
+import itertools
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import torch
 from numba import njit, prange
 
 from ..buffers import recycled_empty
-from ..threads import get_threads, scope
+from ..threads import get_threads, running_threads, scope
 
 
 def linear(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None,
@@ -57,6 +64,41 @@ def _add_rows(out, b, add):
             if with_add:
                 v += add[i, t]
             out[i, t] = v
+
+
+_panel_pools: dict[int, ThreadPoolExecutor] = {}
+
+
+def weight_grad(g: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """``g.T @ h`` as the sum, in order, of one panel of rows per chosen thread
+    (``get_threads``), each panel's product on one OpenBLAS thread, the panels taken in turn
+    by the caller and as many helper threads as the running threads allow. OpenBLAS splits
+    this product's inner dimension (the rows) by its thread count, so its sums would change
+    with the cores free; the panels are fixed by the chosen count, so the sums are too."""
+    t = get_threads()
+    bounds = np.linspace(0, g.shape[0], t + 1).astype(np.int64)
+    parts = np.empty((t, g.shape[1], h.shape[1]), dtype=g.dtype)
+
+    todo = itertools.count()  # the next panel to take (next() holds the GIL: atomic)
+
+    def drain() -> None:
+        while (p := next(todo)) < t:
+            lo, hi = bounds[p], bounds[p + 1]
+            np.matmul(g[lo:hi].T, h[lo:hi], out=parts[p])
+
+    helpers = min(t, running_threads()) - 1  # the caller takes panels too
+    with scope(limit=1, blas=True):  # one BLAS thread per panel
+        pool = _panel_pools.get(helpers) if helpers > 0 else None
+        if helpers > 0 and pool is None:
+            pool = _panel_pools[helpers] = ThreadPoolExecutor(helpers, "spmmgnn-panel")
+        waits = [pool.submit(drain) for _ in range(helpers)]
+        drain()
+        for w in waits:
+            w.result()
+    out = parts[0]
+    for p in range(1, t):
+        out += parts[p]
+    return out
 
 
 def _numpy(t: torch.Tensor) -> np.ndarray:
@@ -103,10 +145,7 @@ class Linear(torch.autograd.Function):
             np.matmul(gn, _numpy(w).T, out=out)
             gh = torch.from_numpy(out)
         if need_w and get_threads() > 1:
-            gn = g.numpy()
-            out = np.empty((gn.shape[1], h.shape[1]), gn.dtype)  # small: a w-sized grad
-            np.matmul(gn.T, _numpy(h), out=out)
-            gw = torch.from_numpy(out).t()
+            gw = torch.from_numpy(weight_grad(g.numpy(), _numpy(h))).t()
         elif need_w:
             gw = torch.mm(g.t(), h.detach()).t()
         if need_b and ctx.has_b:

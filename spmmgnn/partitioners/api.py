@@ -71,6 +71,7 @@ import numpy as np
 from ..errors import SpmmgnnError
 from ..layout import Partition
 from ..machine import idle_cores
+from ..threads import threads_for
 from .budget import BASES_MAX_N, default_budget, plan_step, run_until
 from .estimate import KAMINPAR_ONLY_NNZ, SAY_AFTER, check_estimate, estimate, resolve
 from .hypergraph import kahypar_parts, mtkahypar_parts
@@ -132,7 +133,7 @@ def threads_for_load(cores: int) -> tuple[int, str]:
     idle = idle_cores(cores)
     if idle is None or cores <= 1:
         return cores, ""
-    threads = max(1, min(cores, int(idle + 0.5)))
+    threads = threads_for(cores, cores, cores - idle)
     note = (f"{threads} thread{'s' if threads > 1 else ''}: {cores - idle:.1f} of {cores} "
             "cores busy with other work" if threads < cores else "")
     return threads, note

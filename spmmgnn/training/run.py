@@ -23,7 +23,7 @@ from ..errors import SpmmgnnError, agree, check_on_root, collective_error
 from ..grid import ProcessGrid
 from ..nn.grid_model import GRID_ALGORITHMS
 from ..node_layout import choose_layout
-from ..threads import set_threads
+from ..threads import check_busy_setting, set_threads
 from .trainer import TrainConfig
 
 H5_SUFFIXES = {".h5", ".hdf5"}
@@ -203,6 +203,7 @@ def run_training(spec: RunSpec, comm: MPI.Comm | None = None,
 
     comm = comm or MPI.COMM_WORLD
     layout = None if spec.threads else choose_layout(comm)
+    check_busy_setting(comm)  # (choose_layout checks it too; --threads skips that)
     threads = set_threads(spec.threads or layout.threads)
     torch.set_num_threads(threads)
     config = train_config(spec, progress=report and not spec.quiet)

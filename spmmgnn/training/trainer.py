@@ -37,6 +37,7 @@ from ..machine import peak_rss_bytes, ranks_on_this_node
 from ..nn.grid_model import GridForward
 from ..nn.memory import ModelShape, model_problem
 from ..nn.models import build_model
+from ..threads import scope
 from . import on_device
 from .checkpoint import (
     load_checkpoint,
@@ -391,7 +392,13 @@ class Trainer:
 
         On a device grid the loss and the health flag are written into the flat buffer on
         the device, and the buffer's one host copy for the all-reduce is the step's only
-        read of the device (plus a wait before each timestamp on CUDA, for the breakdown)."""
+        read of the device (plus a wait before each timestamp on CUDA, for the breakdown).
+        numba's, the BLAS's and torch's threads are the library's running threads for the
+        whole step (``threads.scope``: fewer while other work keeps cores busy)."""
+        with scope(blas=True, torch=True):
+            return self._train_step(epoch)
+
+    def _train_step(self, epoch: int) -> dict:
         d, op = self.data, self.data.op
         sync = synchronizer(self.device)
         t0 = time.perf_counter()
