@@ -285,3 +285,77 @@ def test_device_cpu_rectangular(algorithm, validate):
     assert square.probe_symmetry() is True
     got = square.matmul_t(square.scatter_rows(y))  # its transposes freed: built again
     assert np.allclose(got.numpy(), (A[:, :17] + A[:, :17].T) @ y.numpy())
+
+
+def device_leg_runs(got: dict) -> set:
+    """Every run of ``device_volumes.py`` against the model, rank by rank: the device_host
+    bytes ``comm_stats()`` counted equal ``benchmark.device_volumes``'s, both ways, forward
+    and transpose; returns the (algorithm, c, codec) seen."""
+    from spmmgnn.benchmark.device_volumes import device_host_volumes
+    from spmmgnn.benchmark.volumes import Layout, predict
+
+    P, seen = got["P"], set()
+    for run in got["runs"]:
+        case = got["cases"][run["case"]]
+        n = case["n"]
+        A = sp.csr_array((np.ones(len(case["rows"])), (case["rows"], case["cols"])),
+                         shape=(n, n))
+        layout = Layout.build(A, case["parts"], P // run["c"])
+        args = (run["algorithm"], layout)
+        vol = predict(*args, P, run["c"], run["f"], run["itemsize"], run["codec"])
+        leg = device_host_volumes(*args, vol, P, run["c"], run["f"], run["itemsize"],
+                                  run["codec"])
+        for key in ("to_host", "to_device", "to_host_t", "to_device_t"):
+            measured = [r[key] for r in run["ranks"]]
+            assert getattr(leg, key).tolist() == measured, (run["case"], run["algorithm"],
+                                                            run["c"], run["codec"], key)
+        seen.add((run["algorithm"], run["c"], run["codec"]))
+    return seen
+
+
+@pytest.mark.parametrize("P", [2, pytest.param(3, marks=pytest.mark.slow)])
+def test_model_device_host_bytes_equal_comm_stats(P, mpi_json):
+    """``spmmgnn model --device-link``'s host <-> device bytes are exact: on a device="cpu"
+    grid, per rank, what ``comm_stats()`` counts as the device_host tier (uneven and empty
+    blocks, hub rows, codecs, c = 1 and c = P)."""
+    from spmmgnn.algorithms.base import device_families
+
+    seen = device_leg_runs(mpi_json(P, "device_volumes.py", "cpu"))
+    assert {a for a, _, _ in seen} == set(device_families())
+    assert ("sparse15d", P, None) in seen and ("oblivious15d", P, None) in seen
+    assert ("sparse1d", 1, "int8") in seen and ("sparse1d", 1, "bfloat16") in seen
+
+
+def test_model_projects_gpus_with_the_device_leg(tmp_path, capsys):
+    """``spmmgnn model --device-link``: next to the CPU rows, the device families on GPUs
+    with their host <-> device bytes and seconds (a faster link costs less); the other
+    algorithms are not projected there; --device-rate needs a link."""
+    import json
+
+    from spmmgnn.cli import main
+
+    rows = {}
+    for link in ("pcie4", "nvlink-c2c"):
+        out = tmp_path / f"{link}.json"
+        assert main(["model", "random:n=400,avg_degree=8", "--P", "1", "4", "--c", "1", "2",
+                     "--alpha", "1e-6", "--beta", "1e-10", "--rate", "1e9", "--device-link",
+                     link, "--json", str(out)]) == 0
+        got = json.loads(out.read_text())
+        assert got["device_link"] == link and got["device_rate"] == 7.9e11
+        rows[link] = {(r["P"], r["c"], r["algorithm"]): r for r in got["predictions"]
+                      if r.get("device_link") == link}
+        assert {a for _, _, a in rows[link]} == set(FAMILIES)
+        cpu = [r for r in got["predictions"] if "device_link" not in r]
+        assert {r["algorithm"] for r in cpu} > set(FAMILIES)
+        for (P, _, _), r in rows[link].items():
+            assert (r["max_device_host_bytes"] > 0) == (P > 1), r
+            assert r["seconds"] >= r["local"] + r["device_host"]
+    for key, slow in rows["pcie4"].items():
+        fast = rows["nvlink-c2c"][key]
+        assert fast["max_device_host_bytes"] == slow["max_device_host_bytes"]
+        assert fast["device_host"] <= slow["device_host"]
+        assert fast["device_host"] < slow["device_host"] or key[0] == 1
+    capsys.readouterr()
+    assert main(["model", "random:n=50", "--alpha", "1e-6", "--beta", "1e-10", "--device-rate",
+                 "1e12"]) == 2
+    assert "--device-rate is the local rate of --device-link" in capsys.readouterr().err
