@@ -291,6 +291,7 @@ def device_leg_runs(got: dict) -> set:
     """Every run of ``device_volumes.py`` against the model, rank by rank: the device_host
     bytes ``comm_stats()`` counted equal ``benchmark.device_volumes``'s, both ways, forward
     and transpose; returns the (algorithm, c, codec) seen."""
+    from spmmgnn.benchmark.device_memory import device_blocks
     from spmmgnn.benchmark.device_volumes import device_host_volumes
     from spmmgnn.benchmark.volumes import Layout, predict
 
@@ -309,6 +310,10 @@ def device_leg_runs(got: dict) -> set:
             measured = [r[key] for r in run["ranks"]]
             assert getattr(leg, key).tolist() == measured, (run["case"], run["algorithm"],
                                                             run["c"], run["codec"], key)
+        for key, transposes in (("blocks", False), ("blocks_t", True)):  # device memory
+            held = device_blocks(*args, P, run["c"], run["itemsize"], transposes)
+            assert held.tolist() == [r[key] for r in run["ranks"]], (
+                run["case"], run["algorithm"], run["c"], key)
         seen.add((run["algorithm"], run["c"], run["codec"]))
     return seen
 
@@ -317,7 +322,8 @@ def device_leg_runs(got: dict) -> set:
 def test_model_device_host_bytes_equal_comm_stats(P, mpi_json):
     """``spmmgnn model --device-link``'s host <-> device bytes are exact: on a device="cpu"
     grid, per rank, what ``comm_stats()`` counts as the device_host tier (uneven and empty
-    blocks, hub rows, codecs, c = 1 and c = P)."""
+    blocks, hub rows, codecs, c = 1 and c = P); and ``--device-memory``'s blocks are the
+    bytes of the operator's device tensors after a matmul and after a matmul_t."""
     from spmmgnn.algorithms.base import device_families
 
     seen = device_leg_runs(mpi_json(P, "device_volumes.py", "cpu"))
@@ -359,3 +365,36 @@ def test_model_projects_gpus_with_the_device_leg(tmp_path, capsys):
     assert main(["model", "random:n=50", "--alpha", "1e-6", "--beta", "1e-10", "--device-rate",
                  "1e12"]) == 2
     assert "--device-rate is the local rate of --device-link" in capsys.readouterr().err
+
+
+def test_model_memory_says_what_fits_a_device(tmp_path, capsys):
+    """``spmmgnn model --memory --device-memory GiB``: per (P, c, algorithm) that runs on a
+    device grid, the largest rank's device bytes by part and whether every rank fits; a
+    device too small for P = 1 fits at P = 4, and the verdict names the ranks that do not
+    fit and what they need. --device-memory without --memory, or with a codec, is refused."""
+    import json
+
+    from spmmgnn.benchmark.device_memory import GIB
+    from spmmgnn.cli import main
+
+    out = tmp_path / "memory.json"
+    gib = 0.03
+    assert main(["model", "csbm:n=20000", "--memory", "--P", "1", "4", "--c", "1", "-f",
+                 "128", "--device-memory", str(gib), "--algorithm", "sparse1d",
+                 "oblivious1d", "featureparallel", "--json", str(out)]) == 0
+    got = json.loads(out.read_text())
+    rows = {(r["P"], r["algorithm"]): r for r in got["device"]}
+    assert set(rows) == {(P, a) for P in (1, 4) for a in ("sparse1d", "oblivious1d")}
+    for (P, _), r in rows.items():
+        parts = r["device_blocks"] + r["device_exchange"] + r["device_training"]
+        assert r["device_total"] == parts and r["device_blocks"] > 0
+        assert r["fits"] == (P == 4) == (r["device_total"] <= gib * GIB), r
+        if not r["fits"]:
+            assert r["verdict"].startswith("does not fit on rank(s) 0: rank 0 needs")
+    assert "does not fit on rank(s) 0" in capsys.readouterr().out
+    assert main(["model", "random:n=50,avg_degree=4", "--P", "2", "--device-memory",
+                 "1", "--alpha", "1e-6", "--beta", "1e-9"]) == 2
+    assert "--device-memory says what fits a GPU" in capsys.readouterr().err
+    assert main(["model", "random:n=50,avg_degree=4", "--memory", "--P", "2", "--codec",
+                 "int8", "--device-memory", "1"]) == 2
+    assert "drop --codec" in capsys.readouterr().err

@@ -241,11 +241,33 @@ def _memory(args) -> dict:
     out = dict(graph=args.graph, n=int(A.shape[0]), nnz=int(A.nnz), widths=shape.widths,
                dtype=args.dtype, codec=args.codec, partitioner=args.partitioner,
                memory=rows)
+    if args.device_memory:
+        out["device_memory_gib"] = args.device_memory
+        out["device"] = _device_memory(A, args, algorithms, shape, layouts)
     if args.json:
         from ..atomic import write_text_atomic
 
         write_text_atomic(args.json, json.dumps(out, indent=1), "--json output")
     return out
+
+
+def _device_memory(A, args, algorithms: list[str], shape, layouts: dict) -> list[dict]:
+    """``--device-memory``: per (P, c, algorithm) that runs on a device grid, what its
+    largest rank keeps on its GPU and whether every rank fits."""
+    from ..benchmark.device_memory import GIB, device_rows, format_device
+
+    if args.codec:
+        raise SpmmgnnError("--device-memory models the device path without a codec; drop "
+                           "--codec")
+    rows = device_rows(A, args.P, args.c, algorithms, shape, args.device_memory * GIB,
+                       args.partitioner, layouts)
+    print(f"\non a GPU of {args.device_memory:g} GiB per rank (ProcessGrid(device=...)): the "
+          "operator's torch CSR blocks, one call's exchange tensors at the widest width, the "
+          "training's dense part; MiB on the largest rank (CUDA's context not counted)",
+          flush=True)
+    print(format_device(rows) if rows else "no algorithm of --algorithm runs on a device grid",
+          flush=True)
+    return rows
 
 
 def _work(args) -> dict:

@@ -29,6 +29,17 @@ def tiers(op) -> dict:
                 to_device=int(s["bytes_received_by_tier"]["device_host"]))
 
 
+def device_bytes(op) -> int:
+    """Bytes of the operator's device copies: its CSR blocks and the send-row index."""
+    product = op.device_path.product
+    total = sum(int(t.nbytes) for t in (getattr(product, "send_idx", None),) if t is not None)
+    for block in product.device_blocks():
+        for csr in block._csr.values():
+            total += sum(int(t.nbytes) for t in (csr.crow_indices(), csr.col_indices(),
+                                                  csr.values()))
+    return total
+
+
 def main(out: str, device: str) -> None:
     runs, saved = [], {}
     for c in [c for c in range(1, P + 1) if P % c == 0]:
@@ -54,10 +65,10 @@ def main(out: str, device: str) -> None:
                                             if comm.rank == 0 else None)
                         op.reset_stats()
                         op.matmul(x)
-                        fwd = tiers(op)
+                        fwd = dict(tiers(op), blocks=device_bytes(op))
                         op.reset_stats()
                         op.matmul_t(x)
-                        bwd = tiers(op)
+                        bwd = dict(tiers(op), blocks=device_bytes(op))
                         mine = dict(**fwd, **{f"{key}_t": v for key, v in bwd.items()})
                         allr = comm.gather(mine, root=0)
                         if comm.rank == 0:
