@@ -398,3 +398,80 @@ def test_model_memory_says_what_fits_a_device(tmp_path, capsys):
     assert main(["model", "random:n=50,avg_degree=4", "--memory", "--P", "2", "--codec",
                  "int8", "--device-memory", "1"]) == 2
     assert "drop --codec" in capsys.readouterr().err
+
+
+def test_cuda_aware_setting(monkeypatch):
+    """``SPMMGNN_CUDA_AWARE_MPI``: auto asks the MPI library (this CI's MPICH has no CUDA:
+    off) and is off off CUDA; 1 passes tensors directly, also a CPU grid's; 0 stages; any
+    other value is one clear error. The library's answer is a bool where it can tell."""
+    from mpi4py import MPI
+
+    from spmmgnn.staging import SETTING, cuda_aware, mpi_cuda_support
+
+    cpu = torch.device("cpu")
+    assert mpi_cuda_support() in (True, False, None)
+    for value, want in (("auto", False), ("", False), ("0", False), ("1", True)):
+        monkeypatch.setenv(SETTING, value)
+        assert cuda_aware(MPI.COMM_WORLD, cpu) is want, value
+        assert cuda_aware(MPI.COMM_WORLD, None) is False
+    monkeypatch.setenv(SETTING, "yes")
+    with pytest.raises(SpmmgnnError, match="use auto, 0 or 1"):
+        cuda_aware(MPI.COMM_WORLD, cpu)
+
+
+def test_device_cpu_direct_mpi_equals_staged(tmp_path):
+    """``SPMMGNN_CUDA_AWARE_MPI=1`` on a device="cpu" grid runs the CUDA-aware path (MPI
+    reads and writes the tensors themselves): the same products and rank-to-rank bytes as
+    staged, and the halo exchanges and broadcasts stage nothing (the 1.5D all-reduce, the
+    integer codecs and the oblivious transposes' reduce still do)."""
+    from .mpi import run_mpi_json
+
+    got = run_mpi_json(2, "device_cases.py", tmp_path, "cpu",
+                       env={"SPMMGNN_CUDA_AWARE_MPI": "1"})
+    check_errors(got, 2)
+    for r in got["cases"]:
+        label = f"{r['algorithm']} c={r['c']} {r['case']} {r['codec']} {r['dtype']} f={r['f']}"
+        tol = TOL[r["dtype"]]
+        assert r["err_np"] <= tol and r["err_np_t"] <= tol and r["same_bytes"], label
+        for st in r["ranks"]:
+            full = st["staged_rows"] * r["f"] * r["itemsize"] + st["allreduce_bytes"]
+            if r["codec"] in ("int8", "int2"):
+                assert st["device_host_sent"] == st["device_host_received"] == full, label
+            elif r["algorithm"].startswith("sparse"):
+                assert st["device_host_sent"] == st["allreduce_bytes"], label
+                assert st["device_host_received"] == st["allreduce_bytes"], label
+            else:  # the broadcasts go direct: only the transposes' reduce is staged
+                assert st["device_host_received"] <= st["allreduce_bytes"] + st[
+                    "bytes_received"], label
+
+
+@pytest.mark.parametrize("kind", ["cpu", pytest.param("cuda", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")])])
+def test_staging_round_trip(kind):
+    """``Staging``: rows out to a host buffer (pinned on CUDA, allocated once per name and
+    reused while large enough) and back onto the device, equal and counted as the
+    device_host tier; on the CPU the tensor's own memory, no copy."""
+    from spmmgnn.staging import Staging
+    from spmmgnn.stats import CommStats
+
+    device, stats = torch.device(kind), CommStats()
+    st = Staging(device, stats, direct=False)
+    t = torch.randn(5, 3, dtype=torch.float64, device=device)
+    host = st.out(t, "rows")
+    st.ready(host)
+    assert isinstance(host, np.ndarray) and np.array_equal(host, t.cpu().numpy())
+    assert stats.bytes_device_to_host == 120
+    recv = st.recv("in", 4, host)
+    recv[...] = host[:4]
+    back = st.arrived(recv)
+    assert back.device == device and torch.equal(back, t[:4])
+    assert stats.bytes_host_to_device == 96
+    if kind == "cuda":
+        first = st.pinned["rows"]
+        assert first.is_pinned() and st.pinned["in"].is_pinned()
+        st.ready(st.out(t[:2], "rows"))
+        assert st.pinned["rows"] is first  # reused, not allocated again
+    else:
+        assert np.shares_memory(host, t.numpy())
+    direct = Staging(device, CommStats(), direct=True)
+    assert direct.out(t, "rows") is t and direct.recv("in", 2, t).device == device

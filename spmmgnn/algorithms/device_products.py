@@ -15,12 +15,12 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ..buffers import BufferPool
 from ..codecs import CastCodec
 from ..convert import mpi_float_type
 from ..device import to_device, to_host
 from ..errors import agree
 from ..halo import NO_INDEX, encode_rows
+from ..staging import Staging, cuda_aware
 from .base import DistSpMM
 from .block_broadcast import count_stage
 
@@ -92,14 +92,16 @@ class DeviceProduct:
         self.ghost = DeviceBlock(product.ghost, self.device)
         self.send_idx = torch.from_numpy(self.plan.send_idx).to(self.device)
         self.codec, self.codec_backward = product.codec, product.codec_backward
+        self.staging = Staging(self.device, self.stats, cuda_aware(self.plan.comm,
+                                                                   self.device))
 
     def device_blocks(self) -> list[DeviceBlock]:
         return [self.diag, self.ghost]
 
     def _wire(self, codec, rows, dtype, key: int, name: str):
-        """(host rows to post, param bytes): ``rows`` as they are, cast on the device, or
-        (integer codecs) quantized on the host; NaN or Inf reaching a codec on any rank is
-        one error on every rank."""
+        """(rows to post, param bytes): ``rows`` as they are or cast on the device, staged
+        to the host (or, CUDA-aware, the device tensor itself), or (integer codecs) quantized
+        on the host; NaN or Inf reaching a codec on any rank is one error on every rank."""
         import torch
 
         if codec is not None and not isinstance(codec, CastCodec):
@@ -120,10 +122,12 @@ class DeviceProduct:
             rows = cast.reshape(-1).view(torch.uint8).reshape(
                 cast.shape[0], codec.row_bytes(cast.shape[1]))
         with self.stats.timing("seconds_exchange"):
-            return to_host(rows, self.stats), 0 if codec is None else codec.param_bytes
+            return (self.staging.out(rows, name + "_host"),
+                    0 if codec is None else codec.param_bytes)
 
-    def _arrived(self, codec, recv: np.ndarray, dtype, f: int):
-        """What landed in the host buffer ``recv``, on the device as ``dtype`` rows."""
+    def _arrived(self, codec, recv, dtype, f: int):
+        """What landed in ``recv`` (a host buffer, or CUDA-aware a device tensor), on the
+        device as ``dtype`` rows."""
         if codec is not None and not isinstance(codec, CastCodec):
             rows = self.plan.buffer("dev_decoded", recv.shape[0], f, numpy_dtype(dtype))
             with self.stats.timing("seconds_codec"):
@@ -131,18 +135,19 @@ class DeviceProduct:
             with self.stats.timing("seconds_exchange"):
                 return to_device(rows, self.device, self.stats)
         with self.stats.timing("seconds_exchange"):
-            rows = to_device(recv, self.device, self.stats)
+            rows = self.staging.arrived(recv)
         if rows.dtype == dtype:
             return rows
         with self.stats.timing("seconds_codec"):
             return rows.reshape(-1).view(torch_dtype(codec)).reshape(-1, f).to(dtype)
 
-    def _post(self, host: np.ndarray, rows: int, forward: bool, param_bytes: int):
-        """Post the plan's Ialltoallv of ``host`` (counted by ``Route.post``)."""
-        plan = self.plan
-        recv = plan.buffer("dev_recv" if forward else "dev_partial_recv", rows,
-                           host.shape[1], host.dtype)
-        return plan.post(host, recv, forward, param_bytes), recv, time.perf_counter()
+    def _post(self, send, rows: int, forward: bool, param_bytes: int):
+        """Post the plan's Ialltoallv of ``send`` (host rows, or CUDA-aware a device tensor;
+        counted by ``Route.post``) once its copy or the work writing it has finished."""
+        recv = self.staging.recv("dev_recv" if forward else "dev_partial_recv", rows, send)
+        with self.stats.timing("seconds_exchange"):
+            self.staging.ready(send)
+        return self.plan.post(send, recv, forward, param_bytes), recv, time.perf_counter()
 
     def _wait(self, request, posted: float) -> None:
         stats = self.stats
@@ -150,15 +155,25 @@ class DeviceProduct:
         with stats.timing("seconds_exchange"):
             request.Wait()
 
+    def _early(self, block: DeviceBlock, x, transposed: bool):
+        """With asynchronous copies (CUDA, staged): queue ``block``'s product now, so it
+        runs while the rows are copied to the host and travel; else None (it runs after the
+        exchange is posted, as on the CPU path)."""
+        if not self.staging.asynchronous:
+            return None
+        with self.stats.timing("seconds_multiply"):
+            return block.matmul(x, transposed=transposed)
+
     def matmul(self, x, key: int):
         """out = A x on the device (``key``: the integer codecs' rounding)."""
         stats, plan = self.stats, self.plan
         with stats.timing("seconds_exchange"):
             send = x.index_select(0, self.send_idx)
         host, params = self._wire(self.codec, send, x.dtype, key, "dev_enc_send")
+        out = self._early(self.diag, x, False)  # CUDA: runs while the rows are copied out
         request, recv, posted = self._post(host, plan.n_ghost, True, params)
         with stats.timing("seconds_multiply"):
-            out = self.diag.matmul(x)
+            out = self.diag.matmul(x) if out is None else out
         self._wait(request, posted)
         ghost_x = self._arrived(self.codec, recv, x.dtype, x.shape[1])
         with stats.timing("seconds_multiply"):
@@ -171,9 +186,10 @@ class DeviceProduct:
             partial = self.ghost.matmul(y, transposed=True)
         host, params = self._wire(self.codec_backward, partial, y.dtype, key,
                                   "dev_enc_partial")
+        out = self._early(self.diag, y, True)
         request, recv, posted = self._post(host, plan.n_send, False, params)
         with stats.timing("seconds_multiply"):
-            out = self.diag.matmul(y, transposed=True)
+            out = self.diag.matmul(y, transposed=True) if out is None else out
         self._wait(request, posted)
         back = self._arrived(self.codec_backward, recv, y.dtype, y.shape[1])
         with stats.timing("seconds_exchange"):
@@ -183,13 +199,15 @@ class DeviceProduct:
 class DeviceBroadcast:
     """A ``BlockBroadcast`` (the oblivious stage loop) run on the device: stage q's owner
     copies its block row of X to the host, MPI broadcasts it, every rank copies it to the
-    device and multiplies; the transpose reduces each stage's partial sums on the host."""
+    device and multiplies (CUDA-aware MPI: the broadcast reads and writes device tensors);
+    the transpose reduces each stage's partial sums on the host (always staged: not every
+    CUDA-aware MPI reduces device buffers)."""
 
     def __init__(self, op: DistSpMM):
         self.op, self.src, self.stats = op, op.product, op.stats
         self.device = op.grid.device
         self.blocks = {q: DeviceBlock(b, self.device) for q, b in self.src.blocks.items()}
-        self.buffers = BufferPool()
+        self.staging = Staging(self.device, self.stats, cuda_aware(self.src.comm, self.device))
 
     def device_blocks(self) -> list[DeviceBlock]:
         return list(self.blocks.values())
@@ -207,12 +225,14 @@ class DeviceBroadcast:
                 if q == me:
                     src, nbytes = x, x.numel() * x.element_size()
                     if not alone:
-                        comm.Bcast([to_host(x, stats), mpitype], root=q)
+                        send = self.staging.out(x, "stage_out")
+                        self.staging.ready(send)
+                        comm.Bcast([send, mpitype], root=q)
                 else:
-                    host = self.buffers.get("stage", (int(p.sizes[q]), x.shape[1]),
-                                            numpy_dtype(x.dtype))
-                    comm.Bcast([host, mpitype], root=q)
-                    src, nbytes = to_device(host, device, stats), host.nbytes
+                    got = self.staging.recv("stage", int(p.sizes[q]), x)
+                    comm.Bcast([got, mpitype], root=q)
+                    src = self.staging.arrived(got)
+                    nbytes = src.numel() * src.element_size()
             count_stage(stats, p.far, me, q, nbytes, into_root=False)
             with stats.timing("seconds_multiply"):
                 self.blocks[q].matmul(src, out=out)
