@@ -14,7 +14,7 @@ from spmmgnn import DistSpMM, ProcessGrid, SpmmgnnError
 from spmmgnn.device import device_error
 
 TOL = {"float32": 1e-5, "float64": 1e-12}
-FAMILIES = ("oblivious1d", "oblivious15d", "sparse1d", "sparse15d")  # run on a device grid
+FAMILIES = ("oblivious1d", "oblivious15d", "prepost1d", "sparse1d", "sparse15d")  # on a device
 HAS_CUDA = torch.cuda.is_available()
 
 
@@ -35,7 +35,7 @@ def check_cases(got: dict, P: int) -> None:
             if r["codec"] in ("int8", "int2"):  # quantized on the host: full rows staged
                 full = st["staged_rows"] * r["f"] * r["itemsize"] + st["allreduce_bytes"]
                 assert st["device_host_sent"] == st["device_host_received"] == full, label
-            elif r["algorithm"].startswith("sparse"):  # each row sent staged once, each received
+            elif not r["algorithm"].startswith("oblivious"):  # each row sent staged once, in
                 assert st["device_host_sent"] == st["bytes_sent"] + st["allreduce_bytes"]
                 assert st["device_host_received"] == (st["bytes_received"]
                                                       + st["allreduce_bytes"]), label
@@ -59,7 +59,7 @@ def check_errors(got: dict, P: int) -> None:
         assert all(r[name] == first for r in per_rank), name  # the same message on all
     words = dict(numpy_everywhere="pass a torch tensor on", numpy_on_rank_1="got a ndarray",
                  meta_on_last="meta tensor", nan_on_rank_0="NaN", node_exchange="exchange='node'",
-                 refused_family="oblivious15d, oblivious1d, sparse15d, sparse1d",
+                 refused_family="oblivious15d, oblivious1d, prepost1d, sparse15d, sparse1d",
                  scatter_numpy="scatter_rows",
                  gather_numpy="gather_rows", dot_numpy="dot:")
     for name, word in words.items():
@@ -212,8 +212,8 @@ def test_spmm_command_on_a_device_grid(tmp_path):
     rows = json.loads(out.read_text())
     assert [r["device"] for r in rows] == ["cpu", "cpu"]
     assert all(r["max_rel_error"] <= 1e-5 and r["max_bytes_sent_per_spmm"] > 0 for r in rows)
-    one_line_error(run_cli(2, "spmm", "--scale", "8", "--algorithm", "prepost1d",
-                           "--device", "cpu"), "does not run on a device grid", "sparse1d")
+    one_line_error(run_cli(2, "spmm", "--scale", "8", "--algorithm", "featureparallel",
+                           "--device", "cpu"), "does not run on a device grid", "prepost1d")
 
 
 def test_device_link_presets_price_the_staged_bytes():
@@ -311,6 +311,8 @@ def device_leg_runs(got: dict) -> set:
             assert getattr(leg, key).tolist() == measured, (run["case"], run["algorithm"],
                                                             run["c"], run["codec"], key)
         for key, transposes in (("blocks", False), ("blocks_t", True)):  # device memory
+            if run["algorithm"] == "prepost1d":  # M_recv, M_send: estimated
+                continue
             held = device_blocks(*args, P, run["c"], run["itemsize"], transposes)
             assert held.tolist() == [r[key] for r in run["ranks"]], (
                 run["case"], run["algorithm"], run["c"], key)
@@ -437,7 +439,7 @@ def test_device_cpu_direct_mpi_equals_staged(tmp_path):
             full = st["staged_rows"] * r["f"] * r["itemsize"] + st["allreduce_bytes"]
             if r["codec"] in ("int8", "int2"):
                 assert st["device_host_sent"] == st["device_host_received"] == full, label
-            elif r["algorithm"].startswith("sparse"):
+            elif not r["algorithm"].startswith("oblivious"):
                 assert st["device_host_sent"] == st["allreduce_bytes"], label
                 assert st["device_host_received"] == st["allreduce_bytes"], label
             else:  # the broadcasts go direct: only the transposes' reduce is staged

@@ -1,9 +1,10 @@
 """The local work of the device path (``on_device``): an operator's blocks as torch sparse
 CSR on the grid's device, and the two product loops run there with torch: ``DeviceProduct``
 (the sparse algorithms' owned/ghost product with its halo exchange staged through host
-buffers) and ``DeviceBroadcast`` (the oblivious stage loop, each stage's block row staged
-through the host for its broadcast). Bytes are counted by the same code as the CPU path
-(``Route.post``, ``count_stage``); the host <-> device copies as the ``device_host`` tier.
+buffers; for prepost1d the ghost block is M_recv and the rows sent are M_send X) and
+``DeviceBroadcast`` (the oblivious stage loop, each stage's block row staged through the
+host for its broadcast). Bytes are counted by the same code as the CPU path (``Route.post``,
+``count_stage``); the host <-> device copies as the ``device_host`` tier.
 """
 
 from __future__ import annotations
@@ -85,18 +86,21 @@ class DeviceProduct:
     def __init__(self, op: DistSpMM):
         import torch
 
-        product = op.product
+        # a GhostProduct's blocks, or prepost1d's: M_recv multiplies what arrives, M_send
+        # makes the rows the plan sends (its X rows and pre-aggregated partial sums)
+        product = getattr(op, "product", None) or op
         self.op, self.plan, self.stats = op, product.plan, op.stats
         self.device = op.grid.device
         self.diag = DeviceBlock(product.diag, self.device)
-        self.ghost = DeviceBlock(product.ghost, self.device)
+        self.ghost = DeviceBlock(getattr(product, "ghost", None) or op.M_recv, self.device)
+        self.pre = DeviceBlock(op.M_send, self.device) if product is op else None
         self.send_idx = torch.from_numpy(self.plan.send_idx).to(self.device)
         self.codec, self.codec_backward = product.codec, product.codec_backward
         self.staging = Staging(self.device, self.stats, cuda_aware(self.plan.comm,
                                                                    self.device))
 
     def device_blocks(self) -> list[DeviceBlock]:
-        return [self.diag, self.ghost]
+        return [self.diag, self.ghost] + ([self.pre] if self.pre is not None else [])
 
     def _wire(self, codec, rows, dtype, key: int, name: str):
         """(rows to post, param bytes): ``rows`` as they are or cast on the device, staged
@@ -167,8 +171,12 @@ class DeviceProduct:
     def matmul(self, x, key: int):
         """out = A x on the device (``key``: the integer codecs' rounding)."""
         stats, plan = self.stats, self.plan
+        src = x
+        if self.pre is not None:  # prepost1d: the send buffer's rows, S = M_send x
+            with stats.timing("seconds_multiply"):
+                src = self.pre.matmul(x)
         with stats.timing("seconds_exchange"):
-            send = x.index_select(0, self.send_idx)
+            send = src.index_select(0, self.send_idx)
         host, params = self._wire(self.codec, send, x.dtype, key, "dev_enc_send")
         out = self._early(self.diag, x, False)  # CUDA: runs while the rows are copied out
         request, recv, posted = self._post(host, plan.n_ghost, True, params)
@@ -192,8 +200,16 @@ class DeviceProduct:
             out = self.diag.matmul(y, transposed=True) if out is None else out
         self._wait(request, posted)
         back = self._arrived(self.codec_backward, recv, y.dtype, y.shape[1])
-        with stats.timing("seconds_exchange"):
-            return out.index_add_(0, self.send_idx, back)
+        if self.pre is None:
+            with stats.timing("seconds_exchange"):
+                return out.index_add_(0, self.send_idx, back)
+        import torch
+
+        with stats.timing("seconds_exchange"):  # prepost1d: S' summed per send row, then
+            rows = torch.zeros((self.pre.block.shape[0], y.shape[1]), dtype=y.dtype,
+                               device=self.device).index_add_(0, self.send_idx, back)
+        with stats.timing("seconds_multiply"):   # out += M_send^T S'
+            return self.pre.matmul(rows, transposed=True, out=out)
 
 
 class DeviceBroadcast:

@@ -1,4 +1,4 @@
-"""The device path of the 1D and 1.5D algorithms (sparse and oblivious): ``matmul`` /
+"""The device path of the 1D and 1.5D algorithms (sparse, oblivious, prepost1d): ``matmul`` /
 ``matmul_t`` on torch tensors that stay on the grid's device (``ProcessGrid(device=...)``).
 
 The plan is the numpy one (the operator's ``GhostProduct`` and its halo plan, built as
@@ -128,7 +128,8 @@ class DevicePath:
 
     def __init__(self, op: DistSpMM):
         self.op = op
-        self.product = (DeviceBroadcast(op) if isinstance(op.product, BlockBroadcast)
+        self.product = (DeviceBroadcast(op) if isinstance(getattr(op, "product", None),
+                                                          BlockBroadcast)
                         else DeviceProduct(op))
         self.replication = getattr(op, "replication", None)
 

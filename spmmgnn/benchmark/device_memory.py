@@ -7,10 +7,11 @@ from the partition alone, and whether it fits a device of a given size
   training dtype), built on first use: a block that adds into an output (the ghost block,
   an oblivious stage's block) is not built while it is empty; the transposed copies
   ``matmul_t`` builds, on a non-symmetric A; and the index tensor of the rows the halo plan
-  sends (int64);
+  sends (int64). Exact (tested) except prepost1d's M_recv and M_send, estimated from the
+  cover sizes as ``benchmark.memory`` does;
 * ``exchange``: the device tensors of one call at the widest width the SpMM runs: the rows
-  gathered to send and the rows received (sparse), or the largest stage block received
-  (oblivious), and the call's output;
+  gathered to send and the rows received (sparse; prepost1d also M_send X), or the largest
+  stage block received (oblivious), and the call's output;
 * ``training``: the dense part of a GCN's training (``nn.memory.dense_bytes``: features,
   activations, gradients, weights and Adam's moments), which ``train --device`` keeps there.
 
@@ -67,6 +68,14 @@ def device_blocks(algorithm: str, layout: Layout, P: int, c: int, itemsize: int,
     ghost, send = v.received.astype(np.int64), v.sent.astype(np.int64)
     own = np.where(mask[np.arange(P), i], N[i, i], 0)
     far = (N[i] * mask).sum(axis=1) - own
+    if algorithm == "prepost1d":  # M_recv, M_send estimated as the CPU memory model does
+        post, pre = far + ghost, send
+        total = (_csr(rows, own, itemsize) + _csr(rows, post, itemsize, post > 0)
+                 + _csr(send, pre, itemsize) + 8 * send)
+        if transposes:
+            total = total + (_csr(rows, own, itemsize) + _csr(ghost, post, itemsize)
+                             + _csr(rows, pre, itemsize, pre > 0))
+        return total
     total = _csr(rows, own, itemsize) + _csr(rows, far, itemsize, far > 0) + 8 * send
     if transposes:
         total = total + _csr(rows, own, itemsize) + _csr(ghost, far, itemsize)
@@ -83,7 +92,8 @@ def device_exchange(algorithm: str, layout: Layout, P: int, c: int, width: int,
         moved = (layout.sizes[None, :].astype(np.int64) * others).max(axis=1, initial=0)
     else:
         v = predict(algorithm, layout, P, c, 1, 1)
-        moved = v.received.astype(np.int64) + v.sent.astype(np.int64)
+        moved = v.received.astype(np.int64) + v.sent.astype(np.int64) * (
+            2 if algorithm == "prepost1d" else 1)
     return (moved + rows) * width * itemsize
 
 

@@ -61,7 +61,7 @@ def errors(grid, A) -> dict:
         "node_exchange": lambda: spmmgnn.DistSpMM.from_scipy(
             A if comm.rank == 0 else None, grid, exchange="node"),
         "refused_family": lambda: spmmgnn.DistSpMM.from_scipy(
-            A if comm.rank == 0 else None, grid, algorithm="prepost1d"),
+            A if comm.rank == 0 else None, grid, algorithm="featureparallel"),
         "scatter_numpy": lambda: op.scatter_rows(np.ones((A.shape[0], 2))
                                                  if comm.rank == 0 else None),
         "gather_numpy": lambda: op.gather_rows(np.ones((op.n_local, 2))),
@@ -84,7 +84,8 @@ def main() -> None:
     path = sys.argv[1]
     device = sys.argv[2] if len(sys.argv) > 2 else "cpu"
     results = []
-    grids = [(1, "sparse1d"), (1, "sparse15d"), (1, "oblivious1d"), (1, "oblivious15d")]
+    grids = [(1, "sparse1d"), (1, "sparse15d"), (1, "oblivious1d"), (1, "oblivious15d"),
+             (1, "prepost1d")]
     grids += [(2, "sparse15d"), (2, "oblivious15d")] if P % 2 == 0 else []
     for c, algo in grids:
         dev_grid = spmmgnn.ProcessGrid(comm, replication=c, device=device)
