@@ -80,29 +80,15 @@ class DeviceBlock:
         return out.addmm_(a, x)
 
 
-class DeviceProduct:
-    """A ``GhostProduct`` run on the device (see the module docstring)."""
+class DeviceRoute:
+    """One halo plan's exchange from and to the device: rows encoded (cast on the device,
+    or quantized on the host), staged (``staging.Staging``), posted and landed."""
 
-    def __init__(self, op: DistSpMM):
-        import torch
+    def __init__(self, plan, stats, device):
+        self.plan, self.stats, self.device = plan, stats, device
+        self.staging = Staging(device, stats, cuda_aware(plan.comm, device))
 
-        # a GhostProduct's blocks, or prepost1d's: M_recv multiplies what arrives, M_send
-        # makes the rows the plan sends (its X rows and pre-aggregated partial sums)
-        product = getattr(op, "product", None) or op
-        self.op, self.plan, self.stats = op, product.plan, op.stats
-        self.device = op.grid.device
-        self.diag = DeviceBlock(product.diag, self.device)
-        self.ghost = DeviceBlock(getattr(product, "ghost", None) or op.M_recv, self.device)
-        self.pre = DeviceBlock(op.M_send, self.device) if product is op else None
-        self.send_idx = torch.from_numpy(self.plan.send_idx).to(self.device)
-        self.codec, self.codec_backward = product.codec, product.codec_backward
-        self.staging = Staging(self.device, self.stats, cuda_aware(self.plan.comm,
-                                                                   self.device))
-
-    def device_blocks(self) -> list[DeviceBlock]:
-        return [self.diag, self.ghost] + ([self.pre] if self.pre is not None else [])
-
-    def _wire(self, codec, rows, dtype, key: int, name: str):
+    def wire(self, codec, rows, dtype, key: int, name: str):
         """(rows to post, param bytes): ``rows`` as they are or cast on the device, staged
         to the host (or, CUDA-aware, the device tensor itself), or (integer codecs) quantized
         on the host; NaN or Inf reaching a codec on any rank is one error on every rank."""
@@ -129,7 +115,7 @@ class DeviceProduct:
             return (self.staging.out(rows, name + "_host"),
                     0 if codec is None else codec.param_bytes)
 
-    def _arrived(self, codec, recv, dtype, f: int):
+    def arrived(self, codec, recv, dtype, f: int):
         """What landed in ``recv`` (a host buffer, or CUDA-aware a device tensor), on the
         device as ``dtype`` rows."""
         if codec is not None and not isinstance(codec, CastCodec):
@@ -145,19 +131,43 @@ class DeviceProduct:
         with self.stats.timing("seconds_codec"):
             return rows.reshape(-1).view(torch_dtype(codec)).reshape(-1, f).to(dtype)
 
-    def _post(self, send, rows: int, forward: bool, param_bytes: int):
+    def post(self, send, rows: int, forward: bool, param_bytes: int, name: str = ""):
         """Post the plan's Ialltoallv of ``send`` (host rows, or CUDA-aware a device tensor;
-        counted by ``Route.post``) once its copy or the work writing it has finished."""
-        recv = self.staging.recv("dev_recv" if forward else "dev_partial_recv", rows, send)
+        counted by ``Route.post``) once its copy or the work writing it has finished; ``name``
+        tells apart receive buffers in flight at once."""
+        recv = self.staging.recv(("dev_recv" if forward else "dev_partial_recv") + name, rows,
+                                 send)
         with self.stats.timing("seconds_exchange"):
             self.staging.ready(send)
         return self.plan.post(send, recv, forward, param_bytes), recv, time.perf_counter()
 
-    def _wait(self, request, posted: float) -> None:
+    def wait(self, request, posted: float) -> None:
         stats = self.stats
         stats.seconds_exchange_hidden += time.perf_counter() - posted
         with stats.timing("seconds_exchange"):
             request.Wait()
+
+class DeviceProduct:
+    """A ``GhostProduct`` run on the device (see the module docstring)."""
+
+    def __init__(self, op: DistSpMM):
+        import torch
+
+        # a GhostProduct's blocks, or prepost1d's: M_recv multiplies what arrives, M_send
+        # makes the rows the plan sends (its X rows and pre-aggregated partial sums)
+        product = getattr(op, "product", None) or op
+        self.op, self.plan, self.stats = op, product.plan, op.stats
+        self.device = op.grid.device
+        self.diag = DeviceBlock(product.diag, self.device)
+        self.ghost = DeviceBlock(getattr(product, "ghost", None) or op.M_recv, self.device)
+        self.pre = DeviceBlock(op.M_send, self.device) if product is op else None
+        self.send_idx = torch.from_numpy(self.plan.send_idx).to(self.device)
+        self.codec, self.codec_backward = product.codec, product.codec_backward
+        self.route = DeviceRoute(self.plan, self.stats, self.device)
+        self.staging = self.route.staging
+
+    def device_blocks(self) -> list[DeviceBlock]:
+        return [self.diag, self.ghost] + ([self.pre] if self.pre is not None else [])
 
     def _early(self, block: DeviceBlock, x, transposed: bool):
         """With asynchronous copies (CUDA, staged): queue ``block``'s product now, so it
@@ -177,13 +187,13 @@ class DeviceProduct:
                 src = self.pre.matmul(x)
         with stats.timing("seconds_exchange"):
             send = src.index_select(0, self.send_idx)
-        host, params = self._wire(self.codec, send, x.dtype, key, "dev_enc_send")
+        host, params = self.route.wire(self.codec, send, x.dtype, key, "dev_enc_send")
         out = self._early(self.diag, x, False)  # CUDA: runs while the rows are copied out
-        request, recv, posted = self._post(host, plan.n_ghost, True, params)
+        request, recv, posted = self.route.post(host, plan.n_ghost, True, params)
         with stats.timing("seconds_multiply"):
             out = self.diag.matmul(x) if out is None else out
-        self._wait(request, posted)
-        ghost_x = self._arrived(self.codec, recv, x.dtype, x.shape[1])
+        self.route.wait(request, posted)
+        ghost_x = self.route.arrived(self.codec, recv, x.dtype, x.shape[1])
         with stats.timing("seconds_multiply"):
             return self.ghost.matmul(ghost_x, out=out)
 
@@ -192,14 +202,14 @@ class DeviceProduct:
         stats, plan = self.stats, self.plan
         with stats.timing("seconds_multiply"):
             partial = self.ghost.matmul(y, transposed=True)
-        host, params = self._wire(self.codec_backward, partial, y.dtype, key,
+        host, params = self.route.wire(self.codec_backward, partial, y.dtype, key,
                                   "dev_enc_partial")
         out = self._early(self.diag, y, True)
-        request, recv, posted = self._post(host, plan.n_send, False, params)
+        request, recv, posted = self.route.post(host, plan.n_send, False, params)
         with stats.timing("seconds_multiply"):
             out = self.diag.matmul(y, transposed=True) if out is None else out
-        self._wait(request, posted)
-        back = self._arrived(self.codec_backward, recv, y.dtype, y.shape[1])
+        self.route.wait(request, posted)
+        back = self.route.arrived(self.codec_backward, recv, y.dtype, y.shape[1])
         if self.pre is None:
             with stats.timing("seconds_exchange"):
                 return out.index_add_(0, self.send_idx, back)
