@@ -161,8 +161,11 @@ class DeviceProduct:
         self.diag = DeviceBlock(product.diag, self.device)
         self.ghost = DeviceBlock(getattr(product, "ghost", None) or op.M_recv, self.device)
         self.pre = DeviceBlock(op.M_send, self.device) if product is op else None
-        self.send_idx = torch.from_numpy(self.plan.send_idx).to(self.device)
         self.codec, self.codec_backward = product.codec, product.codec_backward
+        # the node-aware (and auto) exchange: its plan's own verbs on host copies
+        self.via_host = self.plan.exchange != "flat"
+        self.send_idx = (None if self.via_host else
+                         torch.from_numpy(self.plan.send_idx).to(self.device))
         self.route = DeviceRoute(self.plan, self.stats, self.device)
         self.staging = self.route.staging
 
@@ -185,6 +188,8 @@ class DeviceProduct:
         if self.pre is not None:  # prepost1d: the send buffer's rows, S = M_send x
             with stats.timing("seconds_multiply"):
                 src = self.pre.matmul(x)
+        if self.via_host:
+            return self._matmul_via_host(x, src, key)
         with stats.timing("seconds_exchange"):
             send = src.index_select(0, self.send_idx)
         host, params = self.route.wire(self.codec, send, x.dtype, key, "dev_enc_send")
@@ -197,11 +202,52 @@ class DeviceProduct:
         with stats.timing("seconds_multiply"):
             return self.ghost.matmul(ghost_x, out=out)
 
+    def _matmul_via_host(self, x, src, key: int):
+        """A x with a plan that is not the flat one (node-aware, auto): all of ``src`` (x,
+        or prepost1d's M_send x) is staged to the host, the plan's ``start_bcast`` runs
+        there as on the numpy path (codecs included), the ghost rows come back."""
+        stats, plan, f = self.stats, self.plan, x.shape[1]
+        with stats.timing("seconds_exchange"):
+            host = to_host(src, stats)
+        ghost = self.staging.host_buffer("dev_ghost", (plan.n_ghost, f), host.dtype)
+        pending = plan.start_bcast(host, ghost, key)
+        with stats.timing("seconds_multiply"):
+            out = self.diag.matmul(x)
+        pending.finish()
+        with stats.timing("seconds_exchange"):
+            ghost_x = to_device(ghost, self.device, stats)
+        with stats.timing("seconds_multiply"):
+            return self.ghost.matmul(ghost_x, out=out)
+
+    def _matmul_t_via_host(self, y, partial, key: int):
+        """A^T y with a plan that is not the flat one: the ghost rows' partial sums staged
+        to the host, the plan's ``start_reduce`` adds what peers send into a host copy of
+        the send side's rows, which comes back and is added (prepost1d: through M_send^T)."""
+        stats, plan, f = self.stats, self.plan, y.shape[1]
+        with stats.timing("seconds_exchange"):
+            host = to_host(partial, stats)
+        rows = self.pre.block.shape[0] if self.pre is not None else self.op.n_local_in
+        acc = self.staging.host_buffer("dev_acc", (rows, f), host.dtype)
+        acc[...] = 0
+        pending = plan.start_reduce(host, acc, key)
+        with stats.timing("seconds_multiply"):
+            out = self.diag.matmul(y, transposed=True)
+        pending.finish()
+        with stats.timing("seconds_exchange"):
+            back = to_device(acc, self.device, stats)
+        if self.pre is None:
+            with stats.timing("seconds_exchange"):
+                return out.add_(back)
+        with stats.timing("seconds_multiply"):
+            return self.pre.matmul(back, transposed=True, out=out)
+
     def matmul_t(self, y, key: int):
         """out = A^T y on the device."""
         stats, plan = self.stats, self.plan
         with stats.timing("seconds_multiply"):
             partial = self.ghost.matmul(y, transposed=True)
+        if self.via_host:
+            return self._matmul_t_via_host(y, partial, key)
         host, params = self.route.wire(self.codec_backward, partial, y.dtype, key,
                                   "dev_enc_partial")
         out = self._early(self.diag, y, True)

@@ -24,7 +24,8 @@ Host <-> device copies are counted as the ``device_host`` tier (``spmmgnn.device
 cast codecs (float32, float16, bfloat16) encode and decode on the device with torch's
 round-to-nearest-even casts, so the wire bytes equal the CPU codec's; the integer codecs
 quantize on the host with the CPU codec itself (the rows leave the device unpacked). The
-node-aware exchange is refused on a device grid when the operator is built.
+node-aware exchange (``exchange="node"`` / ``"auto"``) runs its plan's own verbs on host
+copies: all of the rows it may send go to the host, the ghost rows come back.
 """
 
 from __future__ import annotations
@@ -59,9 +60,6 @@ def construction_error(op: DistSpMM) -> str | None:
         return (f"{op.name} does not run on a device grid (device={op.grid.device}); the "
                 f"algorithms that do: {', '.join(device_families())} (or build the grid with "
                 "device=None for the numpy path)")
-    if op.exchange != "flat":
-        return (f"exchange={op.exchange!r} does not run on a device grid yet; use "
-                "exchange='flat'")
     return None
 
 
