@@ -16,6 +16,7 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import torch
 
 from spmmgnn.benchmark.volumes import Layout, delayed_volumes, sparse_volumes
 
@@ -74,6 +75,14 @@ def test_delayed_views_on_a_device_grid(P, tmp_path):
             for key in ("z", "t"):
                 np.testing.assert_allclose(np.array(dev[key]), np.array(ref[key]),
                                            atol=1e-12, err_msg=f"{codec} {mode} {key}")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_delayed_views_on_cuda(tmp_path):
+    """The same calls on CUDA: P = 2 ranks sharing one GPU, pinned staging and the copy
+    stream (skipped without a GPU)."""
+    _check_views(run_mpi_json(2, "delayed_cases.py", tmp_path, "cuda"), 2)
 
 
 def _check_views(res: dict, P: int) -> None:
