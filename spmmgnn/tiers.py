@@ -17,7 +17,8 @@ price with these.
 A rank on a GPU (``ProcessGrid(device=...)``) adds a third leg: its exchange rows are copied
 device -> host before MPI and host -> device after (the ``device_host`` bytes of
 ``comm_stats()``). ``DEVICE_LINKS`` prices that leg, one alpha-beta pair per link, and
-``device_host_seconds`` applies it; the cost model does not add it to its projections yet.
+``device_host_seconds`` applies it; ``spmmgnn model --device-link NAME`` adds it to the
+projections of the algorithms that run on a device grid (``benchmark.device_volumes``).
 """
 
 from __future__ import annotations
@@ -105,6 +106,14 @@ DEVICE_LINKS = {
                                               "a direction (NVIDIA GH200 datasheet); ~5 us a "
                                               "copy (nominal)"),
 }
+
+
+# The local product on a GPU, in non-zeros x columns per second: torch.sparse.mm (cuSPARSE
+# CSR x dense) of a 1M-vertex, 16M-non-zero CSBM graph at f = 128 took 2.6 ms on one NVIDIA
+# H200 (issue 44's measurement): 16e6 x 128 / 2.6e-3 = 7.9e11. ``spmmgnn model
+# --device-rate`` replaces it.
+DEVICE_RATE = (7.9e11, "torch.sparse.mm on one NVIDIA H200, 16M non-zeros x 128 columns in "
+                       "2.6 ms (issue 44)")
 
 
 def device_link(name: str) -> DeviceLink:

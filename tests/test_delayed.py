@@ -16,6 +16,7 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import torch
 
 from spmmgnn.benchmark.volumes import Layout, delayed_volumes, sparse_volumes
 
@@ -53,7 +54,39 @@ def _check_bins(bins: list[dict], offsets: list[int], r: int) -> None:
 
 @pytest.mark.parametrize("P", [2, 3, 4])
 def test_delayed_views_match_the_hand_split_and_the_model(P, tmp_path):
-    res = run_mpi_json(P, "delayed_cases.py", tmp_path)
+    _check_views(run_mpi_json(P, "delayed_cases.py", tmp_path), P)
+
+
+@pytest.mark.parametrize("P", [2, pytest.param(3, marks=pytest.mark.slow)])
+def test_delayed_views_on_a_device_grid(P, tmp_path):
+    """cd-r and 0c on a device="cpu" grid (torch tensors, the exchanges staged): the hand
+    split and the byte model as on the numpy path, and with a cast and an integer codec the
+    numpy path's products and bytes, call by call."""
+    _check_views(run_mpi_json(P, "delayed_cases.py", tmp_path, "cpu"), P)
+    for codec in ("bfloat16", "int8"):
+        got = {}
+        for device in ("cpu", "none"):
+            where = tmp_path / f"{device}-{codec}"
+            where.mkdir()
+            got[device] = run_mpi_json(P, "delayed_cases.py", where, device, codec)["modes"]
+        for mode, ref in got["none"].items():
+            dev = got["cpu"][mode]
+            assert dev["sent"] == ref["sent"] and dev["sent_t"] == ref["sent_t"], mode
+            for key in ("z", "t"):
+                np.testing.assert_allclose(np.array(dev[key]), np.array(ref[key]),
+                                           atol=1e-12, err_msg=f"{codec} {mode} {key}")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_delayed_views_on_cuda(tmp_path):
+    """The same calls on CUDA: P = 2 ranks sharing one GPU, pinned staging and the copy
+    stream (skipped without a GPU)."""
+    _check_views(run_mpi_json(2, "delayed_cases.py", tmp_path, "cuda"), 2)
+
+
+def _check_views(res: dict, P: int) -> None:
+    """The worker's calls against the hand split of A (own, remote, bins) and the model."""
     A = np.array(res["A"])
     own, remote, owner = split(A, res["offsets"])
     assert np.count_nonzero(remote) > 0 and np.count_nonzero(own) > 0

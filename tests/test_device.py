@@ -14,13 +14,14 @@ from spmmgnn import DistSpMM, ProcessGrid, SpmmgnnError
 from spmmgnn.device import device_error
 
 TOL = {"float32": 1e-5, "float64": 1e-12}
-FAMILIES = ("oblivious1d", "oblivious15d", "sparse1d", "sparse15d")  # run on a device grid
+FAMILIES = ("oblivious1d", "oblivious15d", "prepost1d", "sparse1d", "sparse15d")  # on a device
 HAS_CUDA = torch.cuda.is_available()
 
 
 def check_cases(got: dict, P: int) -> None:
     rows = got["cases"]
     assert rows and {r["algorithm"] for r in rows} == set(FAMILIES)
+    assert {r["exchange"] for r in rows} == {"flat", "node", "auto"}
     assert any(r["codec"] for r in rows) and any(r["c"] == 2 for r in rows) == (P % 2 == 0)
     for r in rows:
         label = f"{r['algorithm']} c={r['c']} {r['case']} {r['codec']} {r['dtype']} f={r['f']}"
@@ -32,10 +33,12 @@ def check_cases(got: dict, P: int) -> None:
         assert r["same_bytes"], label
         for st in r["ranks"]:
             assert st["numpy_device_host"] == 0, label
+            if r["exchange"] != "flat":  # the plan's verbs on host copies: numbers only
+                continue
             if r["codec"] in ("int8", "int2"):  # quantized on the host: full rows staged
                 full = st["staged_rows"] * r["f"] * r["itemsize"] + st["allreduce_bytes"]
                 assert st["device_host_sent"] == st["device_host_received"] == full, label
-            elif r["algorithm"].startswith("sparse"):  # each row sent staged once, each received
+            elif not r["algorithm"].startswith("oblivious"):  # each row sent staged once, in
                 assert st["device_host_sent"] == st["bytes_sent"] + st["allreduce_bytes"]
                 assert st["device_host_received"] == (st["bytes_received"]
                                                       + st["allreduce_bytes"]), label
@@ -58,8 +61,8 @@ def check_errors(got: dict, P: int) -> None:
         assert first is not None and first[1], (name, first)  # refused, collectively
         assert all(r[name] == first for r in per_rank), name  # the same message on all
     words = dict(numpy_everywhere="pass a torch tensor on", numpy_on_rank_1="got a ndarray",
-                 meta_on_last="meta tensor", nan_on_rank_0="NaN", node_exchange="exchange='node'",
-                 refused_family="oblivious15d, oblivious1d, sparse15d, sparse1d",
+                 meta_on_last="meta tensor", nan_on_rank_0="NaN",
+                 refused_family="oblivious15d, oblivious1d, prepost1d, sparse15d, sparse1d",
                  scatter_numpy="scatter_rows",
                  gather_numpy="gather_rows", dot_numpy="dot:")
     for name, word in words.items():
@@ -149,9 +152,11 @@ def test_device_cpu_vector_linalg_and_stats(dtype):
     assert op.probe_symmetry() is False
     sym = DistSpMM.from_scipy(A + A.T, grid)
     assert sym.probe_symmetry() is True
-    with pytest.raises(SpmmgnnError, match="delayed remote aggregates do not run"):
-        from spmmgnn.algorithms.delayed import DelayedRemote
-        DelayedRemote(op, staleness=1)
+    from spmmgnn.algorithms.delayed import DelayedRemote
+
+    view = DelayedRemote(op, staleness=2).views(1)[0]  # P = 1: no ghost rows, exact
+    got = view.matmul(x)
+    assert got.dtype == dtype and np.allclose(got.numpy(), A @ X, rtol=tol, atol=tol)
 
 
 def test_runs_on_device_flag_says_what_builds():
@@ -212,8 +217,8 @@ def test_spmm_command_on_a_device_grid(tmp_path):
     rows = json.loads(out.read_text())
     assert [r["device"] for r in rows] == ["cpu", "cpu"]
     assert all(r["max_rel_error"] <= 1e-5 and r["max_bytes_sent_per_spmm"] > 0 for r in rows)
-    one_line_error(run_cli(2, "spmm", "--scale", "8", "--algorithm", "prepost1d",
-                           "--device", "cpu"), "does not run on a device grid", "sparse1d")
+    one_line_error(run_cli(2, "spmm", "--scale", "8", "--algorithm", "featureparallel",
+                           "--device", "cpu"), "does not run on a device grid", "prepost1d")
 
 
 def test_device_link_presets_price_the_staged_bytes():
@@ -285,3 +290,198 @@ def test_device_cpu_rectangular(algorithm, validate):
     assert square.probe_symmetry() is True
     got = square.matmul_t(square.scatter_rows(y))  # its transposes freed: built again
     assert np.allclose(got.numpy(), (A[:, :17] + A[:, :17].T) @ y.numpy())
+
+
+def device_leg_runs(got: dict) -> set:
+    """Every run of ``device_volumes.py`` against the model, rank by rank: the device_host
+    bytes ``comm_stats()`` counted equal ``benchmark.device_volumes``'s, both ways, forward
+    and transpose; returns the (algorithm, c, codec) seen."""
+    from spmmgnn.benchmark.device_memory import device_blocks
+    from spmmgnn.benchmark.device_volumes import device_host_volumes
+    from spmmgnn.benchmark.volumes import Layout, predict
+
+    P, seen = got["P"], set()
+    for run in got["runs"]:
+        case = got["cases"][run["case"]]
+        n = case["n"]
+        A = sp.csr_array((np.ones(len(case["rows"])), (case["rows"], case["cols"])),
+                         shape=(n, n))
+        layout = Layout.build(A, case["parts"], P // run["c"])
+        args = (run["algorithm"], layout)
+        vol = predict(*args, P, run["c"], run["f"], run["itemsize"], run["codec"])
+        leg = device_host_volumes(*args, vol, P, run["c"], run["f"], run["itemsize"],
+                                  run["codec"])
+        for key in ("to_host", "to_device", "to_host_t", "to_device_t"):
+            measured = [r[key] for r in run["ranks"]]
+            assert getattr(leg, key).tolist() == measured, (run["case"], run["algorithm"],
+                                                            run["c"], run["codec"], key)
+        for key, transposes in (("blocks", False), ("blocks_t", True)):  # device memory
+            if run["algorithm"] == "prepost1d":  # M_recv, M_send: estimated
+                continue
+            held = device_blocks(*args, P, run["c"], run["itemsize"], transposes)
+            assert held.tolist() == [r[key] for r in run["ranks"]], (
+                run["case"], run["algorithm"], run["c"], key)
+        seen.add((run["algorithm"], run["c"], run["codec"]))
+    return seen
+
+
+@pytest.mark.parametrize("P", [2, pytest.param(3, marks=pytest.mark.slow)])
+def test_model_device_host_bytes_equal_comm_stats(P, mpi_json):
+    """``spmmgnn model --device-link``'s host <-> device bytes are exact: on a device="cpu"
+    grid, per rank, what ``comm_stats()`` counts as the device_host tier (uneven and empty
+    blocks, hub rows, codecs, c = 1 and c = P); and ``--device-memory``'s blocks are the
+    bytes of the operator's device tensors after a matmul and after a matmul_t."""
+    from spmmgnn.algorithms.base import device_families
+
+    seen = device_leg_runs(mpi_json(P, "device_volumes.py", "cpu"))
+    assert {a for a, _, _ in seen} == set(device_families())
+    assert ("sparse15d", P, None) in seen and ("oblivious15d", P, None) in seen
+    assert ("sparse1d", 1, "int8") in seen and ("sparse1d", 1, "bfloat16") in seen
+
+
+def test_model_projects_gpus_with_the_device_leg(tmp_path, capsys):
+    """``spmmgnn model --device-link``: next to the CPU rows, the device families on GPUs
+    with their host <-> device bytes and seconds (a faster link costs less); the other
+    algorithms are not projected there; --device-rate needs a link."""
+    import json
+
+    from spmmgnn.cli import main
+
+    rows = {}
+    for link in ("pcie4", "nvlink-c2c"):
+        out = tmp_path / f"{link}.json"
+        assert main(["model", "random:n=400,avg_degree=8", "--P", "1", "4", "--c", "1", "2",
+                     "--alpha", "1e-6", "--beta", "1e-10", "--rate", "1e9", "--device-link",
+                     link, "--json", str(out)]) == 0
+        got = json.loads(out.read_text())
+        assert got["device_link"] == link and got["device_rate"] == 7.9e11
+        rows[link] = {(r["P"], r["c"], r["algorithm"]): r for r in got["predictions"]
+                      if r.get("device_link") == link}
+        assert {a for _, _, a in rows[link]} == set(FAMILIES)
+        cpu = [r for r in got["predictions"] if "device_link" not in r]
+        assert {r["algorithm"] for r in cpu} > set(FAMILIES)
+        for (P, _, _), r in rows[link].items():
+            assert (r["max_device_host_bytes"] > 0) == (P > 1), r
+            assert r["seconds"] >= r["local"] + r["device_host"]
+    for key, slow in rows["pcie4"].items():
+        fast = rows["nvlink-c2c"][key]
+        assert fast["max_device_host_bytes"] == slow["max_device_host_bytes"]
+        assert fast["device_host"] <= slow["device_host"]
+        assert fast["device_host"] < slow["device_host"] or key[0] == 1
+    capsys.readouterr()
+    assert main(["model", "random:n=50", "--alpha", "1e-6", "--beta", "1e-10", "--device-rate",
+                 "1e12"]) == 2
+    assert "--device-rate is the local rate of --device-link" in capsys.readouterr().err
+
+
+def test_model_memory_says_what_fits_a_device(tmp_path, capsys):
+    """``spmmgnn model --memory --device-memory GiB``: per (P, c, algorithm) that runs on a
+    device grid, the largest rank's device bytes by part and whether every rank fits; a
+    device too small for P = 1 fits at P = 4, and the verdict names the ranks that do not
+    fit and what they need. --device-memory without --memory, or with a codec, is refused."""
+    import json
+
+    from spmmgnn.benchmark.device_memory import GIB
+    from spmmgnn.cli import main
+
+    out = tmp_path / "memory.json"
+    gib = 0.03
+    assert main(["model", "csbm:n=20000", "--memory", "--P", "1", "4", "--c", "1", "-f",
+                 "128", "--device-memory", str(gib), "--algorithm", "sparse1d",
+                 "oblivious1d", "featureparallel", "--json", str(out)]) == 0
+    got = json.loads(out.read_text())
+    rows = {(r["P"], r["algorithm"]): r for r in got["device"]}
+    assert set(rows) == {(P, a) for P in (1, 4) for a in ("sparse1d", "oblivious1d")}
+    for (P, _), r in rows.items():
+        parts = r["device_blocks"] + r["device_exchange"] + r["device_training"]
+        assert r["device_total"] == parts and r["device_blocks"] > 0
+        assert r["fits"] == (P == 4) == (r["device_total"] <= gib * GIB), r
+        if not r["fits"]:
+            assert r["verdict"].startswith("does not fit on rank(s) 0: rank 0 needs")
+    assert "does not fit on rank(s) 0" in capsys.readouterr().out
+    assert main(["model", "random:n=50,avg_degree=4", "--P", "2", "--device-memory",
+                 "1", "--alpha", "1e-6", "--beta", "1e-9"]) == 2
+    assert "--device-memory says what fits a GPU" in capsys.readouterr().err
+    assert main(["model", "random:n=50,avg_degree=4", "--memory", "--P", "2", "--codec",
+                 "int8", "--device-memory", "1"]) == 2
+    assert "drop --codec" in capsys.readouterr().err
+
+
+def test_cuda_aware_setting(monkeypatch):
+    """``SPMMGNN_CUDA_AWARE_MPI``: auto asks the MPI library (this CI's MPICH has no CUDA:
+    off) and is off off CUDA; 1 passes tensors directly, also a CPU grid's; 0 stages; any
+    other value is one clear error. The library's answer is a bool where it can tell."""
+    from mpi4py import MPI
+
+    from spmmgnn.staging import SETTING, cuda_aware, mpi_cuda_support
+
+    cpu = torch.device("cpu")
+    assert mpi_cuda_support() in (True, False, None)
+    for value, want in (("auto", False), ("", False), ("0", False), ("1", True)):
+        monkeypatch.setenv(SETTING, value)
+        assert cuda_aware(MPI.COMM_WORLD, cpu) is want, value
+        assert cuda_aware(MPI.COMM_WORLD, None) is False
+    monkeypatch.setenv(SETTING, "yes")
+    with pytest.raises(SpmmgnnError, match="use auto, 0 or 1"):
+        cuda_aware(MPI.COMM_WORLD, cpu)
+
+
+def test_device_cpu_direct_mpi_equals_staged(tmp_path):
+    """``SPMMGNN_CUDA_AWARE_MPI=1`` on a device="cpu" grid runs the CUDA-aware path (MPI
+    reads and writes the tensors themselves): the same products and rank-to-rank bytes as
+    staged, and the halo exchanges and broadcasts stage nothing (the 1.5D all-reduce, the
+    integer codecs, the oblivious transposes' reduce and the node-aware exchange still
+    do)."""
+    from .mpi import run_mpi_json
+
+    got = run_mpi_json(2, "device_cases.py", tmp_path, "cpu",
+                       env={"SPMMGNN_CUDA_AWARE_MPI": "1"})
+    check_errors(got, 2)
+    for r in got["cases"]:
+        label = f"{r['algorithm']} c={r['c']} {r['case']} {r['codec']} {r['dtype']} f={r['f']}"
+        tol = TOL[r["dtype"]]
+        assert r["err_np"] <= tol and r["err_np_t"] <= tol and r["same_bytes"], label
+        for st in r["ranks"]:
+            full = st["staged_rows"] * r["f"] * r["itemsize"] + st["allreduce_bytes"]
+            if r["exchange"] != "flat":  # the node-aware plan runs on host copies
+                continue
+            if r["codec"] in ("int8", "int2"):
+                assert st["device_host_sent"] == st["device_host_received"] == full, label
+            elif not r["algorithm"].startswith("oblivious"):
+                assert st["device_host_sent"] == st["allreduce_bytes"], label
+                assert st["device_host_received"] == st["allreduce_bytes"], label
+            else:  # the broadcasts go direct: only the transposes' reduce is staged
+                assert st["device_host_received"] <= st["allreduce_bytes"] + st[
+                    "bytes_received"], label
+
+
+@pytest.mark.parametrize("kind", ["cpu", pytest.param("cuda", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")])])
+def test_staging_round_trip(kind):
+    """``Staging``: rows out to a host buffer (pinned on CUDA, allocated once per name and
+    reused while large enough) and back onto the device, equal and counted as the
+    device_host tier; on the CPU the tensor's own memory, no copy."""
+    from spmmgnn.staging import Staging
+    from spmmgnn.stats import CommStats
+
+    device, stats = torch.device(kind), CommStats()
+    st = Staging(device, stats, direct=False)
+    t = torch.randn(5, 3, dtype=torch.float64, device=device)
+    host = st.out(t, "rows")
+    st.ready(host)
+    assert isinstance(host, np.ndarray) and np.array_equal(host, t.cpu().numpy())
+    assert stats.bytes_device_to_host == 120
+    recv = st.recv("in", 4, host)
+    recv[...] = host[:4]
+    back = st.arrived(recv)
+    assert back.device == device and torch.equal(back, t[:4])
+    assert stats.bytes_host_to_device == 96
+    if kind == "cuda":
+        first = st.pinned["rows"]
+        assert first.is_pinned() and st.pinned["in"].is_pinned()
+        st.ready(st.out(t[:2], "rows"))
+        assert st.pinned["rows"] is first  # reused, not allocated again
+    else:
+        assert np.shares_memory(host, t.numpy())
+    direct = Staging(device, CommStats(), direct=True)
+    assert direct.out(t, "rows") is t and direct.recv("in", 2, t).device == device

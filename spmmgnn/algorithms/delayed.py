@@ -20,7 +20,8 @@ The backward (``matmul_t``) follows ``backward``:
   remote contributions of step t - r.
 
 The choice and the measured accuracies behind it are in ``bench/results/delayed.md``.
-These change the model's mathematics; evaluation uses the exact operator.
+These change the model's mathematics; evaluation uses the exact operator. On a device grid
+the views run the same calls on torch tensors (``delayed_device.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ..errors import SpmmgnnError
 from ..halo import Exchange
 from ..hashing import hash_ids
 from .base import DistSpMM
+from .delayed_device import DeviceDelayed
 
 BACKWARDS = ("local", "delayed")
 
@@ -70,9 +72,6 @@ class DelayedRemote:
         if op.name != "sparse1d":
             raise SpmmgnnError(f"delayed remote aggregates need algorithm sparse1d, got "
                                f"{op.name}")
-        if op.device is not None:
-            raise SpmmgnnError(f"delayed remote aggregates do not run on a device grid "
-                               f"(device={op.device}) yet; build the grid with device=None")
         if staleness < 0:
             raise SpmmgnnError(f"staleness must be >= 0, got {staleness}")
         if backward not in BACKWARDS:
@@ -80,6 +79,8 @@ class DelayedRemote:
         self.op, self.staleness, self.drop = op, int(staleness), bool(drop)
         self.backward = backward
         self.bins = GhostBins(op, self.staleness, seed) if self.staleness and not drop else None
+        # a device grid: the same calls on torch tensors (delayed_device.py)
+        self.device = DeviceDelayed(self) if op.device is not None else None
         self._views: list[DelayedView] = []
 
     def remote_share(self) -> float:
@@ -159,6 +160,9 @@ class DelayedView:
         op = self._op
         if self._exact():
             return op.matmul(X_local, stream)
+        if self._owner.device is not None:
+            return self._owner.device.matmul(X_local, stream, lambda: self._bin(0),
+                                             self._pending[0], self._stale)
         x = op.check_local(X_local, "matmul", op.n_local_in)
         out = np.empty((op.n_local, x.shape[1]), dtype=x.dtype)
         op.stats.calls_matmul += 1
@@ -192,6 +196,9 @@ class DelayedView:
         op = self._op
         if self._exact():
             return op.matmul_t(Y_local, stream)
+        if self._owner.device is not None:
+            return self._owner.device.matmul_t(Y_local, stream, lambda: self._bin(1),
+                                               self._pending[1])
         y = op.check_local(Y_local, "matmul_t", op.n_local)
         out = np.empty((op.n_local_in, y.shape[1]), dtype=y.dtype)
         op.stats.calls_matmul_t += 1

@@ -1,9 +1,10 @@
 """The local work of the device path (``on_device``): an operator's blocks as torch sparse
 CSR on the grid's device, and the two product loops run there with torch: ``DeviceProduct``
 (the sparse algorithms' owned/ghost product with its halo exchange staged through host
-buffers) and ``DeviceBroadcast`` (the oblivious stage loop, each stage's block row staged
-through the host for its broadcast). Bytes are counted by the same code as the CPU path
-(``Route.post``, ``count_stage``); the host <-> device copies as the ``device_host`` tier.
+buffers; for prepost1d the ghost block is M_recv and the rows sent are M_send X) and
+``DeviceBroadcast`` (the oblivious stage loop, each stage's block row staged through the
+host for its broadcast). Bytes are counted by the same code as the CPU path (``Route.post``,
+``count_stage``); the host <-> device copies as the ``device_host`` tier.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ..buffers import BufferPool
 from ..codecs import CastCodec
 from ..convert import mpi_float_type
 from ..device import to_device, to_host
 from ..errors import agree
 from ..halo import NO_INDEX, encode_rows
+from ..staging import Staging, cuda_aware
 from .base import DistSpMM
 from .block_broadcast import count_stage
 
@@ -79,27 +80,18 @@ class DeviceBlock:
         return out.addmm_(a, x)
 
 
-class DeviceProduct:
-    """A ``GhostProduct`` run on the device (see the module docstring)."""
+class DeviceRoute:
+    """One halo plan's exchange from and to the device: rows encoded (cast on the device,
+    or quantized on the host), staged (``staging.Staging``), posted and landed."""
 
-    def __init__(self, op: DistSpMM):
-        import torch
+    def __init__(self, plan, stats, device):
+        self.plan, self.stats, self.device = plan, stats, device
+        self.staging = Staging(device, stats, cuda_aware(plan.comm, device))
 
-        product = op.product
-        self.op, self.plan, self.stats = op, product.plan, op.stats
-        self.device = op.grid.device
-        self.diag = DeviceBlock(product.diag, self.device)
-        self.ghost = DeviceBlock(product.ghost, self.device)
-        self.send_idx = torch.from_numpy(self.plan.send_idx).to(self.device)
-        self.codec, self.codec_backward = product.codec, product.codec_backward
-
-    def device_blocks(self) -> list[DeviceBlock]:
-        return [self.diag, self.ghost]
-
-    def _wire(self, codec, rows, dtype, key: int, name: str):
-        """(host rows to post, param bytes): ``rows`` as they are, cast on the device, or
-        (integer codecs) quantized on the host; NaN or Inf reaching a codec on any rank is
-        one error on every rank."""
+    def wire(self, codec, rows, dtype, key: int, name: str):
+        """(rows to post, param bytes): ``rows`` as they are or cast on the device, staged
+        to the host (or, CUDA-aware, the device tensor itself), or (integer codecs) quantized
+        on the host; NaN or Inf reaching a codec on any rank is one error on every rank."""
         import torch
 
         if codec is not None and not isinstance(codec, CastCodec):
@@ -120,10 +112,12 @@ class DeviceProduct:
             rows = cast.reshape(-1).view(torch.uint8).reshape(
                 cast.shape[0], codec.row_bytes(cast.shape[1]))
         with self.stats.timing("seconds_exchange"):
-            return to_host(rows, self.stats), 0 if codec is None else codec.param_bytes
+            return (self.staging.out(rows, name + "_host"),
+                    0 if codec is None else codec.param_bytes)
 
-    def _arrived(self, codec, recv: np.ndarray, dtype, f: int):
-        """What landed in the host buffer ``recv``, on the device as ``dtype`` rows."""
+    def arrived(self, codec, recv, dtype, f: int):
+        """What landed in ``recv`` (a host buffer, or CUDA-aware a device tensor), on the
+        device as ``dtype`` rows."""
         if codec is not None and not isinstance(codec, CastCodec):
             rows = self.plan.buffer("dev_decoded", recv.shape[0], f, numpy_dtype(dtype))
             with self.stats.timing("seconds_codec"):
@@ -131,65 +125,161 @@ class DeviceProduct:
             with self.stats.timing("seconds_exchange"):
                 return to_device(rows, self.device, self.stats)
         with self.stats.timing("seconds_exchange"):
-            rows = to_device(recv, self.device, self.stats)
+            rows = self.staging.arrived(recv)
         if rows.dtype == dtype:
             return rows
         with self.stats.timing("seconds_codec"):
             return rows.reshape(-1).view(torch_dtype(codec)).reshape(-1, f).to(dtype)
 
-    def _post(self, host: np.ndarray, rows: int, forward: bool, param_bytes: int):
-        """Post the plan's Ialltoallv of ``host`` (counted by ``Route.post``)."""
-        plan = self.plan
-        recv = plan.buffer("dev_recv" if forward else "dev_partial_recv", rows,
-                           host.shape[1], host.dtype)
-        return plan.post(host, recv, forward, param_bytes), recv, time.perf_counter()
+    def post(self, send, rows: int, forward: bool, param_bytes: int, name: str = ""):
+        """Post the plan's Ialltoallv of ``send`` (host rows, or CUDA-aware a device tensor;
+        counted by ``Route.post``) once its copy or the work writing it has finished; ``name``
+        tells apart receive buffers in flight at once."""
+        recv = self.staging.recv(("dev_recv" if forward else "dev_partial_recv") + name, rows,
+                                 send)
+        with self.stats.timing("seconds_exchange"):
+            self.staging.ready(send)
+        return self.plan.post(send, recv, forward, param_bytes), recv, time.perf_counter()
 
-    def _wait(self, request, posted: float) -> None:
+    def wait(self, request, posted: float) -> None:
         stats = self.stats
         stats.seconds_exchange_hidden += time.perf_counter() - posted
         with stats.timing("seconds_exchange"):
             request.Wait()
 
+class DeviceProduct:
+    """A ``GhostProduct`` run on the device (see the module docstring)."""
+
+    def __init__(self, op: DistSpMM):
+        import torch
+
+        # a GhostProduct's blocks, or prepost1d's: M_recv multiplies what arrives, M_send
+        # makes the rows the plan sends (its X rows and pre-aggregated partial sums)
+        product = getattr(op, "product", None) or op
+        self.op, self.plan, self.stats = op, product.plan, op.stats
+        self.device = op.grid.device
+        self.diag = DeviceBlock(product.diag, self.device)
+        self.ghost = DeviceBlock(getattr(product, "ghost", None) or op.M_recv, self.device)
+        self.pre = DeviceBlock(op.M_send, self.device) if product is op else None
+        self.codec, self.codec_backward = product.codec, product.codec_backward
+        # the node-aware (and auto) exchange: its plan's own verbs on host copies
+        self.via_host = self.plan.exchange != "flat"
+        self.send_idx = (None if self.via_host else
+                         torch.from_numpy(self.plan.send_idx).to(self.device))
+        self.route = DeviceRoute(self.plan, self.stats, self.device)
+        self.staging = self.route.staging
+
+    def device_blocks(self) -> list[DeviceBlock]:
+        return [self.diag, self.ghost] + ([self.pre] if self.pre is not None else [])
+
+    def _early(self, block: DeviceBlock, x, transposed: bool):
+        """With asynchronous copies (CUDA, staged): queue ``block``'s product now, so it
+        runs while the rows are copied to the host and travel; else None (it runs after the
+        exchange is posted, as on the CPU path)."""
+        if not self.staging.asynchronous:
+            return None
+        with self.stats.timing("seconds_multiply"):
+            return block.matmul(x, transposed=transposed)
+
     def matmul(self, x, key: int):
         """out = A x on the device (``key``: the integer codecs' rounding)."""
         stats, plan = self.stats, self.plan
+        src = x
+        if self.pre is not None:  # prepost1d: the send buffer's rows, S = M_send x
+            with stats.timing("seconds_multiply"):
+                src = self.pre.matmul(x)
+        if self.via_host:
+            return self._matmul_via_host(x, src, key)
         with stats.timing("seconds_exchange"):
-            send = x.index_select(0, self.send_idx)
-        host, params = self._wire(self.codec, send, x.dtype, key, "dev_enc_send")
-        request, recv, posted = self._post(host, plan.n_ghost, True, params)
+            send = src.index_select(0, self.send_idx)
+        host, params = self.route.wire(self.codec, send, x.dtype, key, "dev_enc_send")
+        out = self._early(self.diag, x, False)  # CUDA: runs while the rows are copied out
+        request, recv, posted = self.route.post(host, plan.n_ghost, True, params)
         with stats.timing("seconds_multiply"):
-            out = self.diag.matmul(x)
-        self._wait(request, posted)
-        ghost_x = self._arrived(self.codec, recv, x.dtype, x.shape[1])
+            out = self.diag.matmul(x) if out is None else out
+        self.route.wait(request, posted)
+        ghost_x = self.route.arrived(self.codec, recv, x.dtype, x.shape[1])
         with stats.timing("seconds_multiply"):
             return self.ghost.matmul(ghost_x, out=out)
+
+    def _matmul_via_host(self, x, src, key: int):
+        """A x with a plan that is not the flat one (node-aware, auto): all of ``src`` (x,
+        or prepost1d's M_send x) is staged to the host, the plan's ``start_bcast`` runs
+        there as on the numpy path (codecs included), the ghost rows come back."""
+        stats, plan, f = self.stats, self.plan, x.shape[1]
+        with stats.timing("seconds_exchange"):
+            host = to_host(src, stats)
+        ghost = self.staging.host_buffer("dev_ghost", (plan.n_ghost, f), host.dtype)
+        pending = plan.start_bcast(host, ghost, key)
+        with stats.timing("seconds_multiply"):
+            out = self.diag.matmul(x)
+        pending.finish()
+        with stats.timing("seconds_exchange"):
+            ghost_x = to_device(ghost, self.device, stats)
+        with stats.timing("seconds_multiply"):
+            return self.ghost.matmul(ghost_x, out=out)
+
+    def _matmul_t_via_host(self, y, partial, key: int):
+        """A^T y with a plan that is not the flat one: the ghost rows' partial sums staged
+        to the host, the plan's ``start_reduce`` adds what peers send into a host copy of
+        the send side's rows, which comes back and is added (prepost1d: through M_send^T)."""
+        stats, plan, f = self.stats, self.plan, y.shape[1]
+        with stats.timing("seconds_exchange"):
+            host = to_host(partial, stats)
+        rows = self.pre.block.shape[0] if self.pre is not None else self.op.n_local_in
+        acc = self.staging.host_buffer("dev_acc", (rows, f), host.dtype)
+        acc[...] = 0
+        pending = plan.start_reduce(host, acc, key)
+        with stats.timing("seconds_multiply"):
+            out = self.diag.matmul(y, transposed=True)
+        pending.finish()
+        with stats.timing("seconds_exchange"):
+            back = to_device(acc, self.device, stats)
+        if self.pre is None:
+            with stats.timing("seconds_exchange"):
+                return out.add_(back)
+        with stats.timing("seconds_multiply"):
+            return self.pre.matmul(back, transposed=True, out=out)
 
     def matmul_t(self, y, key: int):
         """out = A^T y on the device."""
         stats, plan = self.stats, self.plan
         with stats.timing("seconds_multiply"):
             partial = self.ghost.matmul(y, transposed=True)
-        host, params = self._wire(self.codec_backward, partial, y.dtype, key,
+        if self.via_host:
+            return self._matmul_t_via_host(y, partial, key)
+        host, params = self.route.wire(self.codec_backward, partial, y.dtype, key,
                                   "dev_enc_partial")
-        request, recv, posted = self._post(host, plan.n_send, False, params)
+        out = self._early(self.diag, y, True)
+        request, recv, posted = self.route.post(host, plan.n_send, False, params)
         with stats.timing("seconds_multiply"):
-            out = self.diag.matmul(y, transposed=True)
-        self._wait(request, posted)
-        back = self._arrived(self.codec_backward, recv, y.dtype, y.shape[1])
-        with stats.timing("seconds_exchange"):
-            return out.index_add_(0, self.send_idx, back)
+            out = self.diag.matmul(y, transposed=True) if out is None else out
+        self.route.wait(request, posted)
+        back = self.route.arrived(self.codec_backward, recv, y.dtype, y.shape[1])
+        if self.pre is None:
+            with stats.timing("seconds_exchange"):
+                return out.index_add_(0, self.send_idx, back)
+        import torch
+
+        with stats.timing("seconds_exchange"):  # prepost1d: S' summed per send row, then
+            rows = torch.zeros((self.pre.block.shape[0], y.shape[1]), dtype=y.dtype,
+                               device=self.device).index_add_(0, self.send_idx, back)
+        with stats.timing("seconds_multiply"):   # out += M_send^T S'
+            return self.pre.matmul(rows, transposed=True, out=out)
 
 
 class DeviceBroadcast:
     """A ``BlockBroadcast`` (the oblivious stage loop) run on the device: stage q's owner
     copies its block row of X to the host, MPI broadcasts it, every rank copies it to the
-    device and multiplies; the transpose reduces each stage's partial sums on the host."""
+    device and multiplies (CUDA-aware MPI: the broadcast reads and writes device tensors);
+    the transpose reduces each stage's partial sums on the host (always staged: not every
+    CUDA-aware MPI reduces device buffers)."""
 
     def __init__(self, op: DistSpMM):
         self.op, self.src, self.stats = op, op.product, op.stats
         self.device = op.grid.device
         self.blocks = {q: DeviceBlock(b, self.device) for q, b in self.src.blocks.items()}
-        self.buffers = BufferPool()
+        self.staging = Staging(self.device, self.stats, cuda_aware(self.src.comm, self.device))
 
     def device_blocks(self) -> list[DeviceBlock]:
         return list(self.blocks.values())
@@ -207,12 +297,14 @@ class DeviceBroadcast:
                 if q == me:
                     src, nbytes = x, x.numel() * x.element_size()
                     if not alone:
-                        comm.Bcast([to_host(x, stats), mpitype], root=q)
+                        send = self.staging.out(x, "stage_out")
+                        self.staging.ready(send)
+                        comm.Bcast([send, mpitype], root=q)
                 else:
-                    host = self.buffers.get("stage", (int(p.sizes[q]), x.shape[1]),
-                                            numpy_dtype(x.dtype))
-                    comm.Bcast([host, mpitype], root=q)
-                    src, nbytes = to_device(host, device, stats), host.nbytes
+                    got = self.staging.recv("stage", int(p.sizes[q]), x)
+                    comm.Bcast([got, mpitype], root=q)
+                    src = self.staging.arrived(got)
+                    nbytes = src.numel() * src.element_size()
             count_stage(stats, p.far, me, q, nbytes, into_root=False)
             with stats.timing("seconds_multiply"):
                 self.blocks[q].matmul(src, out=out)

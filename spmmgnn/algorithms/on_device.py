@@ -1,4 +1,4 @@
-"""The device path of the 1D and 1.5D algorithms (sparse and oblivious): ``matmul`` /
+"""The device path of the 1D and 1.5D algorithms (sparse, oblivious, prepost1d): ``matmul`` /
 ``matmul_t`` on torch tensors that stay on the grid's device (``ProcessGrid(device=...)``).
 
 The plan is the numpy one (the operator's ``GhostProduct`` and its halo plan, built as
@@ -24,7 +24,8 @@ Host <-> device copies are counted as the ``device_host`` tier (``spmmgnn.device
 cast codecs (float32, float16, bfloat16) encode and decode on the device with torch's
 round-to-nearest-even casts, so the wire bytes equal the CPU codec's; the integer codecs
 quantize on the host with the CPU codec itself (the rows leave the device unpacked). The
-node-aware exchange is refused on a device grid when the operator is built.
+node-aware exchange (``exchange="node"`` / ``"auto"``) runs its plan's own verbs on host
+copies: all of the rows it may send go to the host, the ghost rows come back.
 """
 
 from __future__ import annotations
@@ -59,9 +60,6 @@ def construction_error(op: DistSpMM) -> str | None:
         return (f"{op.name} does not run on a device grid (device={op.grid.device}); the "
                 f"algorithms that do: {', '.join(device_families())} (or build the grid with "
                 "device=None for the numpy path)")
-    if op.exchange != "flat":
-        return (f"exchange={op.exchange!r} does not run on a device grid yet; use "
-                "exchange='flat'")
     return None
 
 
@@ -128,7 +126,8 @@ class DevicePath:
 
     def __init__(self, op: DistSpMM):
         self.op = op
-        self.product = (DeviceBroadcast(op) if isinstance(op.product, BlockBroadcast)
+        self.product = (DeviceBroadcast(op) if isinstance(getattr(op, "product", None),
+                                                          BlockBroadcast)
                         else DeviceProduct(op))
         self.replication = getattr(op, "replication", None)
 

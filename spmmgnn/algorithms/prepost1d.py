@@ -31,6 +31,7 @@ from ..halo import displacements
 from ..local_matrix import LocalCSR, split_columns
 from .base import DistSpMM
 from .ghost import resolve_codecs
+from .on_device import attach_device
 from .vertex_cover import min_vertex_cover
 
 
@@ -64,6 +65,7 @@ class PrePost1D(DistSpMM):
     name = "prepost1d"
     takes_codecs = True
     takes_exchange = True
+    runs_on_device = True
 
     def __init__(self, grid, partition, block_row, col_partition=None,
                  codec: str | None = None, codec_backward: str | None = "same",
@@ -76,6 +78,7 @@ class PrePost1D(DistSpMM):
         self._build(comm, ghost.to_scipy().tocoo(), ghost_ids)
         self.plan = self.halo_plan(comm, self._virtual_offsets, self._ghost_virtual,
                                    self.codec, self.codec_backward, codec_seed, grid.rank)
+        attach_device(self)
 
     # ------------------------------------------------------------ plan (pattern only)
     def _build(self, comm: MPI.Comm, cut: sp.coo_array, ghost_ids: np.ndarray) -> None:

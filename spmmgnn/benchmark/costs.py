@@ -33,7 +33,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..tiers import NETWORKS, Network, inter_seconds, intra_seconds  # noqa: F401
+from ..tiers import (
+    NETWORKS,  # noqa: F401  (re-exported: costs.NETWORKS)
+    DeviceLink,
+    Network,
+    device_host_seconds,
+    inter_seconds,
+    intra_seconds,
+)
+from .device_volumes import device_host_volumes, runs_on_device
 from .volumes import Layout, Phase, Volumes, predict
 
 
@@ -42,7 +50,8 @@ class Machine:
     """The model's machine: the network's alpha (s per message) and beta (s per byte), the
     local kernel's rate (non-zeros x columns per second, one rank) and, for the two-tier
     model, the ranks per node and the intra-node alpha and beta (``nics`` network links per
-    node; ``spmmgnn.tiers``)."""
+    node; ``spmmgnn.tiers``). With a ``link`` every rank runs on a GPU behind it: ``rate``
+    is then the device's local product and each call adds the host <-> device leg."""
 
     alpha: float
     beta: float
@@ -51,6 +60,8 @@ class Machine:
     alpha_intra: float | None = None
     beta_intra: float | None = None
     nics: int = 1
+    link: DeviceLink | None = None   # one GPU per rank behind this host <-> device link
+    link_name: str | None = None
 
     @property
     def two_tier(self) -> bool:
@@ -103,10 +114,18 @@ def spmm_time(algorithm: str, layout: Layout, vol: Volumes, P: int, c: int, f: i
     allreduce = (2 * m.alpha * _log2(c) + 2 * m.beta * vol.allreduce * (c - 1) / c
                  if c > 1 else np.zeros(P))
     total = local + exchange + allreduce
+    leg = (device_host_volumes(algorithm, layout, vol, P, c, f, itemsize)
+           if m.link is not None else None)
+    host = (device_host_seconds(m.link, leg.copies, leg.total) if leg is not None
+            else np.zeros(P))
+    total = total + host   # the copies are not credited with any overlap
     r = int(np.argmax(total))
     inter = vol.sent if vol.sent_inter is None else vol.sent_inter
+    extra = {} if leg is None else dict(
+        device_link=m.link_name, device_host=float(host[r]),
+        max_device_host_bytes=int(leg.total.max()))
     return dict(seconds=float(total[r]), local=float(local[r]), exchange=float(exchange[r]),
-                allreduce=float(allreduce[r]), max_bytes_sent=int(vol.sent.max()),
+                allreduce=float(allreduce[r]), **extra, max_bytes_sent=int(vol.sent.max()),
                 avg_bytes_sent=float(vol.sent.mean()),
                 max_allreduce_bytes=int(vol.allreduce.max()),
                 inter_bytes_sent=int(inter.sum()), max_inter_bytes_sent=int(inter.max()))
@@ -148,7 +167,9 @@ def predict_all(A, Ps: list[int], cs: list[int], algorithms: list[str], f: int,
     given; ``grids``: the 2D/3D shapes to model (default: closest to a square / cube).
 
     On a two-tier machine (``m.ranks_per_node``) an algorithm with a halo exchange has one
-    row per ``exchanges`` ("flat", "node"; ``exchange`` names it, None for the others)."""
+    row per ``exchanges`` ("flat", "node"; ``exchange`` names it, None for the others).
+    With a device link (``m.link``) only the algorithms that run on a device grid, with the
+    flat exchange (the only one that does), each call adding its host <-> device leg."""
     from ..algorithms import ALGORITHMS
     from ..grid import format_shape
     from .volumes import grid_points
@@ -156,11 +177,13 @@ def predict_all(A, Ps: list[int], cs: list[int], algorithms: list[str], f: int,
     layouts = {} if layouts is None else layouts
     K = m.ranks_per_node
     rows = []
+    if m.link is not None:  # one GPU per rank: the algorithms that run on a device grid
+        algorithms = [a for a in algorithms if runs_on_device(a)]
     for P in Ps:
         for algo in algorithms:
             cls = ALGORITHMS.get(algo)
             options = (exchanges if K is not None and cls is not None and cls.takes_exchange
-                       else (None,))
+                       and m.link is None else (None,))  # a device grid: flat only
             for c, shape in grid_points(algo, P, cs, grids):
                 per_node = max(1, K // c) if K is not None else None
                 layout = cached_layout(layouts, A, P // c, partitioner, seed, log, per_node)

@@ -5,15 +5,21 @@ launching them.
     spmmgnn model graph.mtx --P 64 256 --network results.jsonl -o model.png
     spmmgnn model csbm:n=100000 --memory --P 2 4 8 64 -f 128 --hidden 64 --classes 8
     spmmgnn model rmat:scale=16 --P 64 1024 --preset ib-hdr --ranks-per-node 4 32
+    spmmgnn model csbm:n=1000000 --P 4 16 64 --preset ib-hdr --device-link pcie5 -f 128
+    spmmgnn model csbm:n=1000000 --memory --P 1 2 4 -f 128 --device-memory 80
 
 Per-rank bytes are exact (computed from the partition, as ``comm_stats()`` would count them);
 times use the alpha-beta costs of ICPP'24 section 4 and the local kernel rate measured here.
 ``--ranks-per-node K`` prices two tiers (inside a node, between nodes: ``spmmgnn.tiers``) and
 the sparse algorithms with the flat and the node-aware exchange, and says which
-``--exchange auto`` would pick. ``--memory`` prints the bytes the largest rank holds while
-training a GCN, by component
-(block-row CSR, halo index lists, exchange buffers, its rows of the data, activations and
-gradients, weights with Adam's moments); ``spmmgnn.benchmark.memory`` says what each counts.
+``--exchange auto`` would pick. ``--device-link NAME`` also projects one GPU per rank behind
+that host <-> device link (``spmmgnn.tiers.DEVICE_LINKS``): the algorithms that run on a
+device grid, at the device's local rate, each call adding the bytes its ``device_host`` tier
+counts. ``--memory --device-memory GiB`` says, per rank, whether the operator's blocks and
+exchange buffers fit a device of that size, and which do not. ``--memory`` prints the bytes
+the largest rank holds while training a GCN, by component (block-row CSR, halo index lists,
+exchange buffers, its rows of the data, activations and gradients, weights with Adam's
+moments); ``spmmgnn.benchmark.memory`` says what each counts.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from mpi4py import MPI
 
 from ..atomic import check_writable
 from ..errors import SpmmgnnError, check_on_root
+from ..tiers import DEVICE_LINKS, DEVICE_RATE
 from . import count_arg, grid_arg
 
 
@@ -88,6 +95,16 @@ def add_parser(sub) -> None:
     p.add_argument("--classes", type=int, help="with --memory: output width (default: the "
                                                 "graph's number of classes, else 8)")
     p.add_argument("--codec", help="with --memory: the exchange's codec (sparse algorithms)")
+    p.add_argument("--device-link", choices=sorted(DEVICE_LINKS),
+                   help="also project one GPU per rank behind this host <-> device link "
+                        "(nominal figures with their sources: docs/gpu.md)")
+    p.add_argument("--device-rate", type=float,
+                   help="with --device-link: the device's local product in non-zeros x "
+                        f"columns per second (default {DEVICE_RATE[0]:.2g}: "
+                        f"{DEVICE_RATE[1]})")
+    p.add_argument("--device-memory", type=float, metavar="GiB",
+                   help="with --memory: the memory of one rank's GPU; says per rank whether "
+                        "the operator's blocks and exchange buffers fit it")
     p.set_defaults(func=run)
 
 
@@ -104,13 +121,20 @@ def _positive(name: str, value: float | None) -> None:
 
 
 def _check_args(args) -> None:
-    for name in ("alpha", "beta", "rate", "alpha_intra", "beta_intra"):
+    for name in ("alpha", "beta", "rate", "alpha_intra", "beta_intra", "device_rate",
+                 "device_memory"):
         _positive(name.replace("_", "-"), getattr(args, name))
     if args.ranks_per_node and min(args.ranks_per_node) < 1:
         raise SpmmgnnError(f"--ranks-per-node must be positive, got {args.ranks_per_node}")
     if (args.alpha_intra or args.beta_intra or args.exchange) and not args.ranks_per_node:
         raise SpmmgnnError("--alpha-intra / --beta-intra / --exchange price two tiers (inside "
                            "a node, between nodes): give --ranks-per-node K")
+    if args.device_rate and not args.device_link:
+        raise SpmmgnnError("--device-rate is the local rate of --device-link's GPUs: give "
+                           "--device-link NAME")
+    if args.device_memory and not args.memory:
+        raise SpmmgnnError("--device-memory says what fits a GPU in the memory model: give "
+                           "--memory")
     args.exchange = args.exchange or ["flat", "node"]
     for grid in args.grids or []:
         ranks = math.prod(int(d) for d in grid.split("x"))
@@ -187,7 +211,8 @@ def _memory(args) -> dict:
 
     _check_args(args)
     timing = [f"--{name.replace('_', '-')}" for name in ("alpha", "beta", "network", "preset",
-                                                        "rate", "compare", "plot")
+                                                        "rate", "compare", "plot",
+                                                        "device_link", "device_rate")
               if getattr(args, name)] + (["--staleness"] if args.staleness else [])
     if timing:
         raise SpmmgnnError(f"--memory predicts bytes, not time: {', '.join(timing)} do(es) "
@@ -216,11 +241,33 @@ def _memory(args) -> dict:
     out = dict(graph=args.graph, n=int(A.shape[0]), nnz=int(A.nnz), widths=shape.widths,
                dtype=args.dtype, codec=args.codec, partitioner=args.partitioner,
                memory=rows)
+    if args.device_memory:
+        out["device_memory_gib"] = args.device_memory
+        out["device"] = _device_memory(A, args, algorithms, shape, layouts)
     if args.json:
         from ..atomic import write_text_atomic
 
         write_text_atomic(args.json, json.dumps(out, indent=1), "--json output")
     return out
+
+
+def _device_memory(A, args, algorithms: list[str], shape, layouts: dict) -> list[dict]:
+    """``--device-memory``: per (P, c, algorithm) that runs on a device grid, what its
+    largest rank keeps on its GPU and whether every rank fits."""
+    from ..benchmark.device_memory import GIB, device_rows, format_device
+
+    if args.codec:
+        raise SpmmgnnError("--device-memory models the device path without a codec; drop "
+                           "--codec")
+    rows = device_rows(A, args.P, args.c, algorithms, shape, args.device_memory * GIB,
+                       args.partitioner, layouts)
+    print(f"\non a GPU of {args.device_memory:g} GiB per rank (ProcessGrid(device=...)): the "
+          "operator's torch CSR blocks, one call's exchange tensors at the widest width, the "
+          "training's dense part; MiB on the largest rank (CUDA's context not counted)",
+          flush=True)
+    print(format_device(rows) if rows else "no algorithm of --algorithm runs on a device grid",
+          flush=True)
+    return rows
 
 
 def _work(args) -> dict:
@@ -274,8 +321,14 @@ def _work(args) -> dict:
         print("\n".join(mine), flush=True)
         rows += got
         notes += mine
+        if args.device_link:
+            got, mine = _on_devices(A, args, m, itemsize, layouts, rows)
+            rows += got
+            notes += mine
     out = dict(graph=args.graph, n=int(A.shape[0]), nnz=int(A.nnz), alpha=alpha, beta=beta,
-               alpha_beta_source=source, rate=rate, f=args.features, layers=args.layers,
+               alpha_beta_source=source, rate=rate, device_link=args.device_link,
+               device_rate=(args.device_rate or DEVICE_RATE[0]) if args.device_link else None,
+               f=args.features, layers=args.layers,
                partitioner=args.partitioner, predictions=rows, summary=notes)
     if args.compare:
         out["compare"] = compare_runs(A, records, args.partitioner, m,
@@ -290,14 +343,61 @@ def _work(args) -> dict:
     return out
 
 
+def _on_devices(A, args, m, itemsize: int, layouts: dict, cpu: list[dict]):
+    """``--device-link``: the rows of one GPU per rank (the algorithms that run on a device
+    grid, at the device's rate, the host <-> device leg added) and their notes, each P's
+    best set against the best of the CPU rows ``cpu`` of the same ranks per node."""
+    import dataclasses
+
+    from ..benchmark import costs
+    from ..tiers import device_link
+
+    name = args.device_link
+    link = device_link(name)
+    rate = args.device_rate or DEVICE_RATE[0]
+    dev = dataclasses.replace(m, rate=rate, link=link, link_name=name)
+    got = costs.predict_all(A, args.P, args.c, _algorithms(args), args.features, itemsize,
+                            dev, 2 * args.layers, args.partitioner, layouts=layouts,
+                            grids=args.grids)
+    K = m.ranks_per_node
+    for r in got:
+        r["ranks_per_node"] = K
+    print(f"\none GPU per rank behind {name}: alpha={link.alpha:.3g} s, beta={link.beta:.3g} "
+          f"s/B a copy ({link.source}); local rate {rate / 1e9:.1f} G nnz*col/s"
+          f"{' (given)' if args.device_rate else ' (' + DEVICE_RATE[1] + ')'}; the network "
+          "figures above between ranks", flush=True)
+    if not got:
+        print("no algorithm of --algorithm runs on a device grid", flush=True)
+        return [], []
+    mine = [f"GPUs ({name}): {note}" for note in costs.crossovers(got)]
+    for P in sorted({r["P"] for r in got}):
+        gpu = min((r for r in got if r["P"] == P), key=lambda r: r["seconds"])
+        host = [r for r in cpu if r["P"] == P and r.get("ranks_per_node") == K
+                and "device_link" not in r]
+        if host:
+            best = min(host, key=lambda r: r["seconds"])
+            mine.append(f"P={P}: GPUs ({name}) {gpu['algorithm']} "
+                        f"{best['seconds'] / max(gpu['seconds'], 1e-30):.2f}x the speed of the "
+                        f"best CPU layout ({best['algorithm']}); the host <-> device leg is "
+                        f"{gpu['device_host'] / max(gpu['seconds'], 1e-30):.0%} of its SpMM")
+    _print_rows(got, two_tier=K is not None)
+    print("\n".join(mine), flush=True)
+    return got, mine
+
+
 def _print_rows(rows: list[dict], two_tier: bool) -> None:
     """The prediction table (with the exchange and the inter-node bytes on two tiers)."""
     extra = f" {'exch':>5} {'inter MB':>9}" if two_tier else ""
+    device = any("device_link" in r for r in rows)
+    extra += f" {'host MB':>9} {'host ms':>9}" if device else ""
     print(f"{'P':>5} {'grid':>7} {'algorithm':>13}{extra} {'max MB sent':>12} {'avg MB':>9} "
           f"{'local ms':>9} {'exch ms':>9} {'allred ms':>9} {'SpMM ms':>9} {'epoch ms':>9}")
     for r in rows:
         extra = (f" {r.get('exchange_kind') or '-':>5} {r.get('inter_bytes_sent', 0) / 1e6:>9.3f}"
                  if two_tier else "")
+        if device:
+            extra += (f" {r.get('max_device_host_bytes', 0) / 1e6:>9.3f}"
+                      f" {r.get('device_host', 0) * 1e3:>9.3f}")
         print(f"{r['P']:>5} {r.get('grid') or 'c=' + str(r['c']):>7} {r['algorithm']:>13}"
               f"{extra} {r['max_bytes_sent'] / 1e6:>12.3f}"
               f" {r['avg_bytes_sent'] / 1e6:>9.3f} {r['local'] * 1e3:>9.3f} "
@@ -317,6 +417,8 @@ def _plot(rows: list[dict], args, path: str) -> None:
             variant += f" {r['exchange_kind']}"
         if r.get("ranks_per_node"):
             variant += f" K={r['ranks_per_node']}"
+        if r.get("device_link"):
+            variant += f" GPU {r['device_link']}"
         lines.setdefault((r["algorithm"], variant.strip()), []).append(
             (r["P"], r["epoch_seconds"] * 1e3))
     style = series_styles(lines)

@@ -58,10 +58,8 @@ def errors(grid, A) -> dict:
                                             torch.ones(op.n_local, 2, dtype=torch.float64,
                                                        device=grid.device)),
         "nan_on_rank_0": lambda: op.matmul(x * float("nan") if comm.rank == 0 else x),
-        "node_exchange": lambda: spmmgnn.DistSpMM.from_scipy(
-            A if comm.rank == 0 else None, grid, exchange="node"),
         "refused_family": lambda: spmmgnn.DistSpMM.from_scipy(
-            A if comm.rank == 0 else None, grid, algorithm="prepost1d"),
+            A if comm.rank == 0 else None, grid, algorithm="featureparallel"),
         "scatter_numpy": lambda: op.scatter_rows(np.ones((A.shape[0], 2))
                                                  if comm.rank == 0 else None),
         "gather_numpy": lambda: op.gather_rows(np.ones((op.n_local, 2))),
@@ -84,20 +82,27 @@ def main() -> None:
     path = sys.argv[1]
     device = sys.argv[2] if len(sys.argv) > 2 else "cpu"
     results = []
-    grids = [(1, "sparse1d"), (1, "sparse15d"), (1, "oblivious1d"), (1, "oblivious15d")]
-    grids += [(2, "sparse15d"), (2, "oblivious15d")] if P % 2 == 0 else []
-    for c, algo in grids:
-        dev_grid = spmmgnn.ProcessGrid(comm, replication=c, device=device)
-        np_grid = spmmgnn.ProcessGrid(comm, replication=c)
+    grids = [(1, "sparse1d", "flat"), (1, "sparse15d", "flat"), (1, "oblivious1d", "flat"),
+             (1, "oblivious15d", "flat"), (1, "prepost1d", "flat")]
+    grids += [(2, "sparse15d", "flat"), (2, "oblivious15d", "flat")] if P % 2 == 0 else []
+    # the node-aware exchange on nodes of two ranks (the last one alone when P is odd)
+    grids += [(1, "sparse1d", "node"), (1, "prepost1d", "node"), (1, "sparse1d", "auto")]
+    for c, algo, exchange in grids:
+        K = None if exchange == "flat" else 2
+        dev_grid = spmmgnn.ProcessGrid(comm, replication=c, device=device, ranks_per_node=K)
+        np_grid = spmmgnn.ProcessGrid(comm, replication=c, ranks_per_node=K)
         for name, A, spec in cases(dev_grid.n_block_rows):
             # the cast codecs on the cases with uneven and empty blocks, at one width
             takes = spmmgnn.ALGORITHMS[algo].takes_codecs
             codecs = ((None, "float16", "bfloat16", "int8", "int2")
                       if name in CODEC_CASES and takes else (None,))
+            if exchange != "flat":
+                codecs = codecs[::2]
             for codec in codecs:
+                opts = dict(exchange=exchange) if exchange != "flat" else {}
+                opts.update({"codec": codec} if codec else {})
                 ops = [spmmgnn.DistSpMM.from_scipy(A if comm.rank == 0 else None, g,
-                                                   algorithm=algo, partition=spec,
-                                                   **({"codec": codec} if codec else {}))
+                                                   algorithm=algo, partition=spec, **opts)
                        for g in (dev_grid, np_grid)]
                 for dtype in ("float32", "float64"):
                     for f in ((5,) if codec or not takes else (1, 5)):
@@ -106,13 +111,15 @@ def main() -> None:
                         Yd, Td, sd = run(ops[0], X, dtype, dev_grid.device)
                         Yn, Tn, sn = run(ops[1], X, dtype, None)
                         plan = getattr(ops[0], "plan", None)
-                        sd["staged_rows"] = plan.n_send + plan.n_ghost if plan else 0
+                        sd["staged_rows"] = (plan.n_send + plan.n_ghost
+                                             if plan and exchange == "flat" else 0)
                         both = comm.gather((sd, sn), root=0)
                         if comm.rank != 0:
                             continue
                         Ad = A.astype(dtype)
                         results.append(dict(
                             case=name, algorithm=algo, c=c, codec=codec, dtype=dtype, f=f,
+                            exchange=exchange,
                             itemsize=np.dtype(dtype).itemsize,
                             err=_rel(Yd, Ad @ X), err_t=_rel(Td, Ad.T @ X),
                             err_np=_rel(Yd, Yn), err_np_t=_rel(Td, Tn),

@@ -1,0 +1,84 @@
+"""MPI worker: the ``device_host`` bytes ``comm_stats()`` counts on a device grid, per rank,
+forward and transpose, for the volume model's cases (``bench_volumes.cases``).
+
+Usage: mpiexec -n P python device_volumes.py OUT.json [DEVICE] (default cpu).
+Rank 0 writes {"cases": {name: {"n", "rows", "cols", "parts"}}, "runs": [...]}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import torch
+from bench_volumes import cases
+from mpi4py import MPI
+
+import spmmgnn
+from spmmgnn.algorithms.base import device_families
+
+comm = MPI.COMM_WORLD
+P = comm.size
+ONE_D = ("sparse1d", "oblivious1d", "prepost1d")
+
+
+def tiers(op) -> dict:
+    s = op.comm_stats()
+    return dict(to_host=int(s["bytes_sent_by_tier"]["device_host"]),
+                to_device=int(s["bytes_received_by_tier"]["device_host"]))
+
+
+def device_bytes(op) -> int:
+    """Bytes of the operator's device copies: its CSR blocks and the send-row index."""
+    product = op.device_path.product
+    total = sum(int(t.nbytes) for t in (getattr(product, "send_idx", None),) if t is not None)
+    for block in product.device_blocks():
+        for csr in block._csr.values():
+            total += sum(int(t.nbytes) for t in (csr.crow_indices(), csr.col_indices(),
+                                                  csr.values()))
+    return total
+
+
+def main(out: str, device: str) -> None:
+    runs, saved = [], {}
+    for c in [c for c in range(1, P + 1) if P % c == 0]:
+        grid = spmmgnn.ProcessGrid(comm, replication=c, device=device)
+        algorithms = [a for a in device_families() if c == 1 or a not in ONE_D]
+        k = P // c
+        for name, (A, parts) in cases(k).items():
+            coo = A.tocoo()
+            saved[f"{name}-k{k}"] = dict(n=A.shape[0], rows=coo.row.tolist(),
+                                         cols=coo.col.tolist(),
+                                         parts=None if parts is None else parts.tolist())
+            for algo in algorithms:
+                takes = spmmgnn.ALGORITHMS[algo].takes_codecs
+                codecs = [None, "bfloat16", "int8"] if takes and name != "hubs" else [None]
+                for codec in codecs:
+                    for dtype, f in ((np.float32, 6), (np.float64, 3)):
+                        opts = {} if codec is None else dict(codec=codec)
+                        op = spmmgnn.DistSpMM.from_scipy(A if comm.rank == 0 else None, grid,
+                                                         algorithm=algo, partition=parts,
+                                                         **opts)
+                        X = np.random.default_rng(0).standard_normal((A.shape[0], f))
+                        x = op.scatter_rows(torch.from_numpy(X.astype(dtype)).to(grid.device)
+                                            if comm.rank == 0 else None)
+                        op.reset_stats()
+                        op.matmul(x)
+                        fwd = dict(tiers(op), blocks=device_bytes(op))
+                        op.reset_stats()
+                        op.matmul_t(x)
+                        bwd = dict(tiers(op), blocks=device_bytes(op))
+                        mine = dict(**fwd, **{f"{key}_t": v for key, v in bwd.items()})
+                        allr = comm.gather(mine, root=0)
+                        if comm.rank == 0:
+                            runs.append(dict(case=f"{name}-k{k}", algorithm=algo, c=c, f=f,
+                                             itemsize=np.dtype(dtype).itemsize, codec=codec,
+                                             ranks=allr))
+    if comm.rank == 0:
+        with open(out, "w") as fh:
+            json.dump(dict(P=P, algorithms=device_families(), cases=saved, runs=runs), fh)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "cpu")
