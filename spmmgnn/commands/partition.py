@@ -16,6 +16,7 @@ from mpi4py import MPI
 
 from ..atomic import check_writable, write_text_atomic
 from ..errors import SpmmgnnError, check_on_root
+from . import PARTS_PER_NODE_HELP, check_parts_per_node, count_arg, real_arg
 
 # input files from this size on announce their reading (it takes seconds)
 LOUD_BYTES = 64 * 2**20
@@ -44,6 +45,8 @@ def add_parser(sub) -> None:
                    "and levels, --time-budget; the lowest max send with the total volume "
                    "within 2 %% of the lower of METIS-vol's and Mt-KaHyPar's) or one of "
                    f"{', '.join(METHODS)}")
+    p.add_argument("--parts-per-node", type=count_arg(1), metavar="K",
+                   help=PARTS_PER_NODE_HELP + ", a divisor of -k")
     p.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
                    help="the presets: start no further candidate, and no further "
                    f"refinement pass, after this many seconds (default: '{DEFAULT_METHOD}' "
@@ -56,13 +59,13 @@ def add_parser(sub) -> None:
                    "order, or a .npy integer array; checked (length n, values in [0, k), "
                    "integers), its metrics computed and the graph written as usual")
     p.add_argument("-o", "--output", required=True, help="output HDF5 file (.h5)")
-    p.add_argument("--epsilon", type=float, default=0.03,
+    p.add_argument("--epsilon", type=real_arg(0), default=0.03,
                    help="allowed load imbalance: max non-zeros per part <= (1+eps) x average")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None,
                    help="threads for Mt-KaHyPar and KaMinPar (default: all available cores; "
                    "'default' takes the cores idle at its start, at least one)")
-    p.add_argument("--volume-slack", type=float, default=None, metavar="S",
+    p.add_argument("--volume-slack", type=real_arg(0), default=None, metavar="S",
                    help="+maxsend (and default): how much total volume (fraction of the "
                    "refined total, default 0.1) may be traded for a lower max send")
     p.add_argument("--json", help="also write the metrics (with per-part values) as JSON")
@@ -80,6 +83,11 @@ def _partition(args) -> dict:
         raise SpmmgnnError("the output file must differ from the input graph")
     if args.method in CONTIGUOUS:
         raise SpmmgnnError(f"--method {args.method} does not partition; choose a partitioner")
+    if args.from_parts is None:
+        check_parts_per_node(args.method, args.parts_per_node, {"-k": args.parts}, "--method")
+    elif args.parts_per_node is not None:
+        raise SpmmgnnError("--parts-per-node goes with a twolevel:<method> partitioner, not "
+                           "with --from-parts (the part vector is given)")
     for path, what in ((args.output, "graph file"), (args.json, "--json output")):
         if path:
             check_writable(path, what)
@@ -91,6 +99,8 @@ def _partition(args) -> dict:
         stderr_progress(f"read n={g.n:,}, nnz={g.adj.nnz:,} in "
                         f"{time.perf_counter() - t:.1f} s")
     refine = {} if args.volume_slack is None else dict(volume_slack=args.volume_slack)
+    if args.parts_per_node is not None:
+        refine["parts_per_node"] = args.parts_per_node
     if args.time_budget is not None:
         refine["time_budget"] = args.time_budget
     method, given = args.method, None

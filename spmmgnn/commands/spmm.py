@@ -14,7 +14,15 @@ from ..device import synchronizer, to_device, to_host
 from ..errors import agree, check_on_root, collective_error
 from ..machine import check_memory
 from ..threads import default_threads, set_threads
-from . import EXCHANGE_HELP, GRID_HELP, RANKS_PER_NODE_HELP, HelpFormatter, count_arg, grid_arg
+from . import (
+    EXCHANGE_HELP,
+    GRID_HELP,
+    RANKS_PER_NODE_HELP,
+    HelpFormatter,
+    count_arg,
+    grid_arg,
+    real_arg,
+)
 
 
 def add_parser(sub) -> None:
@@ -25,7 +33,7 @@ def add_parser(sub) -> None:
                    help="R-MAT (power law) or uniform random graph")
     p.add_argument("--scale", type=int, default=14, help="R-MAT scale (2**scale vertices)")
     p.add_argument("--n", type=int, default=20000, help="vertices of the random graph")
-    p.add_argument("--degree", type=float, default=16.0, help="average non-zeros per row")
+    p.add_argument("--degree", type=real_arg(0), default=16.0, help="average non-zeros per row")
     p.add_argument("-f", "--features", type=int, default=64, help="columns of X")
     p.add_argument("--algorithm", nargs="+", default=["oblivious1d", "sparse1d"],
                    choices=sorted(ALGORITHMS), help="algorithms to run, one after the other")

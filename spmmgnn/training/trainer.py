@@ -112,9 +112,9 @@ class TrainConfig:
             problems.append("--layers and --hidden must be >= 1 and --epochs >= 0")
         if not (0 <= self.dropout < 1 and 0 <= self.input_dropout < 1):
             problems.append("dropout rates must lie in [0, 1)")
-        if not 0 < self.lr <= MAX_LR or self.weight_decay < 0:
-            problems.append(f"--lr must lie in (0, {MAX_LR:g}] (Adam's step must fit a float32) "
-                            "and --weight-decay be >= 0")
+        if not (0 < self.lr <= MAX_LR and 0 <= self.weight_decay <= MAX_LR):
+            problems.append(f"--lr must lie in (0, {MAX_LR:g}] and --weight-decay in [0, "
+                            f"{MAX_LR:g}] (Adam's step must fit a float32)")
         if self.checkpoint_every < 0 or self.eval_every < 0:
             problems.append("--checkpoint-every and --eval-every must be >= 0")
         if (self.resume or self.checkpoint_every) and not self.checkpoint:
