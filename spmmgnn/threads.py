@@ -15,6 +15,7 @@ from mpi4py import MPI
 
 from .errors import agree
 from .jit import numba_pool
+from .wire import allgather_json
 
 ENV_VAR = "SPMMGNN_THREADS"
 _threads: int | None = None  # the library's threads (set_threads, or the first operator)
@@ -42,7 +43,7 @@ def default_threads(comm: MPI.Comm = MPI.COMM_WORLD) -> int:
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:
         mine = _affinity()
-        node_sets = [set(s) for s in node.allgather(sorted(mine))]
+        node_sets = [set(s) for s in allgather_json(node, sorted(mine))]
     finally:
         node.Free()
     env = os.environ.get(ENV_VAR, "").strip()

@@ -14,6 +14,7 @@ from ..device import synchronizer, to_device, to_host
 from ..errors import agree, check_on_root, collective_error
 from ..machine import check_memory
 from ..threads import default_threads, set_threads
+from ..wire import bcast_json
 from . import (
     EXCHANGE_HELP,
     GRID_HELP,
@@ -136,7 +137,7 @@ def run(args) -> int:
                   f"{row['max_bytes_sent_per_spmm'] / 1e6:8.3f} MB  inter-node "
                   f"{row['inter_bytes_per_spmm'] / 1e6:8.3f} MB  rel. error {err:.1e}{how}",
                   flush=True)
-        err = comm.bcast(err if comm.rank == 0 else None, root=0)
+        err = bcast_json(comm, err if comm.rank == 0 else None, root=0)
         if err > (1e-4 if args.dtype == "float32" else 1e-10):
             raise collective_error(f"{algo} disagrees with scipy (relative error {err:.2e})")
     if args.json:

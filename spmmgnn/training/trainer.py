@@ -35,6 +35,7 @@ from ..hashing import uniform_by_id
 from ..machine import peak_rss_bytes, ranks_on_this_node
 from ..nn.memory import ModelShape, model_problem
 from ..nn.models import build_model
+from ..wire import allgather_json
 from .checkpoint import (
     load_checkpoint,
     read_meta,
@@ -364,7 +365,7 @@ class Trainer:
         """Every rank gets here together (the flat buffer is the same everywhere): stop with
         one line naming the epoch, the ranks whose rows gave a non-finite loss or gradient,
         and whether the parameters were finite before this step."""
-        bad = [r for r, ok in enumerate(self.comm.allgather(local_ok)) if not ok]
+        bad = [r for r, ok in enumerate(allgather_json(self.comm, bool(local_ok))) if not ok]
         finite = all(bool(torch.isfinite(p).all()) for p in self.params)
         loss = float(self.flat[-1]) / self.loss_count
         why = ("the parameters were already NaN or Inf (from the checkpoint, or the previous "
