@@ -14,7 +14,7 @@ from ..device import synchronizer, to_device, to_host
 from ..errors import agree, check_on_root, collective_error
 from ..machine import check_memory
 from ..threads import default_threads, set_threads
-from ..wire import bcast_json
+from ..wire import bcast_json, gather_json
 from . import (
     EXCHANGE_HELP,
     GRID_HELP,
@@ -107,7 +107,7 @@ def run(args) -> int:
         sync()
         comm.Barrier()
         seconds = (time.perf_counter() - t0) / args.repeat
-        stats = comm.gather(op.comm_stats(), root=0)
+        stats = gather_json(comm, op.comm_stats(), root=0)
         full = op.gather_rows(y)
         if full is not None and grid.device is not None:
             full = to_host(full)

@@ -35,7 +35,7 @@ from ..hashing import uniform_by_id
 from ..machine import peak_rss_bytes, ranks_on_this_node
 from ..nn.memory import ModelShape, model_problem
 from ..nn.models import build_model
-from ..wire import allgather_json
+from ..wire import allgather_json, gather_json
 from .checkpoint import (
     load_checkpoint,
     read_meta,
@@ -482,7 +482,7 @@ class Trainer:
                         if ran else 0.0,
                         epoch_seconds=_mean(r["seconds"] for r in steady),
                         peak_rss_bytes=peak_rss_bytes())
-        ranks = self.comm.gather(per_rank, root=0)
+        ranks = gather_json(self.comm, per_rank, root=0)
         last = self.history[-1] if self.history else {}
         return dict(
             config=asdict(self.config), dataset=self.data.name, n=self.data.n,
