@@ -529,6 +529,9 @@ def test_model_memory_says_what_it_does_before_its_wait(capsys):
      ["--alpha must be a positive finite number in (0, 1000], got 1e+308"]),
     ([*MODEL[:2], "--alpha", "1e-6", "--beta", "1e-9", "--rate", "1e-308", "--P", "2"],
      ["--rate must be a positive finite number in (0.001, 1e+30]"]),
+    (["train", "--ranks-per-node", str(10**23)], ["--ranks-per-node: must be an integer in"]),
+    (["bench", "--graph", "random:n=100,avg_degree=4", "--ranks-per-node", str(10**23), "-o",
+      "r.jsonl"], ["--ranks-per-node: must be an integer in [1, 2147483647]"]),
 ])
 def test_huge_or_non_finite_numbers_are_one_error(capsys, tmp_path, monkeypatch, mtx, argv,
                                                   words):
@@ -606,3 +609,22 @@ def test_model_two_level_has_its_own_flag(capsys):
     code, out, err = _main(capsys, *MODEL, "--P", "4", "--algorithm", "sparse1d",
                            "--partitioner", "twolevel:metis-vol", "--ranks-per-node", "2")
     assert code == 0 and "4 ranks per node" not in out and "2 ranks per node" in out, err
+
+
+def test_the_long_waits_say_what_runs_first(capsys, tmp_path):
+    """Issue 46's silent waits: ``--method quality`` (tens of seconds) and ``datasets
+    wordnet`` (16 s) print what runs and about how long before the wait (the kernel
+    compilation and ``model --memory``: the tests above)."""
+    from spmmgnn.data.csbm import csbm
+    from spmmgnn.partitioners import partition
+
+    lines: list[str] = []
+    partition(csbm(n=200, avg_degree=4, seed=1).adj, 4, "quality", time_budget=0.2,
+              progress=lines.append)
+    assert lines[0].startswith("partition: estimate for quality k=4 (n=200"), lines
+    assert " s (" in lines[0] and "MiB peak" in lines[0], lines
+    code, _, err = _main(capsys, "datasets", "wordnet", "--out", tmp_path / "w.h5",
+                         "--wordnet-dir", tmp_path / "none")
+    assert code == 2 and err.splitlines()[0] == (
+        "spmmgnn datasets: reading WordNet and computing its TF-IDF + SVD features "
+        "(about 15 s)"), err
