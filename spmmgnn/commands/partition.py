@@ -16,7 +16,7 @@ from mpi4py import MPI
 
 from ..atomic import check_writable, write_text_atomic
 from ..errors import SpmmgnnError, check_on_root
-from . import PARTS_PER_NODE_HELP, check_parts_per_node, count_arg, real_arg
+from . import PARTS_PER_NODE_HELP, check_parts_per_node, count_arg
 
 # input files from this size on announce their reading (it takes seconds)
 LOUD_BYTES = 64 * 2**20
@@ -59,13 +59,13 @@ def add_parser(sub) -> None:
                    "order, or a .npy integer array; checked (length n, values in [0, k), "
                    "integers), its metrics computed and the graph written as usual")
     p.add_argument("-o", "--output", required=True, help="output HDF5 file (.h5)")
-    p.add_argument("--epsilon", type=real_arg(0), default=0.03,
+    p.add_argument("--epsilon", type=float, default=0.03,
                    help="allowed load imbalance: max non-zeros per part <= (1+eps) x average")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None,
                    help="threads for Mt-KaHyPar and KaMinPar (default: all available cores; "
                    "'default' takes the cores idle at its start, at least one)")
-    p.add_argument("--volume-slack", type=real_arg(0), default=None, metavar="S",
+    p.add_argument("--volume-slack", type=float, default=None, metavar="S",
                    help="+maxsend (and default): how much total volume (fraction of the "
                    "refined total, default 0.1) may be traded for a lower max send")
     p.add_argument("--json", help="also write the metrics (with per-part values) as JSON")
