@@ -1,6 +1,7 @@
 """The research recipes (docs/research-recipes.md) timed against scipy in one process.
 
     mpiexec -n P python bench/recipes.py GRID      # GRID: 1d, c2, 2x2 or 2x1x2
+    python bench/recipes_table.py --write docs/research-recipes.md   # all five, the docs table
 
 Four workloads, the recipes' graphs and sizes: APPNP propagation (50 steps, f = 8),
 PageRank (50 steps, a vector), CG (two right-hand sides to 1e-10, ``spmmgnn.krylov.cg``
@@ -31,6 +32,7 @@ from spmmgnn import krylov  # noqa: E402
 from spmmgnn.data.normalize import gcn_norm  # noqa: E402
 from spmmgnn.errors import wait_for_root  # noqa: E402
 from spmmgnn.hashing import uniform_by_id  # noqa: E402
+from spmmgnn.wire import bcast_json  # noqa: E402
 
 comm = MPI.COMM_WORLD
 STEPS = 50
@@ -60,7 +62,7 @@ def on_root(fn) -> float:
     if comm.rank == 0:
         t = min(_timed(fn) for _ in range(3))
     wait_for_root(comm)
-    return comm.bcast(t, root=0)
+    return bcast_json(comm, t)
 
 
 def _timed(fn) -> float:

@@ -21,6 +21,7 @@ from mpi4py import MPI
 from .convert import is_torch
 from .errors import agree
 from .stats import CommStats
+from .wire import bcast_json
 
 KINDS = ("cpu", "cuda")
 
@@ -42,7 +43,7 @@ def resolve_device(spec, comm: MPI.Comm, node_comm: MPI.Comm):
     there is one error on every rank."""
     kind, index, error = _parse(spec)
     if comm.Get_size() > 1:
-        first = comm.bcast(kind, root=0)
+        first = bcast_json(comm, kind, root=0)
         same = comm.allreduce(int(kind == first), op=MPI.MIN)
         if error is None and not same:
             error = (f"the ranks ask for different devices (rank 0: {first}, rank "

@@ -21,6 +21,8 @@ import traceback
 
 from mpi4py import MPI
 
+from .wire import bcast_json
+
 
 class SpmmgnnError(Exception):
     """Bad input or a failed collective check; the message is meant for the user.
@@ -64,7 +66,7 @@ def agree(comm: MPI.Comm, error: str | None) -> None:
     if failing == 0:
         return
     first = comm.allreduce(comm.Get_rank() if error is not None else comm.Get_size(), op=MPI.MIN)
-    message = comm.bcast(error, root=first)
+    message = bcast_json(comm, error, root=first)
     if failing == comm.Get_size() and comm.allreduce(error == message, op=MPI.LAND):
         raise collective_error(message)  # every rank found the same problem: no rank to name
     suffix = f" (rank {first}" + (f" and {failing - 1} other rank(s))" if failing > 1 else ")")
@@ -88,7 +90,7 @@ def fail_together(comm: MPI.Comm, exc: BaseException | None) -> None:
     text = None
     if rank == first:
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    text = comm.bcast(text, root=first)
+    text = bcast_json(comm, text, root=first)
     if exc is not None:
         raise exc
     raise RankFailed(first, text)

@@ -39,6 +39,7 @@ from mpi4py import MPI
 from .device import resolve_device
 from .errors import SpmmgnnError, agree
 from .nodes import NodeMap, group_ranks
+from .wire import allgather_json
 
 KINDS = ("1d", "1.5d", "2d", "3d")
 DIMS_15D = ("block_row", "replica")
@@ -101,7 +102,7 @@ class ProcessGrid:
         mine = None if error else (c, None if shape is None else tuple(int(s) for s in shape),
                                    K)
         if size > 1:  # a different grid on some rank would split the world inconsistently
-            error = error or _disagreement(self.comm.allgather(mine))
+            error = error or _disagreement(allgather_json(self.comm, mine))
         agree(self.comm, error)
         self.rank = self.comm.Get_rank()
         self.size = size

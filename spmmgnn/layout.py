@@ -220,3 +220,28 @@ def resolve_partition(spec, n: int, k: int, what: str = "partition") -> Partitio
     raise SpmmgnnError(
         f"{what} has length {arr.size}: expected {k} block sizes (one per block row) or a "
         f"part vector of length n={n}")
+
+
+def bcast_partition(comm, part: Partition | None, root: int = 0) -> Partition | None:
+    """Collective: root's partition (or None) on every rank, sent as its offsets and, when it
+    has one, its permutation (``wire``: buffers, no pickle). Root keeps its own object; the
+    others get the blocks and the order, without root's ``metrics`` and ``candidates``."""
+    from .wire import bcast_array, bcast_json
+
+    if comm.Get_size() == 1:
+        return part
+    mine = comm.Get_rank() == root
+    head = bcast_json(comm, None if not mine or part is None else dict(
+        k=part.k, method=part.method, seconds=float(part.seconds),
+        perm=part._perm is not None), root)
+    if head is None:
+        return part
+    offsets = bcast_array(comm, part.offsets if mine else None, root)
+    perm = bcast_array(comm, part._perm if mine else None, root) if head["perm"] else None
+    if mine:
+        return part
+    parts = None
+    if perm is not None:
+        parts = np.empty_like(perm)
+        parts[perm] = np.repeat(np.arange(head["k"], dtype=np.int64), np.diff(offsets))
+    return Partition(parts, head["k"], perm, offsets, None, head["method"], head["seconds"])

@@ -405,7 +405,9 @@ class AutoPlan:
                flat.send_counts[far].sum(), flat.recv_counts[far].sum()]
         for _, m, s, r in node.volumes():
             row += [m, s, r]
-        self.table = np.array(flat.comm.allgather(np.array(row, dtype=np.float64)))
+        mine = np.array(row, dtype=np.float64)
+        self.table = np.empty((flat.comm.Get_size(), mine.size), dtype=np.float64)
+        flat.comm.Allgather(mine, self.table)
         self.node_of = nodes.node
         self.choices: dict[str, str] = {}
         self._chosen: dict[tuple, AutoPlan | HaloPlan | NodePlan] = {}

@@ -17,6 +17,7 @@ from pathlib import Path
 from mpi4py import MPI
 
 from .threads import default_threads
+from .wire import allgather_json
 
 NUMA_ROOT = Path("/sys/devices/system/node")
 
@@ -73,7 +74,7 @@ def choose_layout(comm: MPI.Comm = MPI.COMM_WORLD) -> NodeLayout:
     try:
         mine = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
             list(range(os.cpu_count() or 1))
-        cores = set().union(*map(set, node.allgather(mine)))
+        cores = set().union(*map(set, allgather_json(node, mine)))
         ranks = node.Get_size()
     finally:
         node.Free()

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
+from .wire import allgather_json
+
 
 def group_ranks(comm: MPI.Comm, ranks_per_node: int | None) -> tuple[np.ndarray, MPI.Comm]:
     """Collective: (the node of every rank of ``comm``, the communicator of my node's ranks
@@ -24,7 +26,7 @@ def group_ranks(comm: MPI.Comm, ranks_per_node: int | None) -> tuple[np.ndarray,
     if ranks_per_node is None:
         node_comm = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
         lowest = node_comm.allreduce(rank, op=MPI.MIN)
-        leaders = np.array(comm.allgather(lowest), dtype=np.int64)
+        leaders = np.array(allgather_json(comm, int(lowest)), dtype=np.int64)
         return np.searchsorted(np.unique(leaders), leaders).astype(np.int64), node_comm
     nodes = np.arange(comm.Get_size(), dtype=np.int64) // int(ranks_per_node)
     return nodes, comm.Split(color=int(nodes[rank]), key=rank)
@@ -43,7 +45,7 @@ class NodeMap:
     def __init__(self, comm: MPI.Comm, my_node: int):
         self.comm = comm
         self.me = comm.Get_rank()
-        self.node = np.array(comm.allgather(int(my_node)), dtype=np.int64)
+        self.node = np.array(allgather_json(comm, int(my_node)), dtype=np.int64)
         self.my_node = int(my_node)
         self.same = self.node == self.my_node     # the peers on my node (me included)
         self._local: MPI.Comm | None = None

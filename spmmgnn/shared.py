@@ -25,6 +25,7 @@ from mpi4py import MPI
 
 from . import kernels
 from .halo import NO_INDEX, Route, displacements
+from .wire import allgather_json
 
 
 def shares_memory(comm: MPI.Comm) -> bool:
@@ -82,8 +83,8 @@ class SharedRoute:
         where_recv = np.empty_like(route.recv_displs)   # [q]: q.recv_displs[me]
         comm.Alltoall(route.send_displs, where_send)
         comm.Alltoall(route.recv_displs, where_recv)
-        rows = {True: np.array(comm.allgather(route.n_send), dtype=np.int64),
-                False: np.array(comm.allgather(route.n_recv), dtype=np.int64)}
+        rows = {True: np.array(allgather_json(comm, int(route.n_send)), dtype=np.int64),
+                False: np.array(allgather_json(comm, int(route.n_recv)), dtype=np.int64)}
         # forward: I read from peer q its rows for me, recv_counts[q] of them; backward: the
         # rows q returns for what I sent it, send_counts[q] of them
         self._plan = {}

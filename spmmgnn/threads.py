@@ -26,6 +26,7 @@ from mpi4py import MPI
 from .errors import SpmmgnnError, agree
 from .jit import numba_pool
 from .machine import core_times
+from .wire import allgather_json
 
 ENV_VAR = "SPMMGNN_THREADS"
 BUSY_ENV = "SPMMGNN_BUSY_CORES"  # "auto" (measured), or the cores other work keeps busy
@@ -58,7 +59,7 @@ def default_threads(comm: MPI.Comm = MPI.COMM_WORLD) -> int:
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:
         mine = _affinity()
-        node_sets = [set(s) for s in node.allgather(sorted(mine))]
+        node_sets = [set(s) for s in allgather_json(node, sorted(mine))]
     finally:
         node.Free()
     env = os.environ.get(ENV_VAR, "").strip()

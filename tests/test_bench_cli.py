@@ -5,6 +5,7 @@ the scaling model."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -284,3 +285,30 @@ def test_model_compare_uses_the_records_rate_and_bytes():
     assert fixed[0]["predicted"] == pytest.approx(
         spmm_time("sparse1d", layout, vol, 2, 1, 8, 4, m)["seconds"])
     assert fixed[0]["predicted"] < rows[0]["predicted"]
+
+
+def test_recipes_table_runs_the_five_grids_and_rewrites_only_its_block():
+    """``bench/recipes_table.py --write docs/research-recipes.md`` (issue 46: the recipes at
+    P = 1, 2, 4 with c = 2, 2 x 2 and 2 x 1 x 2 with their ratios to scipy in the docs)."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("recipes_table",
+                                                  root / "bench" / "recipes_table.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert [(P, g) for P, g, _ in mod.RUNS] == [(1, "1d"), (2, "1d"), (4, "c2"), (4, "2x2"),
+                                                (4, "2x1x2")]
+    page = (root / "docs" / "research-recipes.md").read_text()
+    rows = ["| P = 1 | PageRank, 50 steps | 2.0 | 1.0 | 2.00 |"]
+    quiet = mod.render(rows, "2026-11-26T05:41", "2026-11-26T05:47", (1.0, 1.5), "CMD")
+    assert quiet.startswith("Measured on 2026-11-26 between 05:41 and 05:47 UTC with `CMD`")
+    assert "load average 1.0 before, 1.5 after." in quiet and "loaded" not in quiet
+    assert "**The machine was loaded**" in mod.render(rows, "2026-11-26T05:41",
+                                                      "2026-11-26T05:47", (9.0, 1.0), "CMD")
+    new = mod.replace_block(page, quiet)
+    head, tail = page.split(mod.START)[0], page.split(mod.END)[1]
+    assert new.startswith(head) and new.endswith(tail) and rows[0] in new
+    assert mod.replace_block(new, quiet) == new
+    with pytest.raises(SystemExit, match="needs one"):
+        mod.replace_block("no markers", quiet)

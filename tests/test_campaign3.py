@@ -508,3 +508,123 @@ def test_model_memory_says_what_it_does_before_its_wait(capsys):
     assert err.splitlines()[0].startswith("spmmgnn model: building csbm:n=300 and its "
                                           "partitions")
     assert out.startswith("graph csbm:n=300")  # the table stays on stdout
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["spmm", "--degree", "inf"], ["argument --degree: must be a finite number >= 0, got inf"]),
+    (["spmm", "--degree", "nan"], ["argument --degree: must be a finite number >= 0, got nan"]),
+    (["partition", "g.mtx", "-k", "2", "-o", "o.h5", "--epsilon", "inf"],
+     ["epsilon must be a non-negative number, got inf"]),
+    (["partition", "g.mtx", "-k", "2", "-o", "o.h5", "--volume-slack=-1e308"],
+     ["volume_slack must be a non-negative number, got -1e+308"]),
+    (["datasets", "csbm", "--out", "d.h5", "--degree", "nan"],
+     ["argument --degree: must be a finite number >= 0, got nan"]),
+    (["datasets", "csbm", "--out", "d.h5", "--homophily", "1e308"],
+     ["argument --homophily: must be a finite number >= 0, at most 1"]),
+    (["train", "--csbm-signal", "1e308"],
+     ["argument --csbm-signal: must be a finite number >= 0, at most 1e+30, got 1e308"]),
+    (["train", "--csbm-n", "300", "--weight-decay", "1e308"],
+     ["--weight-decay in [0, 1e+30] (Adam's step must fit a float32)"]),
+    ([*MODEL[:2], "--alpha", "1e308", "--beta", "1e-9", "--P", "2"],
+     ["--alpha must be a positive finite number in (0, 1000], got 1e+308"]),
+    ([*MODEL[:2], "--alpha", "1e-6", "--beta", "1e-9", "--rate", "1e-308", "--P", "2"],
+     ["--rate must be a positive finite number in (0.001, 1e+30]"]),
+    (["train", "--ranks-per-node", str(10**23)], ["--ranks-per-node: must be an integer in"]),
+    (["bench", "--graph", "random:n=100,avg_degree=4", "--ranks-per-node", str(10**23), "-o",
+      "r.jsonl"], ["--ranks-per-node: must be an integer in [1, 2147483647]"]),
+])
+def test_huge_or_non_finite_numbers_are_one_error(capsys, tmp_path, monkeypatch, mtx, argv,
+                                                  words):
+    """Issue 46: a huge, infinite or NaN float option is one line naming it (before: an
+    OverflowError from ``int(inf)``, inf ms in the model's table, a run that overflows)."""
+    monkeypatch.chdir(mtx.parent)
+    code, out, err = _main(capsys, *argv)
+    _one_error(code, err, *words)
+    assert "loss" not in out and not (mtx.parent / "o.h5").exists()
+
+
+def test_a_huge_epsilon_lifts_the_load_cap(capsys, tmp_path, mtx):
+    """``--epsilon 1e308`` (before: OverflowError in ``load_cap``) means no load limit: the
+    cap is the whole load, and the partition is written."""
+    from spmmgnn.data.csbm import csbm
+    from spmmgnn.partitioners import partition
+    from spmmgnn.partitioners.model import load_cap
+
+    loads = np.array([3, 1, 4, 1, 5])
+    assert load_cap(loads, 2, 1e308) == load_cap(loads, 2, 1.0) == 14
+    assert load_cap(loads, 2, 0.0) == 7
+    p = partition(csbm(n=200, avg_degree=4, seed=1).adj, 4, "metis-vol", epsilon=1e308)
+    assert p.sizes.sum() == 200
+    for method in ("metis-vol", "twolevel:metis-vol"):
+        out = tmp_path / f"{method[:3]}.h5"
+        code, text, err = _main(capsys, "partition", mtx, "-k", "4", "-o", out, "--method",
+                                method, "--epsilon", "1e308",
+                                *(["--parts-per-node", "2"] if "two" in method else []))
+        assert code == 0 and out.exists() and "Traceback" not in err, err[-3000:]
+    with pytest.raises(SpmmgnnError, match="csbm: signal 1e\\+308 makes the float32 features"):
+        csbm(n=100, signal=1e308)
+
+
+def test_partition_two_level_has_its_own_flag(capsys, tmp_path, mtx):
+    """``partition --method twolevel:...`` asks for --parts-per-node (before: no such flag,
+    and the error named the internal ``parts_per_node``)."""
+    out = tmp_path / "x.h5"
+    base = ["partition", mtx, "-k", "4", "-o", out]
+    for extra, words in [
+        (["--method", "twolevel:metis-vol"],
+         "--method twolevel:metis-vol partitions the nodes first: give --parts-per-node K "
+         "(the block rows of one node, a divisor of -k 4)"),
+        (["--method", "twolevel:metis-vol", "--parts-per-node", "3"],
+         "--parts-per-node 3 must be a positive divisor of -k 4"),
+        (["--method", "metis-vol", "--parts-per-node", "2"],
+         "--parts-per-node applies to the twolevel:<method> partitioners only"),
+        (["--method", "twolevel:metis-vol", "--parts-per-node", str(2**40)],
+         "argument --parts-per-node: must be an integer in [1, 2147483647]"),
+    ]:
+        code, _, err = _main(capsys, *base, *extra)
+        _one_error(code, err, words)
+        assert "parts_per_node" not in err and not out.exists()
+    code, text, err = _main(capsys, *base, "--method", "twolevel:metis-vol",
+                            "--parts-per-node", "2", "--json", tmp_path / "m.json")
+    assert code == 0, err[-3000:]
+    report = json.loads((tmp_path / "m.json").read_text())
+    assert report["method"] == "twolevel:metis-vol" and len(report["block_sizes"]) == 4
+
+
+def test_model_two_level_has_its_own_flag(capsys):
+    """``model --memory --partitioner twolevel:...`` takes --parts-per-node, a divisor of
+    every P/c it models; the time model on two tiers keeps --ranks-per-node / c."""
+    base = ["model", "csbm:n=300", "--memory", "--P", "2", "4", "--c", "1", "2",
+            "--algorithm", "sparse1d", "sparse15d", "--partitioner", "twolevel:metis-vol"]
+    code, _, err = _main(capsys, *base)
+    _one_error(code, err, "give --parts-per-node K (the block rows of one node, a divisor of "
+                          "P 2 / c 2 = 1, P 2 / c 1 = 2, P 4 / c 1 = 4)")
+    code, _, err = _main(capsys, *base, "--parts-per-node", "2")
+    _one_error(code, err, "--parts-per-node 2 must be a positive divisor of P 2 / c 2 = 1")
+    assert "parts_per_node" not in err
+    code, out, err = _main(capsys, *base[:3], "--P", "2", "4", "--c", "1", "--algorithm",
+                           "sparse1d", "--partitioner", "twolevel:metis-vol",
+                           "--parts-per-node", "2")
+    assert code == 0 and "partitioner twolevel:metis-vol" in out, err[-3000:]
+    code, out, err = _main(capsys, *MODEL, "--P", "4", "--algorithm", "sparse1d",
+                           "--partitioner", "twolevel:metis-vol", "--ranks-per-node", "2")
+    assert code == 0 and "4 ranks per node" not in out and "2 ranks per node" in out, err
+
+
+def test_the_long_waits_say_what_runs_first(capsys, tmp_path):
+    """Issue 46's silent waits: ``--method quality`` (tens of seconds) and ``datasets
+    wordnet`` (16 s) print what runs and about how long before the wait (the kernel
+    compilation and ``model --memory``: the tests above)."""
+    from spmmgnn.data.csbm import csbm
+    from spmmgnn.partitioners import partition
+
+    lines: list[str] = []
+    partition(csbm(n=200, avg_degree=4, seed=1).adj, 4, "quality", time_budget=0.2,
+              progress=lines.append)
+    assert lines[0].startswith("partition: estimate for quality k=4 (n=200"), lines
+    assert " s (" in lines[0] and "MiB peak" in lines[0], lines
+    code, _, err = _main(capsys, "datasets", "wordnet", "--out", tmp_path / "w.h5",
+                         "--wordnet-dir", tmp_path / "none")
+    assert code == 2 and err.splitlines()[0] == (
+        "spmmgnn datasets: reading WordNet and computing its TF-IDF + SVD features "
+        "(about 15 s)"), err

@@ -26,3 +26,25 @@ def test_a_checkpoint_that_does_not_fit_is_one_message_not_one_per_rank(tmp_path
     proc = run_cli(2, *TRAIN, "--epochs", "2", "--checkpoint", str(ck), "--resume")
     one_line_error(proc, f"checkpoint {ck}: checkpoint parameters do not fit the model")
     assert "rank 1" not in proc.stderr and Path(ck).exists()
+
+
+def test_data_and_metadata_travel_as_buffers_not_pickles():
+    """``from_scipy`` (a permuted, uneven partition with an empty block row), ``scatter_rows``,
+    ``gather_rows`` and the ``wire`` collectives on 2 and 3 ranks: the results match scipy
+    and only scalars went through mpi4py's pickle (before: the partition, the shapes and
+    scatter_rows' header were pickled)."""
+    from .mpi import run_mpi
+
+    for n in (2, 3):
+        proc = run_mpi(n, "wire_cases.py")
+        assert proc.stdout.count(": OK (") == n, proc.stdout + proc.stderr[-3000:]
+
+
+def test_dot_norm_and_gram_make_one_all_reduce_a_call():
+    """Issue 46's per-call cost: the validation of dot / norm / gram travels in the sum's own
+    all-reduce (one collective call a call, ``y is x`` or not), counted on 2 and 3 ranks."""
+    from .mpi import run_mpi
+
+    for n in (2, 3):
+        proc = run_mpi(n, "call_counts.py")
+        assert proc.stdout.count(": OK") == n, proc.stdout + proc.stderr[-3000:]

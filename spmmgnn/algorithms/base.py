@@ -36,12 +36,13 @@ from ..errors import (
 )
 from ..grid import ProcessGrid, format_shape, near_square, parse_grid
 from ..hashing import mix64, uniform_by_id
-from ..layout import Partition, resolve_partition
+from ..layout import Partition, bcast_partition, resolve_partition
 from ..node_exchange import EXCHANGES, exchange_plan
 from ..reorder import block_rcm, with_order
 from ..stats import CommStats
 from ..threads import ensure_threads, scope
 from ..tiers import network
+from ..wire import bcast_json
 from .linalg import RowAlgebra, well_formed
 
 ALGORITHMS: dict[str, type[DistSpMM]] = {}
@@ -229,11 +230,11 @@ class DistSpMM(RowAlgebra):
         got = check_on_root(comm, root, lambda: _check_matrix(
             A, grid.n_block_rows, partition, col_partition, reorder, normalize))
         Ap, rows, cols = got if got is not None else (None, None, None)
-        if comm.Get_size() > 1:
-            rows, cols, shape_nnz = comm.bcast(
-                (rows, cols, None if Ap is None else (Ap.shape, int(Ap.nnz))), root=root)
-        else:
-            shape_nnz = (Ap.shape, int(Ap.nnz))
+        shape, nnz = bcast_json(comm, None if Ap is None else (list(Ap.shape), int(Ap.nnz)),
+                                root)
+        shape_nnz = (tuple(shape), nnz)
+        rows = bcast_partition(comm, rows, root)
+        cols = bcast_partition(comm, cols, root)
         agree(comm, algo_cls.preflight(grid, shape_nnz[0], shape_nnz[1], **options))
         block_row = _scatter_block_rows(comm, grid, root, Ap, rows)
         wait_for_root(comm)  # ranks served first sleep until root has cut the last block
@@ -347,7 +348,7 @@ class DistSpMM(RowAlgebra):
             error = f"{cls.__name__}.from_*: algorithm={algorithm!r} names another class"
         if comm.Get_size() > 1:
             mine = _describe(algorithm, options or {})
-            first = comm.bcast(mine, root=0)
+            first = bcast_json(comm, mine, root=0)
             if error is None and mine != first:
                 error = (f"the ranks build different operators: rank 0 asks for {first}, "
                          f"rank {comm.Get_rank()} for {mine}")
@@ -390,8 +391,8 @@ class DistSpMM(RowAlgebra):
 
         got = check_on_root(comm, root, check)
         xp, f, dt = got if got is not None else (None, None, None)
-        f, dt, as_torch, vector = comm.bcast((f, dt, is_torch(X), getattr(X, "ndim", 0) == 1),
-                                             root=root)
+        f, dt, as_torch, vector = bcast_json(comm, (f, dt, is_torch(X),
+                                                    getattr(X, "ndim", 0) == 1), root)
         local = np.empty((n_local, f), dtype=np.dtype(dt))
         self._rows_collective(xp, local, part.offsets, root, scatter=True)
         return _as_kind(local[:, 0] if vector else local, as_torch, self.device)

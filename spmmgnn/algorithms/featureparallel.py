@@ -28,6 +28,7 @@ from ..layout import Partition
 from ..local_matrix import LocalCSR
 from ..machine import available_bytes, ranks_on_this_node
 from ..stats import CommStats
+from ..wire import allgather_json
 from .base import DistSpMM
 
 # bytes per non-zero of the replicated A: float64 value + index, a float32 copy, the transposed
@@ -153,8 +154,8 @@ def _allgather_rows(comm: MPI.Comm, block_row: sp.csr_array, n: int) -> sp.csr_a
     lengths = np.diff(block_row.indptr).astype(np.int64)
     indices = block_row.indices.astype(np.int64)
     data = block_row.data.astype(np.float64)
-    rows = np.array(comm.allgather(lengths.size), dtype=np.int64)
-    nnz = np.array(comm.allgather(indices.size), dtype=np.int64)
+    rows = np.array(allgather_json(comm, lengths.size), dtype=np.int64)
+    nnz = np.array(allgather_json(comm, indices.size), dtype=np.int64)
     all_lengths = np.empty(int(rows.sum()), dtype=np.int64)
     all_indices = np.empty(int(nnz.sum()), dtype=np.int64)
     all_data = np.empty(int(nnz.sum()), dtype=np.float64)

@@ -32,6 +32,7 @@ from ..convert import FLOAT_DTYPES, is_torch, like_input, to_numpy
 from ..errors import SpmmgnnError, agree, collective_error
 from ..hashing import mix64
 from ..threads import scope
+from ..wire import allgather_json
 
 CHOLQR_MAX_COND = 1e6  # above this the first Cholesky factor hands over to TSQR
 ROWS_ERROR = "expected this rank's"  # in check_local's message for a wrong shape
@@ -290,7 +291,7 @@ class RowAlgebra:
         each rank multiplies its local Q by its slice of the stacked Q."""
         q_local, r_local = np.linalg.qr(a, mode="reduced")
         comm = self.grid.across_block_rows
-        k = np.array(comm.allgather(r_local.shape[0]), dtype=np.int64)
+        k = np.array(allgather_json(comm, r_local.shape[0]), dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(k)])
         stacked = allgather_blocks(comm, offsets, np.ascontiguousarray(r_local))
         q_stack, r = np.linalg.qr(stacked, mode="reduced")

@@ -29,6 +29,7 @@ from mpi4py import MPI
 
 from ..halo import displacements
 from ..local_matrix import LocalCSR, split_columns
+from ..wire import allgather_json
 from .base import DistSpMM
 from .ghost import resolve_codecs
 from .on_device import attach_device
@@ -147,7 +148,7 @@ class PrePost1D(DistSpMM):
             shape=(n_send, self.n_local_in)))
         # the halo plan runs over the send buffers' rows: rank q "owns" its n_send rows; each
         # receiver learns where its X rows and its partial sums sit in q's buffer
-        sizes = np.array(comm.allgather(n_send), dtype=np.int64)
+        sizes = np.array(allgather_json(comm, int(n_send)), dtype=np.int64)
         self._virtual_offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
         at = _alltoallv(comm, np.searchsorted(union, got_cols), post_from, MPI.INT64_T)
         starts = np.empty(k, dtype=np.int64)

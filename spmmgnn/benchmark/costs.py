@@ -161,10 +161,13 @@ def predict_all(A, Ps: list[int], cs: list[int], algorithms: list[str], f: int,
                 itemsize: int, m: Machine, spmms_per_epoch: int, partitioner: str = "none",
                 seed: int = 0, log=None, layouts: dict[int, Layout] | None = None,
                 grids: list | None = None,
-                exchanges: tuple[str, ...] = ("flat", "node")) -> list[dict]:
+                exchanges: tuple[str, ...] = ("flat", "node"),
+                parts_per_node: int | None = None) -> list[dict]:
     """Predictions for every runnable (P, c or grid shape, algorithm): one dict each
     (``grid``: the 2D/3D shape, else None). ``layouts`` (by k) is filled and reused when
-    given; ``grids``: the 2D/3D shapes to model (default: closest to a square / cube).
+    given; ``grids``: the 2D/3D shapes to model (default: closest to a square / cube);
+    ``parts_per_node``: a ``twolevel:`` partitioner's block rows of one node (default: the
+    ranks per node / c).
 
     On a two-tier machine (``m.ranks_per_node``) an algorithm with a halo exchange has one
     row per ``exchanges`` ("flat", "node"; ``exchange`` names it, None for the others).
@@ -185,7 +188,8 @@ def predict_all(A, Ps: list[int], cs: list[int], algorithms: list[str], f: int,
             options = (exchanges if K is not None and cls is not None and cls.takes_exchange
                        and m.link is None else (None,))  # a device grid: flat only
             for c, shape in grid_points(algo, P, cs, grids):
-                per_node = max(1, K // c) if K is not None else None
+                per_node = (parts_per_node if parts_per_node is not None else
+                            max(1, K // c) if K is not None else None)
                 layout = cached_layout(layouts, A, P // c, partitioner, seed, log, per_node)
                 for exchange in options:
                     vol = predict(algo, layout, P, c, f, itemsize, shape=shape,

@@ -337,9 +337,10 @@ def predict_memory(algorithm: str, layout: Layout, P: int, c: int, shape: ModelS
 def memory_rows(A, Ps: list[int], cs: list[int], algorithms: list[str], shape: ModelShape,
                 partitioner: str = "none", codec: str | None = None,
                 layouts: dict[int, Layout] | None = None,
-                grids: list | None = None) -> list[dict]:
+                grids: list | None = None, parts_per_node: int | None = None) -> list[dict]:
     """The largest rank's bytes per component for every runnable (P, c, algorithm) of the
-    normalized ``A`` (square; its symmetry decides whether transposes are kept)."""
+    normalized ``A`` (square; its symmetry decides whether transposes are kept;
+    ``parts_per_node``: the block rows of one node, for a ``twolevel:`` partitioner)."""
     from ..grid import format_shape
     from .costs import cached_layout
     from .volumes import grid_points
@@ -350,7 +351,8 @@ def memory_rows(A, Ps: list[int], cs: list[int], algorithms: list[str], shape: M
     for P in Ps:
         for algo in algorithms:
             for c, grid in grid_points(algo, P, cs, grids):
-                layout = cached_layout(layouts, A, P // c, partitioner, 0)
+                layout = cached_layout(layouts, A, P // c, partitioner, 0,
+                                       parts_per_node=parts_per_node)
                 m = predict_memory(algo, layout, P, c, shape, symmetric,
                                    codec if algo in CODEC_ALGORITHMS else None, grid=grid)
                 r = int(np.argmax(m["total"]))

@@ -14,6 +14,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..errors import agree
+from ..wire import bcast_json
 
 SIZES = tuple(2 ** e for e in range(3, 23, 2))  # 8 B ... 4 MiB
 
@@ -42,7 +43,7 @@ def ping_pong(comm: MPI.Comm, sizes=SIZES, repeat: int = 20) -> dict:
                 comm.Send([buf, MPI.BYTE], dest=0, tag=7)
             best = min(best, (time.perf_counter() - t0) / 2)
         times.append(best)
-    times = np.array(comm.bcast(times, root=0))
+    times = np.array(bcast_json(comm, times, root=0))
     alpha, beta = _fit(np.array(sizes), times)
     return dict(alpha=alpha, beta=beta, sizes=list(sizes), seconds=times.tolist())
 

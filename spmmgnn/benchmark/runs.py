@@ -12,6 +12,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..errors import SpmmgnnError, agree, check_on_root
+from ..wire import bcast_json, gather_json
 
 PHASES = ("local", "exchange", "allreduce", "codec", "dense", "other")
 
@@ -78,7 +79,7 @@ def spmm_run(comm: MPI.Comm, run: dict, A, parts: PartitionCache) -> dict | None
                 bytes_sent_convert=s["bytes_sent_by_phase"]["convert"] // r,
                 allreduce_bytes=s["allreduce_bytes"] // r, nnz=op.local_nnz(),
                 rows=op.n_local, kernels=s["kernels"])
-    ranks = comm.gather(mine, root=0)
+    ranks = gather_json(comm, mine, root=0)
     full = op.gather_rows(y)
     if comm.rank != 0:
         return None
@@ -200,7 +201,9 @@ def run_sweep(comm: MPI.Comm, cfg, results: str, threads: int,
     todo = runs(cfg, comm.size)
     if not todo:
         raise no_runs_error(cfg, comm.size)
-    done, retry = comm.bcast(check_on_root(comm, 0, lambda: done_ids(results)), root=0)
+    got = check_on_root(comm, 0, lambda: done_ids(results))
+    done, retry = bcast_json(comm, None if got is None else [sorted(got[0]), got[1]])
+    done = set(done)
     if comm.rank == 0 and retry:
         print(f"spmmgnn bench: {retry} failed run(s) in {results} will run again", flush=True)
     bar = Bar(len(todo), enabled=comm.rank == 0 and progress)

@@ -1,6 +1,7 @@
 """Sub-commands of the ``spmmgnn`` CLI: each module defines ``add_parser(subparsers)``."""
 
 import argparse
+import math
 
 from ..grid import parse_grid
 
@@ -31,6 +32,50 @@ def count_arg(minimum: int):
 
     parse.__name__ = "integer"
     return parse
+
+
+def real_arg(minimum: float, maximum: float = math.inf):
+    """An argparse type: a finite number in [minimum, maximum] (an argparse error otherwise,
+    not an OverflowError from ``int(inf)`` deep in a generator)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not (math.isfinite(value) and minimum <= value <= maximum):
+            upper = "" if maximum == math.inf else f", at most {maximum:g}"
+            raise argparse.ArgumentTypeError(f"must be a finite number >= {minimum:g}{upper}, "
+                                             f"got {text}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+PARTS_PER_NODE_HELP = ("with a twolevel:<method> partitioner: the block rows of one node "
+                       "(its ranks / c)")
+
+
+def check_parts_per_node(method: str, K: int | None, parts: dict[str, int],
+                         flag: str) -> None:
+    """``--parts-per-node K`` goes with a ``twolevel:`` partitioner (given by ``flag``), and it
+    with K, a divisor of every block-row count in ``parts`` (its flag or point -> k): the
+    partitioner's own error would name its internal ``parts_per_node``."""
+    from ..errors import SpmmgnnError
+    from ..partitioners.twolevel import is_two_level
+
+    where = ", ".join(f"{name} {k}" for name, k in parts.items())
+    if is_two_level(method) and K is None:
+        raise SpmmgnnError(f"{flag} {method} partitions the nodes first: give "
+                           "--parts-per-node K (the block rows of one node, a divisor of "
+                           f"{where})")
+    if K is not None and not is_two_level(method):
+        raise SpmmgnnError("--parts-per-node applies to the twolevel:<method> partitioners "
+                           f"only, not to {flag} {method}")
+    bad = [f"{name} {k}" for name, k in parts.items() if k % K] if K is not None else []
+    if bad:
+        raise SpmmgnnError(f"--parts-per-node {K} must be a positive divisor of "
+                           f"{', '.join(bad)}")
 
 
 RANKS_PER_NODE_HELP = ("group consecutive ranks K at a time into nodes (a cluster simulated "

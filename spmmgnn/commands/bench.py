@@ -19,6 +19,7 @@ from mpi4py import MPI
 
 from ..atomic import check_writable
 from ..errors import SpmmgnnError, check_on_root
+from ..wire import bcast_json
 from . import EXCHANGE_HELP, RANKS_PER_NODE_HELP, count_arg, grid_arg
 
 PRESETS = {
@@ -127,7 +128,12 @@ def run(args) -> int:
     if args.network:
         return _network(comm, args)
     cfg = check_on_root(comm, 0, lambda: sweep_config(args))
-    ran, skipped, failed = run_sweep(comm, comm.bcast(cfg, root=0), args.results, threads,
+    fields = bcast_json(comm, dataclasses.asdict(cfg) if comm.rank == 0 else None)
+    if comm.rank != 0:
+        from ..benchmark.sweep import SweepConfig
+
+        cfg = SweepConfig(**fields)
+    ran, skipped, failed = run_sweep(comm, cfg, args.results, threads,
                                      progress=not args.quiet)
     if comm.rank == 0:
         print(f"spmmgnn bench: {ran} run(s) recorded ({failed} failed), {skipped} already "

@@ -20,9 +20,9 @@ import numpy as np
 from mpi4py import MPI
 
 from ..atomic import check_not_input, check_writable
-from ..data.csbm import DEFAULTS
-from ..errors import SpmmgnnError, check_on_root
-from . import HelpFormatter
+from ..data.csbm import DEFAULTS, MAX_SIGNAL
+from ..errors import check_on_root
+from . import PARTS_PER_NODE_HELP, HelpFormatter, check_parts_per_node, count_arg, real_arg
 
 
 def add_parser(sub) -> None:
@@ -37,9 +37,8 @@ def add_parser(sub) -> None:
         q.add_argument("--partitioner", default="none",
                        help="'none' (contiguous near-equal blocks) or a spmmgnn.partitioners "
                             "method, e.g. metis-vol+maxsend")
-        q.add_argument("--parts-per-node", type=int, metavar="K",
-                       help="with a twolevel:<method> partitioner: the block rows of one node "
-                            "(its ranks / c), a divisor of --parts")
+        q.add_argument("--parts-per-node", type=count_arg(1), metavar="K",
+                       help=PARTS_PER_NODE_HELP + ", a divisor of --parts")
         q.add_argument("--seed", type=int, default=0, help="seed of the graph and partitioner")
 
     w = s.add_parser("wordnet", help="WordNet 3.0 synset graph (needs Debian's wordnet-base)")
@@ -53,15 +52,15 @@ def add_parser(sub) -> None:
                      formatter_class=HelpFormatter)
     common(c)
     c.add_argument("--n", type=int, default=DEFAULTS["n"], help="vertices")
-    c.add_argument("--degree", type=float, default=DEFAULTS["avg_degree"],
+    c.add_argument("--degree", type=real_arg(0), default=DEFAULTS["avg_degree"],
                    help="average degree")
     c.add_argument("--features", type=int, default=DEFAULTS["num_features"],
                    help="feature dimensions")
     c.add_argument("--classes", type=int, default=DEFAULTS["num_classes"],
                    help="classes (at least 2)")
-    c.add_argument("--homophily", type=float, default=DEFAULTS["homophily"],
+    c.add_argument("--homophily", type=real_arg(0, 1), default=DEFAULTS["homophily"],
                    help="probability that an edge is drawn inside its class (lower is harder)")
-    c.add_argument("--signal", type=float, default=DEFAULTS["signal"],
+    c.add_argument("--signal", type=real_arg(0, MAX_SIGNAL), default=DEFAULTS["signal"],
                    help="length of the class feature means in noise units (lower is harder)")
     v = s.add_parser("convert", help="any graph spmmgnn loads (file or OGB folder) to HDF5")
     v.add_argument("input")
@@ -120,23 +119,6 @@ def _build(args):
     return g
 
 
-def check_parts_per_node(args) -> None:
-    """``--parts-per-node`` goes with a ``twolevel:`` partitioner, and it with the flag (the
-    partitioner's own error would name its internal ``parts_per_node``)."""
-    two_level = str(args.partitioner).strip().lower().startswith("twolevel:")
-    K = args.parts_per_node
-    if two_level and K is None:
-        raise SpmmgnnError(f"--partitioner {args.partitioner} partitions the nodes first: give "
-                           "--parts-per-node K (the block rows of one node, a divisor of "
-                           f"--parts {args.parts})")
-    if K is not None and not two_level:
-        raise SpmmgnnError("--parts-per-node applies to the twolevel:<method> partitioners "
-                           f"only, not to --partitioner {args.partitioner}")
-    if K is not None and (K < 1 or args.parts % K):
-        raise SpmmgnnError(f"--parts-per-node {K} must be a positive divisor of --parts "
-                           f"{args.parts}")
-
-
 def run(args) -> int:
     from ..data.partitioned import write_partitioned  # h5py: loaded when a command runs
 
@@ -148,7 +130,8 @@ def run(args) -> int:
         if args.dataset_command == "info":
             return info(args.path)
         check_writable(args.out, "graph file")
-        check_parts_per_node(args)
+        check_parts_per_node(args.partitioner, args.parts_per_node, {"--parts": args.parts},
+                             "--partitioner")
         if args.dataset_command == "convert":
             check_not_input(args.input, args.out)
         t0 = time.perf_counter()

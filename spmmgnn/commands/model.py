@@ -34,7 +34,7 @@ from mpi4py import MPI
 from ..atomic import check_writable
 from ..errors import SpmmgnnError, check_on_root
 from ..tiers import DEVICE_LINKS, DEVICE_RATE
-from . import count_arg, grid_arg
+from . import PARTS_PER_NODE_HELP, check_parts_per_node, count_arg, grid_arg
 
 
 def add_parser(sub) -> None:
@@ -80,6 +80,9 @@ def add_parser(sub) -> None:
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--partitioner", default="none",
                    help="'none' (contiguous blocks) or a spmmgnn.partitioners method")
+    p.add_argument("--parts-per-node", type=count_arg(1), metavar="K",
+                   help=PARTS_PER_NODE_HELP + ", a divisor of every P/c modelled (default "
+                   "with --ranks-per-node and without --memory: the ranks per node / c)")
     p.add_argument("--staleness", type=int, default=0, metavar="R",
                    help="also model DistGNN cd-R on sparse1d (train --staleness R): each "
                         "epoch sends one of R bins of the ghost rows")
@@ -115,15 +118,21 @@ NETWORK_NAMES = ("ethernet-25g", "ib-edr", "ib-hdr", "slingshot")
 MAX_P = 8192
 
 
-def _positive(name: str, value: float | None) -> None:
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise SpmmgnnError(f"--{name} must be a positive finite number, got {value}")
+# bounds that keep every predicted time finite (1e3 s per message or byte, 1e-3 non-zeros x
+# columns per second are already far beyond any machine)
+LIMITS = dict(alpha=(0, 1e3), beta=(0, 1e3), alpha_intra=(0, 1e3), beta_intra=(0, 1e3),
+              rate=(1e-3, 1e30), device_rate=(1e-3, 1e30), device_memory=(0, 1e9))
+
+
+def _positive(name: str, value: float | None, low: float = 0, high: float = math.inf) -> None:
+    if value is not None and not (math.isfinite(value) and low < value <= high):
+        raise SpmmgnnError(f"--{name} must be a positive finite number in ({low:g}, {high:g}]"
+                           f", got {value}")
 
 
 def _check_args(args) -> None:
-    for name in ("alpha", "beta", "rate", "alpha_intra", "beta_intra", "device_rate",
-                 "device_memory"):
-        _positive(name.replace("_", "-"), getattr(args, name))
+    for name, (low, high) in LIMITS.items():
+        _positive(name.replace("_", "-"), getattr(args, name), low, high)
     if args.ranks_per_node and min(args.ranks_per_node) < 1:
         raise SpmmgnnError(f"--ranks-per-node must be positive, got {args.ranks_per_node}")
     if (args.alpha_intra or args.beta_intra or args.exchange) and not args.ranks_per_node:
@@ -200,6 +209,22 @@ def _algorithms(args) -> list[str]:
     return algorithms
 
 
+def _check_parts_per_node(args, algorithms: list[str]) -> None:
+    """``--parts-per-node`` with a ``twolevel:`` partitioner: a divisor of every block-row
+    count modelled (the time model on two tiers takes --ranks-per-node / c without it)."""
+    from ..benchmark.volumes import grid_points
+
+    if args.parts_per_node is None and args.ranks_per_node and not args.memory:
+        return
+    points = {}
+    for P in args.P:
+        for algo in algorithms:
+            for c, _ in grid_points(algo, P, args.c, args.grids):
+                points.setdefault(P // c, f"P {P} / c {c} =")
+    check_parts_per_node(args.partitioner, args.parts_per_node,
+                         {text: k for k, text in sorted(points.items())}, "--partitioner")
+
+
 def _memory(args) -> dict:
     """``--memory``: the memory model's table for every (P, c, algorithm)."""
     import numpy as np
@@ -218,6 +243,7 @@ def _memory(args) -> dict:
         raise SpmmgnnError(f"--memory predicts bytes, not time: {', '.join(timing)} do(es) "
                            "not apply")
     algorithms = _algorithms(args)
+    _check_parts_per_node(args, algorithms)
     get_codec(args.codec)  # an unknown name is an error before the graph is built
     print(f"spmmgnn model: building {args.graph} and its partitions (a large graph takes a "
           "while; each P's rows print as they are ready)", file=sys.stderr, flush=True)
@@ -235,7 +261,8 @@ def _memory(args) -> dict:
     rows, layouts = [], {}
     for i, P in enumerate(args.P):  # each P's rows as they are ready: a big graph takes time
         done = memory_rows(A, [P], args.c, algorithms, shape, args.partitioner, args.codec,
-                           layouts=layouts, grids=args.grids)
+                           layouts=layouts, grids=args.grids,
+                           parts_per_node=args.parts_per_node)
         print(format_memory(done, header=i == 0), flush=True)
         rows += done
     out = dict(graph=args.graph, n=int(A.shape[0]), nnz=int(A.nnz), widths=shape.widths,
@@ -286,6 +313,7 @@ def _work(args) -> dict:
     _check_args(args)
     alpha, beta, source = _alpha_beta(args)
     algorithms = _algorithms(args)
+    _check_parts_per_node(args, algorithms)
     A = make_graph(args.graph).adj
     itemsize = np.dtype(args.dtype).itemsize
     records = spmm_records(args.compare, args.graph) if args.compare else []
@@ -307,7 +335,8 @@ def _work(args) -> dict:
                   "shared by its ranks", flush=True)
         got = costs.predict_all(A, args.P, args.c, algorithms, args.features, itemsize, m,
                                 2 * args.layers, args.partitioner, layouts=layouts,
-                                grids=args.grids, exchanges=tuple(args.exchange))
+                                grids=args.grids, exchanges=tuple(args.exchange),
+                                parts_per_node=args.parts_per_node)
         for r in got:
             r["ranks_per_node"] = K
         mine = costs.crossovers(got) + costs.exchange_notes(got)

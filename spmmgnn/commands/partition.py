@@ -16,6 +16,7 @@ from mpi4py import MPI
 
 from ..atomic import check_writable, write_text_atomic
 from ..errors import SpmmgnnError, check_on_root
+from . import PARTS_PER_NODE_HELP, check_parts_per_node, count_arg
 
 # input files from this size on announce their reading (it takes seconds)
 LOUD_BYTES = 64 * 2**20
@@ -44,6 +45,8 @@ def add_parser(sub) -> None:
                    "and levels, --time-budget; the lowest max send with the total volume "
                    "within 2 %% of the lower of METIS-vol's and Mt-KaHyPar's) or one of "
                    f"{', '.join(METHODS)}")
+    p.add_argument("--parts-per-node", type=count_arg(1), metavar="K",
+                   help=PARTS_PER_NODE_HELP + ", a divisor of -k")
     p.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
                    help="the presets: start no further candidate, and no further "
                    f"refinement pass, after this many seconds (default: '{DEFAULT_METHOD}' "
@@ -80,6 +83,11 @@ def _partition(args) -> dict:
         raise SpmmgnnError("the output file must differ from the input graph")
     if args.method in CONTIGUOUS:
         raise SpmmgnnError(f"--method {args.method} does not partition; choose a partitioner")
+    if args.from_parts is None:
+        check_parts_per_node(args.method, args.parts_per_node, {"-k": args.parts}, "--method")
+    elif args.parts_per_node is not None:
+        raise SpmmgnnError("--parts-per-node goes with a twolevel:<method> partitioner, not "
+                           "with --from-parts (the part vector is given)")
     for path, what in ((args.output, "graph file"), (args.json, "--json output")):
         if path:
             check_writable(path, what)
@@ -91,6 +99,8 @@ def _partition(args) -> dict:
         stderr_progress(f"read n={g.n:,}, nnz={g.adj.nnz:,} in "
                         f"{time.perf_counter() - t:.1f} s")
     refine = {} if args.volume_slack is None else dict(volume_slack=args.volume_slack)
+    if args.parts_per_node is not None:
+        refine["parts_per_node"] = args.parts_per_node
     if args.time_budget is not None:
         refine["time_budget"] = args.time_budget
     method, given = args.method, None

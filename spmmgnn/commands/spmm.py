@@ -14,7 +14,16 @@ from ..device import synchronizer, to_device, to_host
 from ..errors import agree, check_on_root, collective_error
 from ..machine import check_memory
 from ..threads import default_threads, set_threads
-from . import EXCHANGE_HELP, GRID_HELP, RANKS_PER_NODE_HELP, HelpFormatter, count_arg, grid_arg
+from ..wire import bcast_json, gather_json
+from . import (
+    EXCHANGE_HELP,
+    GRID_HELP,
+    RANKS_PER_NODE_HELP,
+    HelpFormatter,
+    count_arg,
+    grid_arg,
+    real_arg,
+)
 
 
 def add_parser(sub) -> None:
@@ -25,7 +34,7 @@ def add_parser(sub) -> None:
                    help="R-MAT (power law) or uniform random graph")
     p.add_argument("--scale", type=int, default=14, help="R-MAT scale (2**scale vertices)")
     p.add_argument("--n", type=int, default=20000, help="vertices of the random graph")
-    p.add_argument("--degree", type=float, default=16.0, help="average non-zeros per row")
+    p.add_argument("--degree", type=real_arg(0), default=16.0, help="average non-zeros per row")
     p.add_argument("-f", "--features", type=int, default=64, help="columns of X")
     p.add_argument("--algorithm", nargs="+", default=["oblivious1d", "sparse1d"],
                    choices=sorted(ALGORITHMS), help="algorithms to run, one after the other")
@@ -98,7 +107,7 @@ def run(args) -> int:
         sync()
         comm.Barrier()
         seconds = (time.perf_counter() - t0) / args.repeat
-        stats = comm.gather(op.comm_stats(), root=0)
+        stats = gather_json(comm, op.comm_stats(), root=0)
         full = op.gather_rows(y)
         if full is not None and grid.device is not None:
             full = to_host(full)
@@ -128,7 +137,7 @@ def run(args) -> int:
                   f"{row['max_bytes_sent_per_spmm'] / 1e6:8.3f} MB  inter-node "
                   f"{row['inter_bytes_per_spmm'] / 1e6:8.3f} MB  rel. error {err:.1e}{how}",
                   flush=True)
-        err = comm.bcast(err if comm.rank == 0 else None, root=0)
+        err = bcast_json(comm, err if comm.rank == 0 else None, root=0)
         if err > (1e-4 if args.dtype == "float32" else 1e-10):
             raise collective_error(f"{algo} disagrees with scipy (relative error {err:.2e})")
     if args.json:

@@ -10,8 +10,16 @@ from mpi4py import MPI
 
 from ..algorithms import ALGORITHMS
 from ..codecs import CODECS
-from ..data.csbm import DEFAULTS
-from . import EXCHANGE_HELP, GRID_HELP, RANKS_PER_NODE_HELP, HelpFormatter, count_arg, grid_arg
+from ..data.csbm import DEFAULTS, MAX_SIGNAL
+from . import (
+    EXCHANGE_HELP,
+    GRID_HELP,
+    RANKS_PER_NODE_HELP,
+    HelpFormatter,
+    count_arg,
+    grid_arg,
+    real_arg,
+)
 
 # spmmgnn.nn.models.MODELS, spelled out so that building the parser (and --help) does not
 # import torch; tests/test_startup.py checks the two agree
@@ -30,15 +38,15 @@ def add_parser(sub) -> None:
                         "edge list, .npz; every format: (u, v) = edge u -> v, aggregated at "
                         "v)")
     d.add_argument("--csbm-n", type=int, default=DEFAULTS["n"], help="CSBM vertices")
-    d.add_argument("--csbm-degree", type=float, default=DEFAULTS["avg_degree"],
+    d.add_argument("--csbm-degree", type=real_arg(0), default=DEFAULTS["avg_degree"],
                    help="CSBM average degree")
     d.add_argument("--csbm-features", type=int, default=DEFAULTS["num_features"],
                    help="CSBM feature dimensions")
     d.add_argument("--csbm-classes", type=int, default=DEFAULTS["num_classes"],
                    help="CSBM classes")
-    d.add_argument("--csbm-homophily", type=float, default=DEFAULTS["homophily"],
+    d.add_argument("--csbm-homophily", type=real_arg(0, 1), default=DEFAULTS["homophily"],
                    help="probability that an edge is drawn inside its class (lower is harder)")
-    d.add_argument("--csbm-signal", type=float, default=DEFAULTS["signal"],
+    d.add_argument("--csbm-signal", type=real_arg(0, MAX_SIGNAL), default=DEFAULTS["signal"],
                    help="length of the class feature means in noise units (lower is harder)")
     d.add_argument("--symmetrize", action="store_true",
                    help="use A + A^T (in-memory graphs; e.g. directed OGB citation graphs)")

@@ -19,6 +19,8 @@ from .generators import check_size
 from .graph import Graph
 from .splits import random_split
 
+# the class means' length in noise units: beyond this the float32 features overflow
+MAX_SIGNAL = 1e30
 DEFAULTS = dict(n=20000, avg_degree=16.0, num_features=64, num_classes=8, homophily=0.5,
                 signal=0.85)
 
@@ -34,6 +36,9 @@ def csbm(n: int = DEFAULTS["n"], avg_degree: float = DEFAULTS["avg_degree"],
                            f"{avg_degree}, {homophily}, {signal}")
     if n < 2 or num_classes < 1 or num_features < 1 or avg_degree < 0:
         raise SpmmgnnError("csbm needs n >= 2, classes >= 1, features >= 1, degree >= 0")
+    if abs(signal) > MAX_SIGNAL:
+        raise SpmmgnnError(f"csbm: signal {signal:g} makes the float32 features overflow: "
+                           f"keep it within {MAX_SIGNAL:g}")
     if not 0.0 <= homophily <= 1.0:
         raise SpmmgnnError(f"homophily must lie in [0, 1], got {homophily}")
     # the edges, x in float64 and float32, and the class means

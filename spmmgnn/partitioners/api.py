@@ -209,6 +209,7 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
         raise SpmmgnnError(f"the number of parts k must be a positive integer, got {k!r}")
     k = int(k)
     _check_non_negative("epsilon", epsilon)
+    epsilon = min(float(epsilon), float(k))  # k - 1 already lets one part hold everything
     _check_non_negative("volume_slack", refine_options.get("volume_slack", 0.0))
     if time_budget is not None and time_budget != math.inf:
         _check_non_negative("time_budget", time_budget)

@@ -48,11 +48,15 @@ def row_loads(A: sp.csr_array) -> np.ndarray:
 
 def load_cap(loads: np.ndarray, k: int, epsilon: float) -> int:
     """Largest part load allowed: floor((1 + eps) * W / k), or the heaviest vertex if larger
-    (a vertex cannot be split, so then nothing better exists)."""
+    (a vertex cannot be split, so then nothing better exists). An epsilon of k - 1 or more
+    allows one part the whole load: the cap is then W (also for a huge epsilon, whose
+    product would overflow)."""
     if loads.size == 0:
         return 0
     total = int(loads.sum())
-    return max(int(np.floor((1.0 + epsilon) * total / k + 1e-9)), int(loads.max()))
+    bound = (1.0 + float(epsilon)) * total / k
+    cap = total if not bound < total else int(np.floor(bound + 1e-9))
+    return max(cap, int(loads.max()))
 
 
 @dataclass

@@ -21,6 +21,7 @@ from mpi4py import MPI
 from ..atomic import atomic_path
 from ..data.limits import NpzError, read_npz
 from ..errors import SpmmgnnError, agree
+from ..wire import bcast_array, bcast_json
 
 FORMAT = "spmmgnn-checkpoint-2"  # 2: the signature holds the data fingerprint
 OLD_FORMATS = ("spmmgnn-checkpoint-1",)
@@ -166,7 +167,8 @@ def state_bytes(model: torch.nn.Module) -> int:
 
 def load_checkpoint(path, comm: MPI.Comm, root: int = 0,
                     max_bytes: int | None = None) -> tuple[dict, dict]:
-    """Collective: root reads the file, every rank gets (meta, arrays)."""
+    """Collective: root reads the file, every rank gets (meta, arrays): the meta as JSON,
+    each array by its buffer (``wire``; no pickle)."""
     got, error = None, None
     if comm.Get_rank() == root:
         try:
@@ -174,7 +176,13 @@ def load_checkpoint(path, comm: MPI.Comm, root: int = 0,
         except SpmmgnnError as exc:
             error = str(exc)
     agree(comm, error)
-    return comm.bcast(got, root=root) if comm.Get_size() > 1 else got
+    if comm.Get_size() == 1:
+        return got
+    mine = comm.Get_rank() == root
+    meta = bcast_json(comm, got[0] if mine else None, root)
+    names = bcast_json(comm, sorted(got[1]) if mine else None, root)
+    arrays = {k: bcast_array(comm, got[1][k] if mine else None, root) for k in names}
+    return meta, arrays
 
 
 def restore(model, optimizer, meta: dict, arrays: dict) -> None:

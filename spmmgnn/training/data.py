@@ -30,6 +30,7 @@ from ..device import to_device, to_host
 from ..errors import SpmmgnnError, agree, check_on_root
 from ..grid import ProcessGrid
 from ..layout import Partition
+from ..wire import bcast_json
 from .fingerprint import fingerprint, reduce_sum, structure_sum
 from .validate import check_training_rows
 
@@ -141,7 +142,7 @@ def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
 
     got = check_on_root(comm, root, prepare)
     A_hat, part, X, packed, meta = got if got is not None else (None,) * 5
-    meta = comm.bcast(meta, root=root)
+    meta = bcast_json(comm, meta, root)
     op = DistSpMM.from_scipy(A_hat, grid, algorithm=algorithm, partition=part, root=root,
                              validate=False, **op_options)
     x_local = _scatter(op, X, root)

@@ -38,6 +38,7 @@ from ..nn.grid_model import GridForward
 from ..nn.memory import ModelShape, model_problem
 from ..nn.models import build_model
 from ..threads import scope
+from ..wire import allgather_json, gather_json
 from . import on_device
 from .checkpoint import (
     load_checkpoint,
@@ -118,9 +119,9 @@ class TrainConfig:
             problems.append("--layers and --hidden must be >= 1 and --epochs >= 0")
         if not (0 <= self.dropout < 1 and 0 <= self.input_dropout < 1):
             problems.append("dropout rates must lie in [0, 1)")
-        if not 0 < self.lr <= MAX_LR or self.weight_decay < 0:
-            problems.append(f"--lr must lie in (0, {MAX_LR:g}] (Adam's step must fit a float32) "
-                            "and --weight-decay be >= 0")
+        if not (0 < self.lr <= MAX_LR and 0 <= self.weight_decay <= MAX_LR):
+            problems.append(f"--lr must lie in (0, {MAX_LR:g}] and --weight-decay in [0, "
+                            f"{MAX_LR:g}] (Adam's step must fit a float32)")
         if self.checkpoint_every < 0 or self.eval_every < 0:
             problems.append("--checkpoint-every and --eval-every must be >= 0")
         if (self.resume or self.checkpoint_every) and not self.checkpoint:
@@ -452,7 +453,7 @@ class Trainer:
         """Every rank gets here together (the flat buffer is the same everywhere): stop with
         one line naming the epoch, the ranks whose rows gave a non-finite loss or gradient,
         and whether the parameters were finite before this step."""
-        bad = [r for r, ok in enumerate(self.comm.allgather(local_ok)) if not ok]
+        bad = [r for r, ok in enumerate(allgather_json(self.comm, bool(local_ok))) if not ok]
         finite = all(bool(torch.isfinite(p).all()) for p in self.params)
         loss = float(self.flat[-1]) / self.loss_count
         why = ("the parameters were already NaN or Inf (from the checkpoint, or the previous "
@@ -572,7 +573,7 @@ class Trainer:
                         if ran else 0.0,
                         epoch_seconds=_mean(r["seconds"] for r in steady),
                         peak_rss_bytes=peak_rss_bytes())
-        ranks = self.comm.gather(per_rank, root=0)
+        ranks = gather_json(self.comm, per_rank, root=0)
         last = self.history[-1] if self.history else {}
         return dict(
             config=asdict(self.config), dataset=self.data.name, n=self.data.n,
