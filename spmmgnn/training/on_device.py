@@ -21,6 +21,7 @@ from ..collectives import allreduce_rows
 from ..device import to_device, to_host
 from ..machine import format_bytes
 from ..nn.memory import ModelShape, dense_bytes
+from ..wire import allgather_json
 
 MEMORY_ENV = "SPMMGNN_DEVICE_MEMORY"  # pretend a device's free bytes (tests, CI)
 INDEX_BYTES = 8  # torch sparse CSR keeps int64 column indices and row pointers
@@ -81,8 +82,8 @@ def memory_problem(op, shape: ModelShape, comm: MPI.Comm) -> str | None:
     """The one-line refusal when this rank's operator blocks, activations, gradients,
     parameters and Adam's state do not fit its device (None: they fit, or unknown)."""
     device = op.device
-    key = (MPI.Get_processor_name(), device.type, device.index)
-    sharing = sum(1 for k in comm.allgather(key) if k == key)  # on every rank, first
+    key = [MPI.Get_processor_name(), device.type, device.index]  # (JSON: no pickle)
+    sharing = sum(1 for k in allgather_json(comm, key) if k == key)  # on every rank, first
     try:
         have = free_bytes(device, sharing)
     except ValueError as exc:
