@@ -182,8 +182,9 @@ def test_preflight_refuses_what_the_device_cannot_hold(tmp_path):
 
 @pytest.mark.parametrize("flags, words", [
     (("--algorithm", "sparse2d"), ("--algorithm sparse2d does not run on a device",
-                                   "oblivious15d, oblivious1d, sparse15d, sparse1d")),
-    (("--algorithm", "prepost1d"), ("--algorithm prepost1d does not run on a device",)),
+                                   "oblivious15d, oblivious1d, prepost1d, sparse15d, sparse1d")),
+    (("--algorithm", "featureparallel"),
+     ("--algorithm featureparallel does not run on a device",)),
     (("--staleness", "2"), ("--staleness and --drop-remote", "do not run on a device")),
     (("--exchange", "node"), ("--exchange node does not run on a device",)),
     (("--device", "tpu"), ("--device must be cpu, cuda or cuda:k",)),

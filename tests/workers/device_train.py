@@ -38,6 +38,7 @@ CASES = [
          dtype="float64"),
     dict(name="empty block, label propagation", algorithm="sparse1d", dropout=0.5,
          cache=True, empty=True, label_propagation=0.3),
+    dict(name="prepost1d, no cache", algorithm="prepost1d", dropout=0.5, cache=False),
 ]
 
 comm = MPI.COMM_WORLD
