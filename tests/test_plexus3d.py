@@ -1,5 +1,6 @@
 """plexus3d (Plexus's 3D SpMM) against scipy on 2x2x2 and 2x3x2, its bytes against the
-volume model rank by rank, and its all-gather / reduce-scatter sizes from the grid alone."""
+volume model rank by rank, its all-gather / reduce-scatter sizes from the grid alone, and GCN
+training with it against single-process PyTorch loss by loss on the same grids."""
 
 from __future__ import annotations
 
@@ -13,6 +14,27 @@ GRIDS = {8: (2, 2, 2), 12: (2, 3, 2)}
 def runs(request, mpi_json):
     P = request.param
     return GRIDS[P], mpi_json(P, "plexus_cases.py", "x".join(map(str, GRIDS[P])), timeout=900)
+
+
+@pytest.fixture(scope="module", params=sorted(GRIDS))
+def trained(request, mpi_json):
+    P = request.param
+    shape = "x".join(map(str, GRIDS[P]))
+    return GRIDS[P], mpi_json(P, "plexus_train.py", shape, timeout=900)
+
+
+def test_training_equals_pytorch(trained, reference_for):
+    """GCN training with plexus3d (3 layers, dropout and input dropout on, a directed graph
+    of 61 vertices: no grid axis divides n) gives single-process PyTorch's loss at each of 3
+    epochs (rtol 1e-5)."""
+    shape, res = trained
+    assert {c["trainer"] for c in res["cases"]} == {"rows"}
+    for case in res["cases"]:
+        assert case["grid"] == list(shape) and case["symmetric"] is False, case
+        ref = reference_for(res["graph"], case)
+        assert len(case["losses"]) == 3
+        np.testing.assert_allclose(case["losses"], ref["losses"], rtol=1e-5,
+                                   err_msg=f"{case['trainer']} {shape}")
 
 
 def test_equals_scipy(runs):
