@@ -74,6 +74,7 @@ class RunSpec:
     staleness: int = _TRAIN.staleness
     delayed_backward: str = _TRAIN.delayed_backward
     drop_remote: bool = _TRAIN.drop_remote
+    plexus_blocks: int = _TRAIN.plexus_blocks
     # output
     json: str | None = None
     checkpoint: str | None = _TRAIN.checkpoint
@@ -99,7 +100,8 @@ def train_config(spec: RunSpec, progress: bool = True):
         overwrite_checkpoint=spec.overwrite_checkpoint,
         cache_input_aggregation=not spec.no_cache, progress=progress, dtype=spec.dtype,
         label_propagation=spec.label_propagation, staleness=spec.staleness,
-        drop_remote=spec.drop_remote, delayed_backward=spec.delayed_backward)
+        drop_remote=spec.drop_remote, delayed_backward=spec.delayed_backward,
+        plexus_blocks=spec.plexus_blocks)
 
 
 def op_options(spec: RunSpec) -> dict:

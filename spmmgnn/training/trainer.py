@@ -35,6 +35,7 @@ from ..hashing import uniform_by_id
 from ..machine import peak_rss_bytes, ranks_on_this_node
 from ..nn.memory import ModelShape, model_problem
 from ..nn.models import build_model
+from ..nn.plexus_model import PlexusGCN
 from .checkpoint import (
     load_checkpoint,
     read_meta,
@@ -89,6 +90,7 @@ class TrainConfig:
     staleness: int = 0
     drop_remote: bool = False
     delayed_backward: str = "local"
+    plexus_blocks: int = 0   # > 0: plexus3d trains in its blocks, this many row blocks
 
     def check(self, comm: MPI.Comm | None = None) -> None:
         """SpmmgnnError for bad settings; with ``comm``, collective (every rank raises)."""
@@ -132,6 +134,8 @@ class TrainConfig:
         if self.resume and self.staleness:
             problems.append("--resume with --staleness > 0 is not supported: the remote "
                             "aggregates in flight are not part of a checkpoint")
+        if self.plexus_blocks < 0:
+            problems.append("--plexus-blocks must be >= 0")
         if self.dtype not in DTYPES:
             problems.append(f"--dtype must be one of {sorted(DTYPES)}")
         return "; ".join(problems) or None
@@ -178,6 +182,8 @@ class Trainer:
             config.dropout, config.input_dropout, config.layernorm, config.seed,
             config.cache_input_aggregation, self.dtype,
             label_classes=data.num_classes if self.label_input is not None else 0)
+        if config.plexus_blocks:   # Plexus's layout: same parameters, products in 3D blocks
+            self.model = PlexusGCN(self.model, op, data.vertex_ids, config.plexus_blocks)
         self.params = list(self.model.parameters())
         self._broadcast_parameters()
         # one flat buffer: every parameter's .grad is a view into it, plus slots for the local

@@ -2,7 +2,10 @@
 
 Usage: mpiexec -n P python plexus_train.py OUT.json SHAPE   (SHAPE like 2x3x2)
 A tiny directed CSBM graph (n = 61: no grid axis divides it, A not symmetric); rank 0 writes
-{"graph": ..., "cases": [{model config, trainer, grid, losses}]} for the row-layout trainer.
+{"graph": ..., "cases": [{model config, trainer, grid, losses, ...}]}: the row-layout trainer
+("rows": every SpMM converts from and to the row layout) and Plexus's layout ("plexus",
+``TrainConfig.plexus_blocks`` = 1 and 3 row blocks), with each rank's bytes of the last
+epoch by phase and the bytes of converting one logits matrix (to rows and back) alone.
 The test trains the same model single-process in plain PyTorch and compares loss by loss.
 """
 
@@ -42,6 +45,21 @@ def graph():
     return g
 
 
+def logits_convert(trainer: Trainer) -> dict:
+    """Bytes this rank sends in one epoch of Plexus's layout, by phase, and in converting
+    a logits matrix (its width) from the blocks to rows and the gradient back, alone."""
+    op, d = trainer.data.op, trainer.data
+    op.reset_stats()
+    trainer.train_step(99)
+    epoch = dict(op.comm_stats()["bytes_sent_by_phase"])
+    op.reset_stats()
+    c = d.num_classes
+    block = op.rows.to_blocks(np.zeros((op.n_local, c), dtype=np.float32))
+    op.rows.to_rows(block, np.zeros((op.n_local, c), dtype=np.float32))
+    alone = op.comm_stats()["bytes_sent_by_phase"]["convert"]
+    return dict(epoch=epoch, logits=alone)
+
+
 def main(path: str, shape: str) -> None:
     grid = Plexus3D.grid_for(comm, shape=shape)
     data = distribute_graph(graph() if comm.rank == 0 else None, grid, "gcn",
@@ -50,9 +68,18 @@ def main(path: str, shape: str) -> None:
                       dropout=MODEL["dropout"], input_dropout=MODEL["input_dropout"],
                       layernorm=False, lr=0.01, weight_decay=5e-4, epochs=MODEL["epochs"],
                       seed=5, progress=False, eval_every=MODEL["epochs"])
-    out = Trainer(data, cfg).fit()
-    cases = [dict(MODEL, trainer="rows", grid=list(grid.shape),
-                  losses=[h["loss"] for h in out["history"]], symmetric=data.op.symmetric)]
+    cases = []
+    for trainer, blocks in (("rows", 0), ("plexus", 1), ("plexus", 3)):
+        cfg.plexus_blocks = blocks
+        t = Trainer(data, cfg)
+        out = t.fit()
+        s = data.op.comm_stats()   # bytes of the last epoch (fit ran its evaluation after)
+        last = out["history"][-1]
+        ranks = comm.gather(dict(epoch=last["bytes_sent"], convert=logits_convert(t)), root=0)
+        cases.append(dict(MODEL, trainer=trainer, row_blocks=blocks, grid=list(grid.shape),
+                          losses=[h["loss"] for h in out["history"]], final=out["final"],
+                          symmetric=data.op.symmetric, ranks=ranks,
+                          phases=list(s["bytes_sent_by_phase"])))
     if comm.rank == 0:
         with open(path, "w") as fh:
             json.dump(dict(graph=GRAPH, cases=cases), fh)
