@@ -11,14 +11,15 @@ machine and projected to P = 1,024.
    with (the volume model's count from the same partition: distinct peers of each
    all-to-allv, and for the collective algorithms their rounds in one call).
 2. ``model``: the alpha-beta model (``spmmgnn model``'s) on an R-MAT graph of 2^24
-   (1.7 x 10^7) vertices and edge factor 4 (contiguous blocks) under the ``ib-hdr`` preset,
+   (1.7 x 10^7; ``--scale``) vertices and edge factor 4 (contiguous blocks) under the
+   ``ib-hdr`` preset,
    f = 128, from P = 4 to 1,024: per family the epoch time of a 2-layer GCN's SpMMs (2L
    calls; plexus3d also without its conversions to and from the row layout, as Plexus
    keeps its blocks between layers), the P from which it is the fastest of all, and the
    memory model's largest rank (``spmmgnn model --memory``) against a 64 GB node holding 4
    ranks (16 GB per rank): the smallest P at which it fits.
 
-    python bench/grid.py [--only measured model] [--quick]
+    python bench/grid.py [--only measured model] [--quick] [--scale 24]
 
 Writes ``bench/results/grid.{json,md}`` (the JSON beside the Markdown, not committed).
 """
@@ -126,8 +127,8 @@ def measured(quick: bool) -> dict:
     return dict(rows=rows, Ps=Ps)
 
 
-def model(quick: bool) -> dict:
-    """The alpha-beta and memory models to P = 1,024 on a large R-MAT graph."""
+def model(quick: bool, scale: int = 24) -> dict:
+    """The alpha-beta and memory models to P = 1,024 on a large R-MAT graph (2^scale)."""
     from spmmgnn.benchmark import costs
     from spmmgnn.benchmark.memory import ModelShape, memory_rows
     from spmmgnn.benchmark.volumes import Layout
@@ -135,7 +136,7 @@ def model(quick: bool) -> dict:
     from spmmgnn.data.normalize import normalize
     from spmmgnn.layout import Partition
 
-    scale = 16 if quick else 24
+    scale = 16 if quick else scale
     Ps = [4, 16, 64, 256, 1024] if not quick else [4, 16, 64]
     t0 = time.perf_counter()
     A = normalize(rmat(scale, 4, seed=1), "gcn")
@@ -192,8 +193,10 @@ def render(data: dict) -> str:
              f"{data['load']}.", ""]
     if "measured" in data:
         meas = data["measured"]
-        lines += ["## Measured", "",
-                  "`mpiexec -n P spmmgnn bench --mode spmm -f 64 --partitioner metis-vol` "
+        lines += ["## Measured", ""]
+        if "when" in meas:   # the section's own run (the model may have run at another time)
+            lines += [f"Run {meas['when']}, load before: {meas['load']}.", ""]
+        lines += ["`mpiexec -n P spmmgnn bench --mode spmm -f 64 --partitioner metis-vol` "
                   "(float32, 1 thread per rank; P > 2 is oversubscribed on this machine, so "
                   "the times rank the algorithms' work and waiting, not a cluster's network). "
                   "Bytes are per SpMM, equal to the volume model rank by rank (checked by the "
@@ -221,8 +224,10 @@ def render(data: dict) -> str:
                   for r in bad]
     if "model" in data:
         md = data["model"]
-        lines += ["## Projected to P = 1,024", "",
-                  f"`spmmgnn model`'s alpha-beta and memory models on R-MAT with n = "
+        lines += ["## Projected to P = 1,024", ""]
+        if "when" in md:
+            lines += [f"Run {md['when']}, load before: {md['load']}.", ""]
+        lines += [f"`spmmgnn model`'s alpha-beta and memory models on R-MAT with n = "
                   f"{md['n']:,}, nnz = {md['nnz']:,} (GCN-normalized, contiguous blocks), "
                   f"preset `{md['preset']}` ({md['network']}), local rate "
                   f"{md['rate'] / 1e9:.2f} G non-zeros x columns / s measured here, "
@@ -268,6 +273,7 @@ def main() -> None:
     ap.add_argument("--only", nargs="+", choices=["measured", "model"],
                     default=["measured", "model"])
     ap.add_argument("--quick", action="store_true", help="small graphs, fewer P")
+    ap.add_argument("--scale", type=int, default=24, help="the model's R-MAT: 2^scale vertices")
     args = ap.parse_args()
     load = Path("/proc/loadavg").read_text().split()[:3]
     data = dict(machine=machine(), when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -278,7 +284,9 @@ def main() -> None:
         data = {**json.loads(old.read_text()), **data}
     for section, fn in (("measured", measured), ("model", model)):
         if section in args.only:
-            data[section] = fn(args.quick)
+            data[section] = fn(args.quick, args.scale) if section == "model" else \
+                fn(args.quick)
+            data[section].update(when=data["when"], load=data["load"])
             write_json(old, data)
     write_text_atomic(RESULTS / f"{name}.md", render(data))
     print(render(data))
