@@ -1,21 +1,25 @@
 """CAGNET's four families side by side (issue 36): 1D, 1.5D, 2D and 3D, each sparsity-oblivious
-(CAGNET) and sparsity-aware, measured on this machine and projected to P = 1,024.
+(CAGNET) and sparsity-aware, and Plexus's 3D (``plexus3d``, issue 45), measured on this
+machine and projected to P = 1,024.
 
 1. ``measured``: on WordNet (Debian's wordnet-base, ``real_graphs.py``) and an R-MAT
-   power-law graph, ``mpiexec -n P spmmgnn bench`` at P = 4, 8, 9, 16 (oversubscribed on this
-   machine's cores) runs every algorithm of the four families on METIS-vol parts: 1.5D at
-   c = 2 (c = 3 at P = 9), 2D and 3D on the grid closest to a square / cube. Reported per
-   run: ms per SpMM (f = 64, float32), the largest rank's bytes sent and the total, and the
-   peers a rank exchanges rows with (the volume model's count from the same partition:
-   distinct peers of each all-to-allv, and for the oblivious algorithms the broadcast,
-   reduce and all-to-all rounds of one call).
-2. ``model``: the alpha-beta model (``spmmgnn model``'s) on an R-MAT graph of 2^24 vertices
-   and edge factor 4 (contiguous blocks) under the ``ib-hdr`` preset, f = 128, from P = 4 to
-   1,024: per family the epoch time of a 2-layer GCN's SpMMs (2L calls), the P from which it
-   is the fastest of all, and the memory model's largest rank (``spmmgnn model --memory``)
-   against a 64 GB node holding 4 ranks (16 GB per rank): the smallest P at which it fits.
+   power-law graph, ``mpiexec -n P spmmgnn bench`` at P = 8, 12, 16 (oversubscribed on this
+   machine's cores) runs every algorithm of the five families on METIS-vol parts: 1.5D at
+   c = 2 (c = 3 at P = 12), 2D and 3D on the grid closest to a square / cube. Reported per
+   run: ms per SpMM (f = 64, float32), the largest rank's bytes sent and the total (and of
+   them the row layout's conversions, plexus3d's only), and the peers a rank exchanges rows
+   with (the volume model's count from the same partition: distinct peers of each
+   all-to-allv, and for the collective algorithms their rounds in one call).
+2. ``model``: the alpha-beta model (``spmmgnn model``'s) on an R-MAT graph of 2^24
+   (1.7 x 10^7; ``--scale``) vertices and edge factor 4 (contiguous blocks) under the
+   ``ib-hdr`` preset,
+   f = 128, from P = 4 to 1,024: per family the epoch time of a 2-layer GCN's SpMMs (2L
+   calls; plexus3d also without its conversions to and from the row layout, as Plexus
+   keeps its blocks between layers), the P from which it is the fastest of all, and the
+   memory model's largest rank (``spmmgnn model --memory``) against a 64 GB node holding 4
+   ranks (16 GB per rank): the smallest P at which it fits.
 
-    python bench/grid.py [--only measured model] [--quick]
+    python bench/grid.py [--only measured model] [--quick] [--scale 24]
 
 Writes ``bench/results/grid.{json,md}`` (the JSON beside the Markdown, not committed).
 """
@@ -39,8 +43,10 @@ from common import RESULTS, machine, mpiexec, write_json
 
 BIN = Path(sys.executable).parent
 FAMILIES = [("1D", "oblivious1d", "sparse1d"), ("1.5D", "oblivious15d", "sparse15d"),
-            ("2D", "oblivious2d", "sparse2d"), ("3D", "oblivious3d", "sparse3d")]
-ALGORITHMS = [a for _, o, s in FAMILIES for a in (o, s)]
+            ("2D", "oblivious2d", "sparse2d"), ("3D", "oblivious3d", "sparse3d"),
+            ("Plexus", "plexus3d")]
+ALGORITHMS = [a for _, *names in FAMILIES for a in names]
+KEPT = "plexus3d kept"   # plexus3d without the row layout's conversions (as Plexus runs)
 NODE_BYTES, RANKS_PER_NODE = 64 * 2**30, 4
 
 
@@ -80,7 +86,7 @@ def measured(quick: bool) -> dict:
     from spmmgnn.data.loaders import load_graph
     from spmmgnn.grid import parse_grid
 
-    Ps = [4, 8] if quick else [4, 8, 9, 16]
+    Ps = [4, 8] if quick else [8, 12, 16]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -116,12 +122,13 @@ def measured(quick: bool) -> dict:
             rows.append(dict(graph=names[r["graph"]], n=r["n"], nnz=r["nnz"], P=r["P"],
                              algorithm=r["algorithm"], c=r["c"], grid=r.get("grid"),
                              ms=r["seconds"] * 1e3, max_mb=sent.max() / 1e6,
-                             total_mb=sent.sum() / 1e6, peers=int(vol.messages.max())))
+                             total_mb=sent.sum() / 1e6, peers=int(vol.messages.max()),
+                             convert_mb=sum(r["per_rank"]["bytes_sent_convert"]) / 1e6))
     return dict(rows=rows, Ps=Ps)
 
 
-def model(quick: bool) -> dict:
-    """The alpha-beta and memory models to P = 1,024 on a large R-MAT graph."""
+def model(quick: bool, scale: int = 24) -> dict:
+    """The alpha-beta and memory models to P = 1,024 on a large R-MAT graph (2^scale)."""
     from spmmgnn.benchmark import costs
     from spmmgnn.benchmark.memory import ModelShape, memory_rows
     from spmmgnn.benchmark.volumes import Layout
@@ -129,7 +136,7 @@ def model(quick: bool) -> dict:
     from spmmgnn.data.normalize import normalize
     from spmmgnn.layout import Partition
 
-    scale = 16 if quick else 24
+    scale = 16 if quick else scale
     Ps = [4, 16, 64, 256, 1024] if not quick else [4, 16, 64]
     t0 = time.perf_counter()
     A = normalize(rmat(scale, 4, seed=1), "gcn")
@@ -145,6 +152,7 @@ def model(quick: bool) -> dict:
     f, layers = 128, 2
     times = costs.predict_all(A, Ps, [1, 2, 4], ALGORITHMS, f, 4, m, 2 * layers,
                               layouts=layouts)
+    times += kept_times(A, Ps, f, m, 2 * layers, layouts)
     print(f"time model: {time.perf_counter() - t0:.0f} s", flush=True)
     t0 = time.perf_counter()
     shape = ModelShape(features=f, hidden=f, classes=16, layers=layers)
@@ -154,19 +162,41 @@ def model(quick: bool) -> dict:
                 rate=rate, f=f, layers=layers, Ps=Ps, times=times, memory=mem)
 
 
+def kept_times(A, Ps: list[int], f: int, m, spmms: int, layouts: dict) -> list[dict]:
+    """plexus3d's SpMM without the conversions to and from the row layout (its all-gather
+    and reduce-scatter alone), on the grid closest to a cube: what a call costs when the
+    blocks stay from layer to layer (``nn/plexus_model.py``, as Plexus runs)."""
+    from spmmgnn.benchmark import costs
+    from spmmgnn.benchmark.volumes import plexus_volumes
+    from spmmgnn.grid import format_shape, near_square
+
+    rows = []
+    for P in Ps:
+        shape = near_square(P, 3)
+        layout = costs.cached_layout(layouts, A, P, "none", 0)
+        vol = plexus_volumes(layout, P, 1, f, 4, shape=shape, convert=False)
+        t = costs.spmm_time("plexus3d", layout, vol, P, 1, f, 4, m)
+        rows.append(dict(P=P, c=1, grid=format_shape(shape), algorithm=KEPT, f=f, **t,
+                         epoch_seconds=spmms * t["seconds"]))
+    return rows
+
+
 def _family(algorithm: str) -> str:
-    return next(name for name, o, s in FAMILIES if algorithm in (o, s))
+    return next(name for name, *names in FAMILIES if algorithm in names)
 
 
 def render(data: dict) -> str:
-    lines = ["# CAGNET's four families: 1D, 1.5D, 2D, 3D (issue 36)", "",
+    lines = ["# CAGNET's four families (1D, 1.5D, 2D, 3D; issue 36) and Plexus's 3D (issue 45)",
+             "",
              f"`python bench/grid.py` on {data['machine']['processor'] or 'this machine'} "
              f"({data['machine']['cores']} cores), {data['when']}; load before: "
              f"{data['load']}.", ""]
     if "measured" in data:
         meas = data["measured"]
-        lines += ["## Measured", "",
-                  "`mpiexec -n P spmmgnn bench --mode spmm -f 64 --partitioner metis-vol` "
+        lines += ["## Measured", ""]
+        if "when" in meas:   # the section's own run (the model may have run at another time)
+            lines += [f"Run {meas['when']}, load before: {meas['load']}.", ""]
+        lines += ["`mpiexec -n P spmmgnn bench --mode spmm -f 64 --partitioner metis-vol` "
                   "(float32, 1 thread per rank; P > 2 is oversubscribed on this machine, so "
                   "the times rank the algorithms' work and waiting, not a cluster's network). "
                   "Bytes are per SpMM, equal to the volume model rank by rank (checked by the "
@@ -179,7 +209,7 @@ def render(data: dict) -> str:
                 continue
             lines += [f"### {graph} (n = {rs[0]['n']:,}, nnz = {rs[0]['nnz']:,})", "",
                       "| P | family | algorithm | grid | ms / SpMM | max MB sent | total MB "
-                      "| peers |", "|" + " --- |" * 8]
+                      "| of it convert | peers |", "|" + " --- |" * 9]
             order = {a: i for i, a in enumerate(ALGORITHMS)}
             for r in sorted(rs, key=lambda r: (r["P"], order[r["algorithm"]], r["c"])):
                 if r["algorithm"].endswith("15d") and r["c"] == 1:
@@ -187,15 +217,17 @@ def render(data: dict) -> str:
                 g = r["grid"] or f"c={r['c']}"
                 lines.append(f"| {r['P']} | {_family(r['algorithm'])} | {r['algorithm']} | {g} "
                              f"| {r['ms']:.2f} | {r['max_mb']:.3f} | {r['total_mb']:.3f} "
-                             f"| {r['peers']} |")
+                             f"| {r.get('convert_mb', 0):.3f} | {r['peers']} |")
             lines.append("")
         bad = [r for r in meas["rows"] if "error" in r]
         lines += [f"- failed: {r['graph']} P={r['P']} {r['algorithm']}: {r['error']}"
                   for r in bad]
     if "model" in data:
         md = data["model"]
-        lines += ["## Projected to P = 1,024", "",
-                  f"`spmmgnn model`'s alpha-beta and memory models on R-MAT with n = "
+        lines += ["## Projected to P = 1,024", ""]
+        if "when" in md:
+            lines += [f"Run {md['when']}, load before: {md['load']}.", ""]
+        lines += [f"`spmmgnn model`'s alpha-beta and memory models on R-MAT with n = "
                   f"{md['n']:,}, nnz = {md['nnz']:,} (GCN-normalized, contiguous blocks), "
                   f"preset `{md['preset']}` ({md['network']}), local rate "
                   f"{md['rate'] / 1e9:.2f} G non-zeros x columns / s measured here, "
@@ -203,12 +235,12 @@ def render(data: dict) -> str:
                   f"{2 * md['layers']} SpMMs); memory: the largest rank training a GCN "
                   f"{md['f']} -> {md['f']} -> 16, against {NODE_BYTES // 2**30} GB per node "
                   f"with {RANKS_PER_NODE} ranks per node.", "",
-                  "| P | " + " | ".join(a for a in ALGORITHMS) + " | fastest |",
-                  "|" + " --- |" * (len(ALGORITHMS) + 2)]
+                  "| P | " + " | ".join(a for a in ALGORITHMS + [KEPT]) + " | fastest |",
+                  "|" + " --- |" * (len(ALGORITHMS) + 3)]
         best = {}
         for P in md["Ps"]:
             cells, rs = [], [r for r in md["times"] if r["P"] == P]
-            for a in ALGORITHMS:
+            for a in ALGORITHMS + [KEPT]:
                 mine = [r for r in rs if r["algorithm"] == a]
                 t = min(mine, key=lambda r: r["epoch_seconds"]) if mine else None
                 cells.append("-" if t is None else
@@ -221,14 +253,15 @@ def render(data: dict) -> str:
         lines += ["| family | algorithm | fastest of all from P | fits a "
                   f"{NODE_BYTES // 2**30} GB node ({RANKS_PER_NODE} ranks) from P | "
                   "largest rank at P = " + str(md["Ps"][-1]) + " (GiB) |", "| --- " * 5 + "|"]
-        for fam, o, s in FAMILIES:
-            for a in (o, s):
+        for fam, *names in FAMILIES:
+            for a in names + ([KEPT] if fam == "Plexus" else []):
                 wins = [P for P in md["Ps"] if best[P] == a]
+                held = "plexus3d" if a == KEPT else a   # the same tile and blocks
                 fits = [P for P in md["Ps"] if min(
-                    (r["total"] for r in md["memory"] if r["P"] == P and r["algorithm"] == a),
-                    default=np.inf) <= NODE_BYTES / RANKS_PER_NODE]
+                    (r["total"] for r in md["memory"] if r["P"] == P
+                     and r["algorithm"] == held), default=np.inf) <= NODE_BYTES / RANKS_PER_NODE]
                 last = min((r["total"] for r in md["memory"]
-                            if r["P"] == md["Ps"][-1] and r["algorithm"] == a), default=0)
+                            if r["P"] == md["Ps"][-1] and r["algorithm"] == held), default=0)
                 lines.append(f"| {fam} | {a} | {wins[0] if wins else 'never'} | "
                              f"{fits[0] if fits else 'never'} | {last / 2**30:.2f} |")
         lines.append("")
@@ -240,6 +273,7 @@ def main() -> None:
     ap.add_argument("--only", nargs="+", choices=["measured", "model"],
                     default=["measured", "model"])
     ap.add_argument("--quick", action="store_true", help="small graphs, fewer P")
+    ap.add_argument("--scale", type=int, default=24, help="the model's R-MAT: 2^scale vertices")
     args = ap.parse_args()
     load = Path("/proc/loadavg").read_text().split()[:3]
     data = dict(machine=machine(), when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -250,7 +284,9 @@ def main() -> None:
         data = {**json.loads(old.read_text()), **data}
     for section, fn in (("measured", measured), ("model", model)):
         if section in args.only:
-            data[section] = fn(args.quick)
+            data[section] = fn(args.quick, args.scale) if section == "model" else \
+                fn(args.quick)
+            data[section].update(when=data["when"], load=data["load"])
             write_json(old, data)
     write_text_atomic(RESULTS / f"{name}.md", render(data))
     print(render(data))

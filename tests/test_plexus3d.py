@@ -1,5 +1,6 @@
 """plexus3d (Plexus's 3D SpMM) against scipy on 2x2x2 and 2x3x2, its bytes against the
-volume model rank by rank, and its all-gather / reduce-scatter sizes from the grid alone."""
+volume model rank by rank, its all-gather / reduce-scatter sizes from the grid alone, and GCN
+training with it against single-process PyTorch loss by loss on the same grids."""
 
 from __future__ import annotations
 
@@ -13,6 +14,50 @@ GRIDS = {8: (2, 2, 2), 12: (2, 3, 2)}
 def runs(request, mpi_json):
     P = request.param
     return GRIDS[P], mpi_json(P, "plexus_cases.py", "x".join(map(str, GRIDS[P])), timeout=900)
+
+
+@pytest.fixture(scope="module", params=sorted(GRIDS))
+def trained(request, mpi_json):
+    P = request.param
+    shape = "x".join(map(str, GRIDS[P]))
+    return GRIDS[P], mpi_json(P, "plexus_train.py", shape, timeout=900)
+
+
+def test_training_equals_pytorch(trained, reference_for):
+    """GCN training with plexus3d (3 layers, dropout and input dropout on, a directed graph
+    of 61 vertices: no grid axis divides n), in the row layout and in Plexus's blocks (1 and
+    3 row blocks), gives single-process PyTorch's loss at each of 3 epochs (rtol 1e-5) and
+    its accuracies."""
+    shape, res = trained
+    assert [(c["trainer"], c["row_blocks"]) for c in res["cases"]] == [
+        ("rows", 0), ("plexus", 1), ("plexus", 3)]
+    for case in res["cases"]:
+        label = f"{case['trainer']} {case['row_blocks']} {shape}"
+        assert case["grid"] == list(shape) and case["symmetric"] is False, label
+        ref = reference_for(res["graph"], case)
+        assert len(case["losses"]) == 3
+        np.testing.assert_allclose(case["losses"], ref["losses"], rtol=1e-5, err_msg=label)
+        for split in ("train_acc", "val_acc", "test_acc"):
+            assert case["final"][split] == pytest.approx(ref[split], abs=1e-9), (label, split)
+
+
+def test_plexus_layout_converts_only_the_logits(trained):
+    """In Plexus's blocks an epoch converts nothing but the logits (to rows, and their
+    gradient back): per rank its convert bytes equal those of converting one logits-wide
+    matrix alone; every other byte is the algorithm's (gathers and reduce-scatters). The
+    row-layout trainer converts every SpMM's input and output: more on some rank."""
+    _, res = trained
+    by = {(c["trainer"], c["row_blocks"]): c for c in res["cases"]}
+    for key in (("plexus", 1), ("plexus", 3)):
+        for rank, r in enumerate(by[key]["ranks"]):
+            assert r["convert"]["epoch"]["convert"] == r["convert"]["logits"], (key, rank)
+            assert r["convert"]["epoch"]["algorithm"] > 0, (key, rank)
+        # the same blocks move whatever the row blocks: only their sizes differ
+        assert [r["convert"]["epoch"] for r in by[key]["ranks"]] == \
+            [r["convert"]["epoch"] for r in by[("plexus", 1)]["ranks"]]
+    rows = [r["convert"]["epoch"]["convert"] for r in by[("rows", 0)]["ranks"]]
+    plexus = [r["convert"]["epoch"]["convert"] for r in by[("plexus", 1)]["ranks"]]
+    assert all(a >= b for a, b in zip(rows, plexus, strict=True)) and sum(rows) > sum(plexus)
 
 
 def test_equals_scipy(runs):
@@ -92,3 +137,33 @@ def test_refuses_what_it_cannot_do():
     assert np.allclose(op.gather_rows(op.matmul(op.scatter_rows(x))), A @ x)
     assert np.allclose(op.gather_rows(op.matmul_t(op.scatter_rows(x, side="output")),
                                       side="input"), A.T @ x)
+
+
+def test_plexus_layout_refuses_what_it_cannot_do():
+    """``plexus_blocks`` with another algorithm, GraphSAGE, LayerNorm or a negative count:
+    one clear error (in-process, P = 1); on a 1 x 1 x 1 grid the blocks train as the rows."""
+    from mpi4py import MPI
+
+    import spmmgnn
+    from spmmgnn.data.csbm import csbm
+    from spmmgnn.errors import SpmmgnnError
+    from spmmgnn.training import TrainConfig, Trainer, distribute_graph
+
+    g = csbm(n=40, avg_degree=4.0, num_features=5, num_classes=3, seed=2)
+    grid = spmmgnn.ProcessGrid(MPI.COMM_SELF, shape=(1, 1, 1))
+    data = distribute_graph(g, grid, "gcn", algorithm="plexus3d")
+    base = dict(layers=2, hidden=4, epochs=2, progress=False, seed=1, dropout=0.5)
+    for extra, words in (({"model": "sage"}, "trains GCN without --layernorm"),
+                         ({"layernorm": True}, "trains GCN without --layernorm"),
+                         ({"plexus_blocks": -1}, "--plexus-blocks must be >= 0")):
+        cfg = TrainConfig(**{**base, "plexus_blocks": 2, **extra})
+        with pytest.raises(SpmmgnnError, match=words):
+            Trainer(distribute_graph(g, grid, "mean", algorithm="plexus3d")
+                    if extra.get("model") == "sage" else data, cfg)
+    rows = spmmgnn.ProcessGrid(MPI.COMM_SELF)
+    with pytest.raises(SpmmgnnError, match="needs --algorithm plexus3d"):
+        Trainer(distribute_graph(g, rows, "gcn", algorithm="sparse1d"),
+                TrainConfig(**base, plexus_blocks=1))
+    losses = [[h["loss"] for h in Trainer(data, TrainConfig(**base, plexus_blocks=k)).fit()
+               ["history"]] for k in (0, 2)]
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-6)

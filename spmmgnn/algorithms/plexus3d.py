@@ -153,6 +153,7 @@ class Plexus3D(DistSpMM):
         x, y, z = grid.coords
         X, Y, Z = shape
         self.X, self.Z = X, Z
+        self.permute_seed = int(permute_seed)
         row_pos, col_pos = plexus_orders(self.m, self.n, int(permute_seed))
         self.row_bounds, self.col_bounds, rank_of = plexus_blocks(shape, self.m, self.n)
         comm = grid.comm
@@ -186,7 +187,7 @@ class Plexus3D(DistSpMM):
     def local_matrices(self) -> list:
         return []   # one fixed kernel on the tile
 
-    def _gather(self, comm: MPI.Comm, block: np.ndarray, bounds: np.ndarray,
+    def all_gather(self, comm: MPI.Comm, block: np.ndarray, bounds: np.ndarray,
                 far: np.ndarray) -> np.ndarray:
         """All-gather the blocks ``bounds`` splits a range into, along ``comm``."""
         w = block.shape[1]
@@ -201,7 +202,7 @@ class Plexus3D(DistSpMM):
                                   int(counts[far].sum()) * block.itemsize)
         return full
 
-    def _reduce_scatter(self, comm: MPI.Comm, partial: np.ndarray, bounds: np.ndarray,
+    def reduce_scatter(self, comm: MPI.Comm, partial: np.ndarray, bounds: np.ndarray,
                         far: np.ndarray) -> np.ndarray:
         """Sum ``partial`` along ``comm``; I keep my block of ``bounds``."""
         w, me = partial.shape[1], comm.Get_rank()
@@ -218,7 +219,7 @@ class Plexus3D(DistSpMM):
 
     def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
         X, Z = self.X, self.Z
-        h = self._gather(self.along_z, self.cols.to_blocks(x),
+        h = self.all_gather(self.along_z, self.cols.to_blocks(x),
                          self.col_bounds[self.x * Z:(self.x + 1) * Z + 1], self.far_z)
         partial = np.zeros((self.tile[0].size - 1, h.shape[1]), dtype=x.dtype)
         if h.shape[1] and self.tile_nnz:
@@ -227,13 +228,13 @@ class Plexus3D(DistSpMM):
                 kernels.csr_matmul_unrolled(indptr, indices, data, h, partial,
                                             kernels.row_chunks(indptr, 4 * get_threads()),
                                             True)
-        z = self._reduce_scatter(self.along_x, partial,
+        z = self.reduce_scatter(self.along_x, partial,
                                  self.row_bounds[self.z * X:(self.z + 1) * X + 1], self.far_x)
         self.rows.to_rows(z, out)
 
     def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
         X, Z = self.X, self.Z
-        yv = self._gather(self.along_x, self.rows.to_blocks(y),
+        yv = self.all_gather(self.along_x, self.rows.to_blocks(y),
                           self.row_bounds[self.z * X:(self.z + 1) * X + 1], self.far_x)
         n_cols = int(self.col_bounds[(self.x + 1) * Z] - self.col_bounds[self.x * Z])
         partial = np.zeros((n_cols, yv.shape[1]), dtype=y.dtype)
@@ -243,7 +244,7 @@ class Plexus3D(DistSpMM):
                 n_par = kernels.column_split(yv.shape[1])
                 kernels.csr_t_matmul(indptr, indices, data, yv, partial, True, n_par,
                                      kernels.row_split(n_par))
-        z = self._reduce_scatter(self.along_z, partial,
+        z = self.reduce_scatter(self.along_z, partial,
                                  self.col_bounds[self.x * Z:(self.x + 1) * Z + 1], self.far_z)
         self.cols.to_rows(z, out)
 

@@ -552,11 +552,12 @@ def summa_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
 
 def plexus_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
                    codec: str | None = None, codec_backward: str | None = "same",
-                   shape=None) -> Volumes:
+                   shape=None, convert: bool = True) -> Volumes:
     """plexus3d (``algorithms/plexus3d.py``): the rows converted to the permuted blocks, the
     all-gather of X[C_x, F_y] along z, the reduce-scatter of A[R_z, .] X along x, the
     conversion back (the transpose: the same with x and z swapped), at the default
-    ``permute_seed`` 0."""
+    ``permute_seed`` 0. ``convert=False``: the all-gather and reduce-scatter alone (the
+    blocks kept from layer to layer, as Plexus runs)."""
     if codec not in (None, "none"):
         raise SpmmgnnError("plexus3d gathers and reduces whole blocks: no codec")
     _one_part_per_rank(layout, P, c)
@@ -584,6 +585,8 @@ def plexus_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
         return layout.sizes * fi - own * w, (size[b] - own) * w
 
     in_c, in_r = to_blocks(cnt_c, bc, size_c), to_blocks(cnt_r, br, size_r)
+    if not convert:
+        in_c = in_r = (np.zeros(P, dtype=np.int64),) * 2
     gather_z = (size_c[bc] * w * (Z - 1), (c_x - size_c[bc]) * w)
     gather_x = (size_r[br] * w * (X - 1), (r_z - size_r[br]) * w)
     reduce_x, reduce_z = gather_x[::-1], gather_z[::-1]       # the reverse of a gather
@@ -594,11 +597,11 @@ def plexus_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
     nnz = plexus_tile_nnz(layout, (X, Y, Z))
     peers_c = (cnt_c > 0).sum(axis=1) * Y - (cnt_c[rank, bc] > 0)
     peers_r = (cnt_r > 0).sum(axis=1) * Y - (cnt_r[rank, br] > 0)
-    phases = [Phase("to blocks", peers_c, np.maximum(*in_c)),
+    phases = [Phase("to blocks", peers_c * convert, np.maximum(*in_c)),
               Phase("all-gather along z", np.full(P, log2_ceil(Z)), np.maximum(*gather_z)),
               Phase("reduce-scatter along x", np.full(P, log2_ceil(X)),
                     np.maximum(*reduce_x)),
-              Phase("to rows", peers_r, np.maximum(*in_r))]
+              Phase("to rows", peers_r * convert, np.maximum(*in_r))]
     return Volumes(sent=sent, received=received, sent_t=sent_t, received_t=received_t,
                    allreduce=np.zeros(P, dtype=np.int64),
                    nnz=np.rint(nnz * np.diff(stage_ranges(f, Y))[y] / max(f, 1)

@@ -111,6 +111,11 @@ def add_parser(sub) -> None:
                         "zero ('local', no backward exchange; default, see "
                         "bench/results/delayed.md) or the binned partial sums reduced R "
                         "epochs late ('delayed')")
+    r.add_argument("--plexus-blocks", type=int, default=0, metavar="K",
+                   help="with --algorithm plexus3d (GCN): train in Plexus's 3D blocks, every "
+                        "product of the layer on the grid and no conversion between layers, "
+                        "the aggregation in K row blocks each overlapped with its "
+                        "reduce-scatter (same losses); 0 (default): the row layout")
     r.add_argument("--drop-remote", action="store_true",
                    help="DistGNN 0c (sparse1d only): ignore remote contributions, no exchange "
                         "at all. CHANGES THE MODEL'S MATHEMATICS (each rank trains on its own "

@@ -78,6 +78,7 @@ class RunSpec:
     delayed_backward: str = _TRAIN.delayed_backward
     drop_remote: bool = _TRAIN.drop_remote
     grid_layout: bool = _TRAIN.grid_layout
+    plexus_blocks: int = _TRAIN.plexus_blocks
     # output
     json: str | None = None
     checkpoint: str | None = _TRAIN.checkpoint
@@ -104,7 +105,8 @@ def train_config(spec: RunSpec, progress: bool = True):
         cache_input_aggregation=not spec.no_cache, progress=progress, dtype=spec.dtype,
         label_propagation=spec.label_propagation, staleness=spec.staleness,
         drop_remote=spec.drop_remote, delayed_backward=spec.delayed_backward,
-        grid_layout=spec.grid_layout, device=spec.device)
+        grid_layout=spec.grid_layout, device=spec.device,
+        plexus_blocks=spec.plexus_blocks)
 
 
 def op_options(spec: RunSpec) -> dict:

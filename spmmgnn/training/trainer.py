@@ -37,6 +37,7 @@ from ..machine import peak_rss_bytes, ranks_on_this_node
 from ..nn.grid_model import GridForward
 from ..nn.memory import ModelShape, model_problem
 from ..nn.models import build_model
+from ..nn.plexus_model import PlexusGCN
 from ..threads import scope
 from ..wire import allgather_json, gather_json
 from . import on_device
@@ -96,6 +97,7 @@ class TrainConfig:
     delayed_backward: str = "local"
     grid_layout: bool = False   # oblivious2d/3d: activations stay in SUMMA's blocks (nn.grid_model)
     device: str | None = None  # None: the grid's (None: numpy/numba); else must be the grid's
+    plexus_blocks: int = 0   # > 0: plexus3d trains in its blocks, this many row blocks
 
     def check(self, comm: MPI.Comm | None = None) -> None:
         """SpmmgnnError for bad settings; with ``comm``, collective (every rank raises)."""
@@ -142,6 +144,8 @@ class TrainConfig:
         if self.device is not None and str(self.device).partition(":")[0] not in ("cpu",
                                                                                    "cuda"):
             problems.append(f"--device must be cpu, cuda or cuda:k, got {self.device!r}")
+        if self.plexus_blocks < 0:
+            problems.append("--plexus-blocks must be >= 0")
         if self.dtype not in DTYPES:
             problems.append(f"--dtype must be one of {sorted(DTYPES)}")
         return "; ".join(problems) or None
@@ -193,6 +197,8 @@ class Trainer:
             label_classes=data.num_classes if self.label_input is not None else 0)
         if self.device is not None:
             self.model.to(self.device)
+        if config.plexus_blocks:   # Plexus's layout: same parameters, products in 3D blocks
+            self.model = PlexusGCN(self.model, op, data.vertex_ids, config.plexus_blocks)
         self.params = list(self.model.parameters())
         self._broadcast_parameters()
         self.forward = self.model   # or the same model on SUMMA's 2D/3D blocks

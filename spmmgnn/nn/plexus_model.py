@@ -1,0 +1,334 @@
+"""GCN training as Plexus runs it (Ranjan et al., SC'25): every product of the layer on the
+3D grid, the activations kept in the grid's blocks from layer to layer.
+
+Our reading (docs/algorithms/plexus3d.md, "Training in the blocks"): one random permutation
+``pos`` of the vertices (``plexus3d``'s row permutation) cut into X Z blocks; rank
+(x, y, z) keeps block ``b = z X + x`` of every activation, features ``F_y``: the layout
+``V`` that ``Plexus3D``'s ``A X`` leaves its result in. Two tiles of A take ``V`` to ``V``:
+
+* ``T0 = A[R_z, C_x]`` (rows: blocks ``z X + x'``, columns: blocks ``z' X + x``): all-gather
+  along z, multiply, reduce-scatter along x (``plexus3d``'s ``A X``);
+* ``T1 = A[R'_x, C'_z]`` (rows: blocks ``z' X + x``, columns: blocks ``z X + x'``): the same
+  with x and z swapped.
+
+Layer l uses ``T(l mod 2)``: the rotation of the grid axes between layers, so no layer
+converts its input or output. The GEMM ``H W`` runs in ``V`` too: ``H[b, F_y] W[F_y, :]``
+reduce-scattered along y by output column blocks ``G_y``. W is replicated (it is
+``f_in x f_out``); its gradient sums over all ranks like the row layout's. Only the input
+features (once, constant) and the final logits (each pass) convert between the row layout
+and ``V`` (``bytes_sent_by_phase["convert"]``).
+
+Blocked aggregation (Plexus's): the tile's rows in ``row_blocks`` blocks, block k holding
+the k-th slice of every destination block of the reduce-scatter; block k's reduce-scatter
+is started (``Ireduce_scatter``) before block k + 1's product, so each block's reduction
+overlaps the next block's multiply. The same terms are summed: ``row_blocks`` changes the
+results at most by MPI's reduction order (not at all on 2 ranks per axis).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from mpi4py import MPI
+from torch import nn
+
+from .. import kernels
+from ..algorithms.plexus3d import Plexus3D, plexus_orders
+from ..algorithms.tiles import local_csr, redistribute
+from ..convert import mpi_float_type
+from ..errors import collective_error
+from ..stages import stage_ranges
+from ..threads import get_threads
+from .dropout import dropout_mask
+from .layers import aggregate_first
+from .models import GNN
+
+
+def _bounds(sizes: np.ndarray) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
+class PlexusTile:
+    """One tile of A taking layout ``V`` to ``V``: gather along ``gather``, multiply,
+    reduce-scatter along ``reduce`` in row blocks (the transpose: the other way round)."""
+
+    def __init__(self, op: Plexus3D, m, gather: tuple, reduce: tuple,
+                 c_bounds: np.ndarray, r_bounds: np.ndarray, row_blocks: int):
+        self.op = op
+        (self.gather, self.gather_far), (self.reduce, self.reduce_far) = gather, reduce
+        self.c_bounds, self.r_bounds = c_bounds, r_bounds
+        # row block k: slice k of every destination block, the blocks in rank order
+        K = max(1, int(row_blocks))
+        sizes = np.diff(r_bounds)
+        cuts = np.stack([stage_ranges(int(s), K) for s in sizes])      # (D, K + 1)
+        self.counts = np.diff(cuts, axis=1).T.astype(np.int64)         # (K, D)
+        me = self.reduce.Get_rank()
+        self.mine = cuts[me]                                            # my block's slices
+        starts = r_bounds[:-1, None] + cuts[:, :-1]                     # (D, K)
+        pieces = [np.arange(starts[d, k], starts[d, k] + self.counts[k, d])
+                  for k in range(K) for d in range(sizes.size)]
+        self.perm = np.concatenate(pieces).astype(np.int64) if pieces else \
+            np.zeros(0, np.int64)
+        self.block_bounds = _bounds(self.counts.sum(axis=1))
+        m = m[self.perm]
+        self.csr = (m.indptr.astype(np.int64), m.indices.astype(np.int32),
+                    m.data.astype(np.float64))
+        self.nnz = int(m.nnz)
+
+    def _multiply(self, h: np.ndarray, r0: int, r1: int) -> np.ndarray:
+        indptr, indices, data = self.csr
+        part = np.zeros((r1 - r0, h.shape[1]), dtype=h.dtype)
+        lo, hi = int(indptr[r0]), int(indptr[r1])
+        if h.shape[1] and hi > lo:
+            sub = indptr[r0:r1 + 1] - lo
+            with self.op.stats.timing("seconds_multiply"):
+                kernels.csr_matmul_unrolled(sub, indices[lo:hi], data[lo:hi], h, part,
+                                            kernels.row_chunks(sub, 4 * get_threads()), True)
+        return part
+
+    def _count_reduce(self, counts: np.ndarray, w: int, itemsize: int) -> None:
+        """Bytes of one reduce-scatter of ``counts`` rows (as ``Plexus3D.reduce_scatter``)."""
+        me, far = self.reduce.Get_rank(), self.reduce_far
+        row = w * itemsize
+        own = int(counts[me]) * row
+        self.op.stats.count_exchange(int(counts.sum()) * row - own,
+                                     own * (self.reduce.Get_size() - 1), 0,
+                                     int(counts[far].sum()) * row, own * int(far.sum()))
+
+    def apply(self, h: np.ndarray) -> np.ndarray:
+        """``T H`` in ``V``: gather my column group, then block by block: multiply, start
+        its reduce-scatter, go on to the next block while it runs."""
+        op = self.op
+        full = op.all_gather(self.gather, np.ascontiguousarray(h), self.c_bounds,
+                             self.gather_far)
+        w = h.shape[1]
+        mine = np.empty((int(self.mine[-1]), w), dtype=h.dtype)
+        mpitype = mpi_float_type(h.dtype)
+        requests, keep = [], []
+        for k in range(self.counts.shape[0]):
+            part = self._multiply(full, int(self.block_bounds[k]),
+                                  int(self.block_bounds[k + 1]))
+            recv = mine[self.mine[k]:self.mine[k + 1]]
+            counts = self.counts[k]
+            requests.append(self.reduce.Ireduce_scatter(
+                [part, mpitype], [recv, mpitype], counts * w, op=MPI.SUM))
+            keep.append(part)
+            self._count_reduce(counts, w, h.itemsize)
+        with op.stats.timing("seconds_exchange"):
+            MPI.Request.Waitall(requests)
+        return mine
+
+    def apply_t(self, g: np.ndarray) -> np.ndarray:
+        """``T^T G`` in ``V``: gather along the reduce axis, multiply by the transposed tile,
+        reduce-scatter along the gather axis."""
+        op = self.op
+        full = op.all_gather(self.reduce, np.ascontiguousarray(g), self.r_bounds,
+                             self.reduce_far)[self.perm]
+        part = np.zeros((int(self.c_bounds[-1]), g.shape[1]), dtype=g.dtype)
+        if g.shape[1] and self.nnz:
+            indptr, indices, data = self.csr
+            with op.stats.timing("seconds_multiply"):
+                n_par = kernels.column_split(g.shape[1])
+                kernels.csr_t_matmul(indptr, indices, data, full, part, True, n_par,
+                                     kernels.row_split(n_par))
+        return op.reduce_scatter(self.gather, part, self.c_bounds, self.gather_far)
+
+
+class PlexusPlan:
+    """Everything that depends on the pattern: layout ``V``, both tiles, the vertex ids of
+    my block (the dropout masks are keyed by them), the feature axis' communicator."""
+
+    def __init__(self, op: Plexus3D, vertex_ids: np.ndarray, row_blocks: int = 1):
+        grid = op.grid
+        X, Y, Z = grid.shape
+        x, y, z = grid.coords
+        self.op, self.shape, self.y = op, (X, Y, Z), y
+        self.along_y = grid.comm_along("col")
+        self.far_y = ~grid.node_map(self.along_y).same
+        row_pos, col_pos = plexus_orders(op.m, op.n, op.permute_seed)
+        # every non-zero of A once (the Y copies of a tile split it), in V's numbering:
+        # the tile's columns go from the column permutation to the row one
+        indptr, indices, data = op.tile
+        keep = np.arange(indices.size) % Y == y
+        rows = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))[keep]
+        pr = rows + int(op.row_bounds[z * X])
+        col_of = np.empty(op.n, dtype=np.int64)
+        col_of[col_pos] = np.arange(op.n)
+        pc = row_pos[col_of[indices[keep].astype(np.int64) + int(op.col_bounds[x * Z])]]
+        values = data[keep]
+        bi = np.searchsorted(op.row_bounds, pr, side="right") - 1
+        bj = np.searchsorted(op.row_bounds, pc, side="right") - 1
+        self.tiles = []
+        for t in (0, 1):
+            # T0 lies on rank (x = column group, z = row group), T1 the other way round
+            hx, hz = (bj % X, bi // X) if t == 0 else (bi % X, bj // X)
+            dest = ((hx[:, None] * Y + np.arange(Y)) * Z + hz[:, None]).ravel()
+            got = redistribute(grid.comm, tuple(np.repeat(a, Y) for a in (pr, pc, values)),
+                               dest)
+            self.tiles.append(self._tile(got, t, row_blocks))
+        # the ids of my block: one id column per feature block, so every y gets one
+        ids = np.repeat(np.asarray(vertex_ids, dtype=np.float64)[:, None], Y, axis=1)
+        self.vertex_ids = op.rows.to_blocks(ids)[:, 0].astype(np.int64)
+        self.n_block = self.vertex_ids.size
+
+    def _tile(self, coo: tuple, t: int, row_blocks: int) -> PlexusTile:
+        """The local CSR of tile T_t; rows and columns numbered in the order the
+        reduce-scatter and the all-gather lay their blocks out."""
+        op, (X, _, Z) = self.op, self.shape
+        x, _, z = op.grid.coords
+        bounds = op.row_bounds
+        sizes = np.diff(bounds)
+        along_x, along_z = (op.along_x, op.far_x), (op.along_z, op.far_z)
+        if t == 0:   # rows: blocks z X + x' (x' = 0..X-1); columns: z' X + x (z' = 0..Z-1)
+            row_group, col_group, gather, reduce = (z * X + np.arange(X), np.arange(Z) * X + x,
+                                                    along_z, along_x)
+        else:        # rows: blocks z' X + x; columns: z X + x'
+            row_group, col_group, gather, reduce = (np.arange(Z) * X + x, z * X + np.arange(X),
+                                                    along_x, along_z)
+        r_bounds, c_bounds = _bounds(sizes[row_group]), _bounds(sizes[col_group])
+        pr, pc, v = coo
+
+        def local(pos: np.ndarray, group: np.ndarray, gb: np.ndarray) -> np.ndarray:
+            shift = np.zeros(sizes.size, dtype=np.int64)     # block -> index shift
+            shift[group] = gb[:-1] - bounds[group]
+            return pos + shift[np.searchsorted(bounds, pos, side="right") - 1]
+
+        m = local_csr(local(pr, row_group, r_bounds), local(pc, col_group, c_bounds), v,
+                      (int(r_bounds[-1]), int(c_bounds[-1])))
+        return PlexusTile(op, m, gather, reduce, c_bounds, r_bounds, row_blocks)
+
+    def feature_block(self, f: int) -> tuple[int, int]:
+        """My columns ``F_y`` of an ``f``-wide activation."""
+        b = stage_ranges(f, self.shape[1])
+        return int(b[self.y]), int(b[self.y + 1])
+
+    def gemm(self, h: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """``(H W)[b, G_y]`` from ``H[b, F_y]`` and my rows ``W[F_y, :]``: reduce-scatter of
+        the partial product along y by output column blocks."""
+        part = np.ascontiguousarray((h @ w).T)                   # (G, rows)
+        out = self.op.reduce_scatter(self.along_y, part, stage_ranges(w.shape[1],
+                                                                      self.shape[1]),
+                                     self.far_y)
+        return np.ascontiguousarray(out.T)
+
+    def gather_columns(self, g: np.ndarray, f: int) -> np.ndarray:
+        """``G[b, :]`` from my columns ``G[b, G_y]`` (all-gather along y)."""
+        full = self.op.all_gather(self.along_y, np.ascontiguousarray(g.T),
+                                  stage_ranges(f, self.shape[1]), self.far_y)
+        return np.ascontiguousarray(full.T)
+
+
+class _Aggregate(torch.autograd.Function):
+    """``T H`` in layout V; backward ``T^T G``."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, tile: PlexusTile) -> torch.Tensor:
+        ctx.tile = tile
+        return torch.from_numpy(tile.apply(h.detach().numpy()))
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return torch.from_numpy(ctx.tile.apply_t(grad.contiguous().numpy())), None
+
+
+class _Gemm(torch.autograd.Function):
+    """``(H W)[b, G_y]`` from ``H[b, F_y]`` (W replicated): one reduce-scatter along y;
+    backward: the all-gather of the gradient's columns, then two local products (the
+    weight gradient of my rows ``F_y``, summed over all ranks with the others)."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, w: torch.Tensor, plan: PlexusPlan) -> torch.Tensor:
+        a, b = plan.feature_block(w.shape[0])
+        ctx.plan, ctx.rows = plan, (a, b)
+        ctx.save_for_backward(h, w)
+        return torch.from_numpy(plan.gemm(h.detach().numpy(), w.detach()[a:b].numpy()))
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        h, w = ctx.saved_tensors
+        a, b = ctx.rows
+        g = torch.from_numpy(ctx.plan.gather_columns(grad.contiguous().numpy(), w.shape[1]))
+        grad_w = torch.zeros_like(w)
+        grad_w[a:b] = h.T @ g
+        return g @ w[a:b].T, grad_w, None
+
+
+class _ToRows(torch.autograd.Function):
+    """The logits from V to the row layout (the ``convert`` phase); backward: to V."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, plan: PlexusPlan, f: int) -> torch.Tensor:
+        ctx.plan = plan
+        out = np.empty((plan.op.n_local, f), dtype=h.detach().numpy().dtype)
+        plan.op.rows.to_rows(h.detach().numpy(), out)
+        return torch.from_numpy(out)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return torch.from_numpy(ctx.plan.op.rows.to_blocks(grad.contiguous().numpy())), \
+            None, None
+
+
+class PlexusGCN(nn.Module):
+    """A ``GNN`` (GCN, no LayerNorm, no labels as input) trained in Plexus's layout V:
+    same parameters (``convs``; the state dict and checkpoints are the row model's), same
+    dropout masks, logits returned in the row layout for the trainer's loss."""
+
+    def __init__(self, model: GNN, op, vertex_ids: np.ndarray, row_blocks: int = 1):
+        super().__init__()
+        problem = None
+        if not isinstance(op, Plexus3D) or op.m != op.n:
+            problem = f"needs --algorithm plexus3d on a square A, got {op.name}"
+        elif model.kind != "gcn" or model.norms is not None or \
+                model.label_embedding is not None:
+            problem = "trains GCN without --layernorm or --label-propagation only"
+        elif isinstance(row_blocks, bool) or not isinstance(row_blocks, int) or row_blocks < 1:
+            problem = f"row_blocks must be an integer >= 1, got {row_blocks!r}"
+        if problem:
+            raise collective_error(f"the Plexus layout {problem}")
+        self.convs = model.convs
+        self.norms, self.label_embedding = None, None
+        self.kind, self.dims, self.seed = model.kind, model.dims, model.seed
+        self.dropout, self.input_dropout = model.dropout, model.input_dropout
+        self.plan = PlexusPlan(op, vertex_ids, row_blocks)
+        self._input: tuple | None = None
+
+    def _blocks_of(self, x: torch.Tensor) -> torch.Tensor:
+        """The input features in V (converted once; they are constant)."""
+        key = (id(x), x._version, x.dtype)
+        if self._input is None or self._input[0] != key:
+            self._input = (key, torch.from_numpy(self.plan.op.rows.to_blocks(
+                x.detach().contiguous().numpy())))
+        return self._input[1]
+
+    def _dropout(self, h: torch.Tensor, f: int, p: float, step: int, layer: int):
+        a, b = self.plan.feature_block(f)
+        mask = dropout_mask(self.plan.vertex_ids, f, p, self.seed, step, layer)[:, a:b]
+        return h * torch.from_numpy(np.ascontiguousarray(mask)).to(h.dtype)
+
+    def forward(self, x: torch.Tensor, op, step: int = 0, vertex_ids=None, label_input=None,
+                layer_ops=None) -> torch.Tensor:
+        """Logits of this rank's rows (row layout), computed in V; the arguments as
+        ``GNN.forward``'s (``vertex_ids`` and ``op`` are the plan's)."""
+        plan = self.plan
+        h = self._blocks_of(x)
+        if self.training and self.input_dropout > 0:
+            h = self._dropout(h, self.dims[0], self.input_dropout, step, 0)
+        last = len(self.convs) - 1
+        grad_on = torch.is_grad_enabled()
+        for i, conv in enumerate(self.convs):
+            tile = plan.tiles[i % 2]
+            w = conv.weight
+            if aggregate_first(w.shape[0], w.shape[1], grad_on and h.requires_grad, grad_on):
+                z = _Gemm.apply(_Aggregate.apply(h, tile), w, plan)
+            else:
+                z = _Aggregate.apply(_Gemm.apply(h, w, plan), tile)
+            if conv.bias is not None:
+                a, b = plan.feature_block(w.shape[1])
+                z = z + conv.bias[a:b]
+            if i < last:
+                z = torch.relu(z)
+                if self.training and self.dropout > 0:
+                    z = self._dropout(z, self.dims[i + 1], self.dropout, step, i + 1)
+            h = z
+        return _ToRows.apply(h, plan, self.dims[-1])
