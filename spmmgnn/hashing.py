@@ -25,6 +25,28 @@ def splitmix64(z):
     return z ^ (z >> np.uint64(31))
 
 
+def signed64(c: int) -> int:
+    """The int64 with the bits of uint64 ``c`` (torch has no uint64 arithmetic)."""
+    c &= _M64
+    return c - (1 << 64) if c >= 1 << 63 else c
+
+
+def shr64(z, s: int):
+    """Logical right shift of an int64 torch tensor ``z`` by ``s`` bits (1..63; torch's
+    ``>>`` is arithmetic)."""
+    return (z >> s) & ((1 << (64 - s)) - 1)
+
+
+def splitmix64_torch(z):
+    """``splitmix64`` elementwise on an int64 torch tensor (uint64 bits in int64): int64
+    multiplication and addition wrap modulo 2**64 like uint64's and XOR is the same on the
+    bits, so the device runs the very hash the numba kernels do (no torch import here)."""
+    z = z + signed64(GOLDEN)
+    z = (z ^ shr64(z, 30)) * signed64(0xBF58476D1CE4E5B9)
+    z = (z ^ shr64(z, 27)) * signed64(0x94D049BB133111EB)
+    return z ^ shr64(z, 31)
+
+
 def mix64(*words: int) -> int:
     """splitmix64 folded over a sequence of integers: a 64-bit key from (seed, epoch, ...)."""
     z = 0

@@ -13,30 +13,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..hashing import GOLDEN
+from ..hashing import GOLDEN, splitmix64_torch
+from ..hashing import shr64 as _shr
+from ..hashing import signed64 as _signed
 from .dropout import _threshold, stream_key
 
-_M64 = (1 << 64) - 1
 COLUMN = 0xD1B54A32D192ED03  # the per-column stride of the numba kernels
-
-
-def _signed(c: int) -> int:
-    """The int64 with the bits of uint64 ``c`` (torch has no uint64 arithmetic)."""
-    c &= _M64
-    return c - (1 << 64) if c >= 1 << 63 else c
-
-
-def _shr(z: torch.Tensor, s: int) -> torch.Tensor:
-    """Logical right shift of int64 ``z`` by ``s`` bits (torch's ``>>`` is arithmetic)."""
-    return (z >> s) & ((1 << (64 - s)) - 1)
-
-
-def splitmix64_torch(z: torch.Tensor) -> torch.Tensor:
-    """``hashing.splitmix64`` elementwise on an int64 tensor (uint64 bits in int64)."""
-    z = z + _signed(GOLDEN)
-    z = (z ^ _shr(z, 30)) * _signed(0xBF58476D1CE4E5B9)
-    z = (z ^ _shr(z, 27)) * _signed(0x94D049BB133111EB)
-    return z ^ _shr(z, 31)
 
 
 def keep_mask(vertex_ids: torch.Tensor, f: int, p: float, key) -> torch.Tensor:
