@@ -16,11 +16,11 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
+from .. import device_quantize
 from ..codecs import CastCodec
 from ..convert import mpi_float_type
 from ..device import to_device, to_host
 from ..errors import agree
-from ..halo import NO_INDEX, encode_rows
 from ..staging import Staging, cuda_aware
 from .base import DistSpMM
 from .block_broadcast import count_stage
@@ -81,55 +81,50 @@ class DeviceBlock:
 
 
 class DeviceRoute:
-    """One halo plan's exchange from and to the device: rows encoded (cast on the device,
-    or quantized on the host), staged (``staging.Staging``), posted and landed."""
+    """One halo plan's exchange from and to the device: rows encoded on the device (cast, or
+    quantized and bit-packed: ``device_quantize``), staged (``staging.Staging``), posted and
+    landed."""
 
     def __init__(self, plan, stats, device):
         self.plan, self.stats, self.device = plan, stats, device
         self.staging = Staging(device, stats, cuda_aware(plan.comm, device))
 
     def wire(self, codec, rows, dtype, key: int, name: str):
-        """(rows to post, param bytes): ``rows`` as they are or cast on the device, staged
-        to the host (or, CUDA-aware, the device tensor itself), or (integer codecs) quantized
-        on the host; NaN or Inf reaching a codec on any rank is one error on every rank."""
+        """(rows to post, param bytes): ``rows`` as they are, cast or (integer codecs)
+        quantized and bit-packed on the device, staged to the host (or, CUDA-aware, the
+        device tensor itself); NaN or Inf reaching a codec on any rank is one error on every
+        rank."""
         import torch
 
-        if codec is not None and not isinstance(codec, CastCodec):
-            with self.stats.timing("seconds_exchange"):
-                host = to_host(rows, self.stats)
-            buf = self.plan.buffer(name, host.shape[0], codec.row_bytes(host.shape[1]),
-                                   np.uint8)
-            encode_rows(codec, host, NO_INDEX, buf, self.stats, self.plan.comm,
-                        self.plan.codec_key(key))
-            return buf, codec.param_bytes
         if codec is not None and not self.plan.passthrough(codec, numpy_dtype(dtype)):
             with self.stats.timing("seconds_codec"):
-                cast = rows.to(torch_dtype(codec))
-                bad = int((~torch.isfinite(cast).all(dim=1)).sum()) if cast.numel() else 0
+                if isinstance(codec, CastCodec):
+                    cast = rows.to(torch_dtype(codec))
+                    bad = int((~torch.isfinite(cast).all(dim=1)).sum()) if cast.numel() else 0
+                    # explicit widths: a rank with no rows still posts the codec's row type
+                    packed = cast.reshape(-1).view(torch.uint8).reshape(
+                        cast.shape[0], codec.row_bytes(cast.shape[1]))
+                else:
+                    packed, bad = device_quantize.encode(codec.bits, rows,
+                                                         self.plan.codec_key(key))
             agree(self.plan.comm, f"{bad} row(s) with NaN or Inf reached the {codec.name} "
                   "codec" if bad else None)
-            # explicit widths: a rank with no rows still posts the codec's row type
-            rows = cast.reshape(-1).view(torch.uint8).reshape(
-                cast.shape[0], codec.row_bytes(cast.shape[1]))
+            rows = packed
         with self.stats.timing("seconds_exchange"):
             return (self.staging.out(rows, name + "_host"),
                     0 if codec is None else codec.param_bytes)
 
     def arrived(self, codec, recv, dtype, f: int):
         """What landed in ``recv`` (a host buffer, or CUDA-aware a device tensor), on the
-        device as ``dtype`` rows."""
-        if codec is not None and not isinstance(codec, CastCodec):
-            rows = self.plan.buffer("dev_decoded", recv.shape[0], f, numpy_dtype(dtype))
-            with self.stats.timing("seconds_codec"):
-                codec.decode(recv, rows, NO_INDEX, accumulate=False)
-            with self.stats.timing("seconds_exchange"):
-                return to_device(rows, self.device, self.stats)
+        device as ``dtype`` rows (decoded there)."""
         with self.stats.timing("seconds_exchange"):
             rows = self.staging.arrived(recv)
         if rows.dtype == dtype:
             return rows
         with self.stats.timing("seconds_codec"):
-            return rows.reshape(-1).view(torch_dtype(codec)).reshape(-1, f).to(dtype)
+            if isinstance(codec, CastCodec):
+                return rows.reshape(-1).view(torch_dtype(codec)).reshape(-1, f).to(dtype)
+            return device_quantize.decode(codec.bits, rows, f, dtype)
 
     def post(self, send, rows: int, forward: bool, param_bytes: int, name: str = ""):
         """Post the plan's Ialltoallv of ``send`` (host rows, or CUDA-aware a device tensor;

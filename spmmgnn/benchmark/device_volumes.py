@@ -8,8 +8,8 @@ What the device path stages (``algorithms/device_products.py``), per call:
 
 * sparse1d / sparse15d / prepost1d: the rows it sends, device to host before the
   ``Ialltoallv``, and the rows it receives, host to device after (the transpose: its partial
-  sums out, the owners' sums in); the cast codecs stage their packed bytes, the integer codecs
-  full rows (they quantize on the host);
+  sums out, the owners' sums in); with a codec, its packed bytes (every codec encodes and
+  decodes on the device);
 * oblivious1d / oblivious15d: a stage's owner stages its block row once, however many ranks
   it goes to, and every other rank copies each stage's block in; the transpose stages every
   stage's partial sums out and the owner's reduced sums in (nothing with one block row);
@@ -23,8 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..algorithms import ALGORITHMS
-from ..codecs import CastCodec, get_codec
-from .volumes import Layout, Volumes, row_bytes, stage_mask
+from .volumes import Layout, Volumes, stage_mask
 
 OBLIVIOUS = ("oblivious1d", "oblivious15d")
 
@@ -52,13 +51,6 @@ def runs_on_device(algorithm: str) -> bool:
     return cls is not None and cls.runs_on_device
 
 
-def staged_row_bytes(f: int, itemsize: int, codec: str | None) -> int:
-    """Bytes a staged row takes: the cast codecs' packed width, else full rows (no codec, or
-    an integer codec, which quantizes on the host)."""
-    c = get_codec(codec)
-    return row_bytes(f, itemsize, codec) if isinstance(c, CastCodec) else f * itemsize
-
-
 def _nonzero(*arrays) -> np.ndarray:
     return sum((np.asarray(a) > 0).astype(np.int64) for a in arrays)
 
@@ -73,10 +65,9 @@ def device_host_volumes(algorithm: str, layout: Layout, vol: Volumes, P: int, c:
     if algorithm in OBLIVIOUS:
         to_host, to_device, to_host_t, to_device_t, copies, copies_t = _oblivious(
             layout, P, c, f, itemsize)
-    else:  # a halo exchange: each row sent staged out once, each row received in once
-        wire, staged = row_bytes(f, itemsize, codec), staged_row_bytes(f, itemsize, codec)
-        to_host, to_device = vol.sent // wire * staged, vol.received // wire * staged
-        to_host_t, to_device_t = vol.sent_t // wire * staged, vol.received_t // wire * staged
+    else:  # a halo exchange: each packed row sent staged out once, each received in once
+        to_host, to_device = vol.sent, vol.received
+        to_host_t, to_device_t = vol.sent_t, vol.received_t
         copies, copies_t = _nonzero(to_host, to_device), _nonzero(to_host_t, to_device_t)
     extra = 2 * _nonzero(allreduce)
     return DeviceHost(to_host + allreduce, to_device + allreduce, to_host_t + allreduce,

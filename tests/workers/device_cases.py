@@ -94,7 +94,7 @@ def main() -> None:
         for name, A, spec in cases(dev_grid.n_block_rows):
             # the cast codecs on the cases with uneven and empty blocks, at one width
             takes = spmmgnn.ALGORITHMS[algo].takes_codecs
-            codecs = ((None, "float16", "bfloat16", "int8", "int2")
+            codecs = ((None, "float16", "bfloat16", "int8", "int4", "int2")
                       if name in CODEC_CASES and takes else (None,))
             if exchange != "flat":
                 codecs = codecs[::2]
