@@ -60,8 +60,9 @@ def check_training(got: dict, P: int) -> None:
 
 @pytest.mark.parametrize("P", [1, 2])
 def test_device_cpu_training_equals_numpy_path(P, mpi_json):
-    """GCN, 2 layers, dropout (with and without the first-layer cache, input dropout, a
-    codec, float64 oblivious1d, an empty block with label propagation) on a non-symmetric A
+    """GCN, 2 layers, dropout (with and without the first-layer cache, input dropout, a cast
+    and an integer codec (quantized on the device: the same bits, only packed rows staged),
+    float64 oblivious1d, an empty block with label propagation) on a non-symmetric A
     with uneven blocks: device="cpu" equals device=None loss by loss (rtol 1e-5), and a
     checkpoint resumes on the other path with the uninterrupted run's losses."""
     check_training(mpi_json(P, "device_train.py", "cpu", timeout=900), P)

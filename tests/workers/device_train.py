@@ -34,6 +34,8 @@ CASES = [
          input_dropout=0.2, cache=False),
     dict(name="codec bfloat16", algorithm="sparse1d", dropout=0.5, cache=True,
          codec="bfloat16"),
+    dict(name="codec int4, no cache", algorithm="sparse1d", dropout=0.5, cache=False,
+         codec="int4"),
     dict(name="oblivious1d, float64", algorithm="oblivious1d", dropout=0.3, cache=False,
          dtype="float64"),
     dict(name="empty block, label propagation", algorithm="sparse1d", dropout=0.5,
