@@ -257,7 +257,7 @@ class HaloPlan(Route):
 
     def codec_key(self, key: int) -> int:
         """The stochastic-rounding key this plan's codecs use for call key ``key`` (the
-        device path quantizes on the host with the same bits)."""
+        device path's ``device_quantize`` rounds with it: the same bits)."""
         return mix64(self._key_base, key)
 
     def _encode(self, codec: Codec, x: np.ndarray, idx: np.ndarray, rows: int, name: str,

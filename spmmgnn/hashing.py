@@ -3,7 +3,8 @@
 Every random choice that must not depend on the number of ranks, threads or the call order
 (stochastic rounding of the codecs, dropout masks, label-propagation and probe vectors) is a
 splitmix64 of integer keys: ``mix64`` derives keys in Python, ``splitmix64`` is the same
-function inside numba kernels, ``uniform_by_id`` gives vectorized uniforms per vertex id.
+function inside numba kernels, ``splitmix64_torch`` on int64 torch tensors (device dropout,
+device codecs), ``uniform_by_id`` gives vectorized uniforms per vertex id.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 device grid: the same calls with torch tensors that stay on the device.
 
 cd-r's call t gathers bin ``b = t mod r``'s send rows on the device, stages them through
-the bin's own halo plan (``DeviceRoute``: cast codecs on the device, integer codecs on the
-host, pinned buffers and a copy stream on CUDA, or device tensors to a CUDA-aware MPI),
+the bin's own halo plan (``DeviceRoute``: every codec on the device, only packed rows
+staged, pinned buffers and a copy stream on CUDA, or device tensors to a CUDA-aware MPI),
 multiplies the owned block meanwhile, and lands the rows that bin posted r calls earlier
 into the layer's ghost tensor (``index_copy_``), which the ghost block then multiplies as
 it stands. The delayed backward sends bin b's partial sums the same way and adds what

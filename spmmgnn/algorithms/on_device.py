@@ -20,12 +20,12 @@ torch doing the local work on the device:
   partial sums are reduced on the host.
 * 1.5D: the replicas' all-reduce runs on a host copy of the result.
 
-Host <-> device copies are counted as the ``device_host`` tier (``spmmgnn.device``). The
-cast codecs (float32, float16, bfloat16) encode and decode on the device with torch's
-round-to-nearest-even casts, so the wire bytes equal the CPU codec's; the integer codecs
-quantize on the host with the CPU codec itself (the rows leave the device unpacked). The
-node-aware exchange (``exchange="node"`` / ``"auto"``) runs its plan's own verbs on host
-copies: all of the rows it may send go to the host, the ghost rows come back.
+Host <-> device copies are counted as the ``device_host`` tier (``spmmgnn.device``). Every
+codec encodes and decodes on the device with the CPU codec's wire bytes: the casts (float32,
+float16, bfloat16) with torch's round-to-nearest-even, the integer codecs (int8, int4, int2)
+with ``device_quantize`` (the same stochastic rounding, bit for bit); only packed rows leave
+the device. The node-aware exchange (``exchange="node"`` / ``"auto"``) runs its plan's own
+verbs on host copies: all of the rows it may send go to the host, the ghost rows come back.
 """
 
 from __future__ import annotations
