@@ -144,32 +144,40 @@ def _awkward_rows(dtype, f: int, rng) -> np.ndarray:
     return x.astype(dtype)
 
 
+@pytest.mark.parametrize("kind", ["cpu", pytest.param("cuda", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
+                                        reason="needs a CUDA device")])])
 @pytest.mark.parametrize("name", ["int8", "int4", "int2"])
-def test_device_quantize_writes_the_cpu_codecs_bytes(name):
+def test_device_quantize_writes_the_cpu_codecs_bytes(name, kind):
     """``device_quantize`` (the integer codecs in torch, for device grids) packs the very
     bytes the numba codec packs, for float32 and float64 rows, widths not a multiple of the
-    packing, several streams (keys), and its decode equals the numba decode bit for bit."""
+    packing, several streams (keys), and its decode equals the numba decode bit for bit (on
+    the CPU, and on a GPU where there is one)."""
     from spmmgnn import device_quantize
 
     codec, rng = get_codec(name), np.random.default_rng(7)
+    dev = torch.device(kind)
+
+    def enc(x, key):
+        packed, bad = device_quantize.encode(codec.bits, torch.from_numpy(x).to(dev), key)
+        return packed.cpu(), bad
+
     for dtype in (np.float32, np.float64):
         for f in (1, 2, 3, 5, 7, 13, 64):
             x = _awkward_rows(dtype, f, rng)
             for key in (0, 1, 2**63 + 5, 0xFFFFFFFFFFFFFFFF):
                 want = np.empty((x.shape[0], codec.row_bytes(f)), dtype=np.uint8)
                 bad = codec.encode(x, NO_INDEX, want, key)
-                got, got_bad = device_quantize.encode(codec.bits, torch.from_numpy(x), key)
+                got, got_bad = enc(x, key)
                 assert got.dtype == torch.uint8 and (got_bad, bad) == (1, 1)
                 np.testing.assert_array_equal(got.numpy(), want, err_msg=f"{dtype} {f} {key}")
                 rows = np.zeros((x.shape[0], f), dtype=dtype)
                 codec.decode(want, rows, NO_INDEX, accumulate=False)
-                back = device_quantize.decode(codec.bits, torch.from_numpy(want), f,
-                                              torch.from_numpy(rows).dtype)
+                back = device_quantize.decode(codec.bits, torch.from_numpy(want).to(dev), f,
+                                              torch.from_numpy(rows).dtype).cpu()
                 np.testing.assert_array_equal(back.numpy().view(np.uint8), rows.view(np.uint8))
             # a different stream rounds differently: the key reaches the random draws
-            other = device_quantize.encode(codec.bits, torch.from_numpy(x), 2)[0]
-            assert f < 5 or not torch.equal(other, device_quantize.encode(
-                codec.bits, torch.from_numpy(x), 3)[0])
-    empty, bad = device_quantize.encode(codec.bits, torch.zeros((0, 5)), 1)
+            assert f < 5 or not torch.equal(enc(x, 2)[0], enc(x, 3)[0])
+    empty, bad = enc(np.zeros((0, 5)), 1)
     assert empty.shape == (0, codec.row_bytes(5)) and bad == 0
     assert device_quantize.decode(codec.bits, empty, 5, torch.float64).shape == (0, 5)
