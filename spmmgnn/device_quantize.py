@@ -17,6 +17,7 @@ from .quantize import PARAM_BYTES, payload_bytes
 
 ROW = 0xD1B54A32D192ED03  # the per-row stride of ``quantize.quantize_pack``'s keys
 CONST, BAD = 0xFFFF, 0xFFFE
+CHUNK_ROWS = 1 << 16  # rows encoded or decoded at once: bounds the temporaries
 
 
 def _float32_of_bits(bits):
@@ -80,17 +81,28 @@ def _row_params(x):
 
 def encode(bits: int, x, key: int):
     """(``m x row_bytes`` uint8 tensor, rows with NaN/Inf): rows ``x`` (float32 or float64,
-    on its device) packed as ``IntCodec(bits).encode(x, NO_INDEX, out, key)`` packs them."""
+    on its device) packed as ``IntCodec(bits).encode(x, NO_INDEX, out, key)`` packs them,
+    ``CHUNK_ROWS`` rows at a time (the float64 and int64 temporaries stay bounded)."""
+    import torch
+
+    m, f = x.shape
+    out = torch.zeros((m, PARAM_BYTES + payload_bytes(f, bits)), dtype=torch.uint8,
+                      device=x.device)
+    bad = 0
+    for a in range(0, m, CHUNK_ROWS):
+        bad += _encode_rows(bits, x[a:a + CHUNK_ROWS], key, a, out[a:a + CHUNK_ROWS])
+    return out, bad
+
+
+def _encode_rows(bits: int, x, key: int, first: int, out) -> int:
+    """Rows ``first, first + 1, ...`` of a message (their index keys the random draws) into
+    the zeroed ``out``; returns how many held NaN/Inf."""
     import torch
 
     m, f = x.shape
     per, qmax = 8 // bits, (1 << bits) - 1
     n_bytes = -(-f // per)
     dev = x.device
-    out = torch.zeros((m, PARAM_BYTES + payload_bytes(f, bits)), dtype=torch.uint8,
-                      device=dev)
-    if m == 0:
-        return out, 0
     lo_bits, hi_bits, const_low, bad = _row_params(x)
     lo_v, step, kind, _ = _params(bits, lo_bits, hi_bits, const_low)
     data = kind == 0
@@ -98,7 +110,7 @@ def encode(bits: int, x, key: int):
         out[:, col] = (word & 0xFF).to(torch.uint8)
     one = torch.ones((), dtype=torch.float64, device=dev)
     inv = (1.0 / torch.where(data, step, one))[:, None]
-    rows = torch.arange(m, dtype=torch.int64, device=dev) * signed64(ROW)
+    rows = torch.arange(first, first + m, dtype=torch.int64, device=dev) * signed64(ROW)
     base = splitmix64_torch(signed64(key) ^ rows)
     h = splitmix64_torch(base[:, None] + torch.arange(n_bytes, dtype=torch.int64,
                                                       device=dev)[None, :])
@@ -119,20 +131,28 @@ def encode(bits: int, x, key: int):
     const = kind == 1  # a constant row: the float32's low half after the lo slot
     out[:, 4] = torch.where(const, const_low & 0xFF, out[:, 4].to(torch.int64)).to(torch.uint8)
     out[:, 5] = torch.where(const, const_low >> 8, out[:, 5].to(torch.int64)).to(torch.uint8)
-    return out, int(bad.sum())
+    return int(bad.sum())
 
 
 def decode(bits: int, buf, f: int, dtype):
     """The ``m x f`` rows of ``dtype`` that ``IntCodec(bits).decode`` writes from the packed
     uint8 tensor ``buf`` (on its device): data rows ``lo + step * q`` in float64, rounded to
-    ``dtype``; constant rows their value; non-finite rows NaN."""
+    ``dtype``; constant rows their value; non-finite rows NaN (``CHUNK_ROWS`` at a time)."""
+    import torch
+
+    out = torch.empty((buf.shape[0], f), dtype=dtype, device=buf.device)
+    for a in range(0, buf.shape[0], CHUNK_ROWS):
+        out[a:a + CHUNK_ROWS] = _decode_rows(bits, buf[a:a + CHUNK_ROWS], f, dtype)
+    return out
+
+
+def _decode_rows(bits: int, buf, f: int, dtype):
+    """``decode`` of the packed rows ``buf`` (one chunk)."""
     import torch
 
     m = buf.shape[0]
     per, mask = 8 // bits, (1 << bits) - 1
     n_bytes = -(-f // per)
-    if m == 0:
-        return torch.empty((0, f), dtype=dtype, device=buf.device)
     b = buf[:, :PARAM_BYTES + n_bytes].to(torch.int64)
     lo_bits, hi_bits = b[:, 0] | (b[:, 1] << 8), b[:, 2] | (b[:, 3] << 8)
     const_low = buf[:, 4].to(torch.int64) | (buf[:, 5].to(torch.int64) << 8)

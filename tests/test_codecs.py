@@ -148,7 +148,7 @@ def _awkward_rows(dtype, f: int, rng) -> np.ndarray:
     pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
                                         reason="needs a CUDA device")])])
 @pytest.mark.parametrize("name", ["int8", "int4", "int2"])
-def test_device_quantize_writes_the_cpu_codecs_bytes(name, kind):
+def test_device_quantize_writes_the_cpu_codecs_bytes(name, kind, monkeypatch):
     """``device_quantize`` (the integer codecs in torch, for device grids) packs the very
     bytes the numba codec packs, for float32 and float64 rows, widths not a multiple of the
     packing, several streams (keys), and its decode equals the numba decode bit for bit (on
@@ -157,6 +157,7 @@ def test_device_quantize_writes_the_cpu_codecs_bytes(name, kind):
 
     codec, rng = get_codec(name), np.random.default_rng(7)
     dev = torch.device(kind)
+    monkeypatch.setattr(device_quantize, "CHUNK_ROWS", 7)  # rows in chunks, 24 = 7+7+7+3
 
     def enc(x, key):
         packed, bad = device_quantize.encode(codec.bits, torch.from_numpy(x).to(dev), key)
