@@ -58,7 +58,8 @@ def _nonzero(*arrays) -> np.ndarray:
 def device_host_volumes(algorithm: str, layout: Layout, vol: Volumes, P: int, c: int, f: int,
                         itemsize: int = 4, codec: str | None = None) -> DeviceHost | None:
     """The leg of ``algorithm`` (None: it does not run on a device grid) whose rank-to-rank
-    volumes are ``vol`` (``volumes.predict`` with the same arguments)."""
+    volumes are ``vol`` (``volumes.predict`` with the same arguments; a codec acts through
+    ``vol`` alone, since every codec's packed rows are what is staged)."""
     if not runs_on_device(algorithm):
         return None
     allreduce = np.asarray(vol.allreduce, dtype=np.int64)
