@@ -15,6 +15,7 @@ from spmmgnn.data.csbm import csbm
 from spmmgnn.nn import aggregate_first, build_model, dropout_mask
 
 from .mpi import mpiexec, run_cli, run_mpi
+from .workers.common import one_way
 
 RTOL = 1e-4
 
@@ -41,11 +42,7 @@ def reference_run(graph_spec: dict, case: dict) -> dict:
     """Plain PyTorch full-graph training with a dense adjacency; same seed and masks."""
     g = csbm(**graph_spec)
     if case.get("directed"):
-        import scipy.sparse as sp
-
-        A = g.adj.tocoo()
-        keep = np.random.default_rng(3).random(A.nnz) < 0.7
-        g.adj = sp.csr_array((A.data[keep], (A.row[keep], A.col[keep])), shape=A.shape)
+        g = one_way(g)
     kind = case["model"]
     A_hat = torch.from_numpy(dense_operator(g.adj.toarray(), kind).astype(np.float32))
     x = torch.from_numpy(g.features)

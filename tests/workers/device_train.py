@@ -16,7 +16,6 @@ import traceback
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 from mpi4py import MPI
 
@@ -24,6 +23,8 @@ import spmmgnn
 from spmmgnn import ALGORITHMS
 from spmmgnn.data.csbm import csbm
 from spmmgnn.training import TrainConfig, Trainer, distribute_graph
+
+from common import one_way
 
 GRAPH = dict(n=157, avg_degree=5.0, num_features=12, num_classes=4, homophily=0.6,
              signal=1.0, seed=7)
@@ -52,12 +53,7 @@ spmmgnn.set_threads(1)
 
 def graph():
     """A directed CSBM graph (A != A^T): 70 % of the edges kept, one direction each."""
-    g = csbm(**GRAPH)
-    A = g.adj.tocoo()
-    keep = np.random.default_rng(3).random(A.nnz) < 0.7
-    g.adj = sp.csr_array((A.data[keep], (A.row[keep], A.col[keep])), shape=A.shape)
-    g.directed = True
-    return g
+    return one_way(csbm(**GRAPH))
 
 
 def partition(case, k, n):

@@ -27,7 +27,7 @@ from spmmgnn.nn.layers import aggregate_first
 from spmmgnn.stages import stage_ranges
 from spmmgnn.training import TrainConfig, Trainer, distribute_graph
 
-from common import message
+from common import message, one_way
 
 comm = MPI.COMM_WORLD
 P = comm.size
@@ -41,12 +41,7 @@ MODEL = dict(model="gcn", layers=3, hidden=9, dropout=0.5, lr=0.01, weight_decay
 def graph(directed: bool):
     g = csbm(n=12 * P + 5, avg_degree=5.0, num_features=7, num_classes=5, homophily=0.6,
              signal=1.0, seed=7)
-    if directed:   # keep a random 70 % of the edges, each in its own direction
-        A = g.adj.tocoo()
-        keep = np.random.default_rng(3).random(A.nnz) < 0.7
-        g.adj = sp.csr_array((A.data[keep], (A.row[keep], A.col[keep])), shape=A.shape)
-        g.directed = True
-    return g
+    return one_way(g) if directed else g
 
 
 def block_sizes(n: int) -> list[int]:

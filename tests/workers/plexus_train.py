@@ -15,7 +15,6 @@ import json
 import sys
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 from mpi4py import MPI
 
@@ -23,6 +22,8 @@ import spmmgnn
 from spmmgnn.algorithms import Plexus3D
 from spmmgnn.data.csbm import csbm
 from spmmgnn.training import TrainConfig, Trainer, distribute_graph
+
+from common import one_way
 
 GRAPH = dict(n=61, avg_degree=4.0, num_features=7, num_classes=3, homophily=0.6, signal=1.0,
              seed=7)
@@ -37,12 +38,7 @@ spmmgnn.set_threads(1)
 def graph():
     """The CSBM graph less a random 30 % of its edges, one direction at a time (as
     ``train_parity.py`` and the reference in ``test_training.py`` drop them)."""
-    g = csbm(**GRAPH)
-    A = g.adj.tocoo()
-    keep = np.random.default_rng(3).random(A.nnz) < 0.7
-    g.adj = sp.csr_array((A.data[keep], (A.row[keep], A.col[keep])), shape=A.shape)
-    g.directed = True
-    return g
+    return one_way(csbm(**GRAPH))
 
 
 def logits_convert(trainer: Trainer) -> dict:

@@ -21,6 +21,8 @@ from spmmgnn import ALGORITHMS
 from spmmgnn.data.csbm import csbm
 from spmmgnn.training import TrainConfig, Trainer, distribute_graph
 
+from common import one_way
+
 GRAPH = dict(n=200, avg_degree=5.0, num_features=10, num_classes=4, homophily=0.6, signal=1.0,
              seed=7)
 MODELS = [
@@ -41,14 +43,7 @@ spmmgnn.set_threads(1)
 
 def graph_for(spec):
     g = csbm(**GRAPH)
-    if spec.get("directed"):  # drop a random half of the edges in one direction
-        A = g.adj.tocoo()
-        keep = np.random.default_rng(3).random(A.nnz) < 0.7
-        import scipy.sparse as sp
-
-        g.adj = sp.csr_array((A.data[keep], (A.row[keep], A.col[keep])), shape=A.shape)
-        g.directed = True
-    return g
+    return one_way(g) if spec.get("directed") else g
 
 
 def partition_for(spec, k, n):
