@@ -202,6 +202,9 @@ def main(argv=None) -> int:
     ap.add_argument("--write-method", default="kaminpar",
                     help="the partitioner of the written file")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "partition_large"))
+    ap.add_argument("--save-parts", action="store_true",
+                    help="keep each run's part vector as <stem>-k<k>-<method>.npy (for "
+                         "bench/large_graph_train.py)")
     args = ap.parse_args(argv)
     d = Path(args.dir)
     d.mkdir(parents=True, exist_ok=True)
@@ -222,7 +225,8 @@ def main(argv=None) -> int:
                    for r in rows):
                 continue
             spec = dict(code=str(ROOT), graph=f"npy:{stem}", k=k, method=method,
-                        epsilon=0.03, seed=args.seed, threads=None, deb_root="")
+                        epsilon=0.03, seed=args.seed, threads=None, deb_root="",
+                        save_parts=f"{stem}-k{k}-{method}.npy" if args.save_parts else None)
             t = time.perf_counter()
             try:
                 proc = _run([sys.executable, str(ROOT / "bench" / "partition_child.py"),

@@ -37,6 +37,8 @@ def main(argv: list[str]) -> int:
         import scipy.sparse as sp
 
         indptr = np.load(f"{name[4:]}.indptr.npy", mmap_mode="r")
+        if indptr[-1] < 2**31 - 1:  # int32 like the indices: scipy would widen those
+            indptr = indptr.astype(np.int32)
         indices = np.load(f"{name[4:]}.indices.npy", mmap_mode="r")
         n = indptr.size - 1
         A = sp.csr_array((np.ones(indices.size, dtype=np.int8), indices, indptr),
@@ -59,6 +61,10 @@ def main(argv: list[str]) -> int:
     P = partition(A, spec["k"], method=spec["method"], epsilon=spec["epsilon"],
                   seed=spec["seed"], threads=spec["threads"], **options)
     wall = time.perf_counter() - t
+    if spec.get("save_parts"):  # bench/large_graph.py --save-parts: the write and training
+        import numpy as np
+
+        np.save(spec["save_parts"], P.parts)
     row = dict(n=A.shape[0], nnz=int(A.nnz), resolved=P.method, seconds=P.seconds,
                wall_seconds=wall, candidates=P.candidates, graph_rss_mib=base,
                peak_rss_mib=max(_mib(resource.RUSAGE_SELF), _mib(resource.RUSAGE_CHILDREN)),

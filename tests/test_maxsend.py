@@ -108,6 +108,26 @@ def test_rebalance_reaches_cap(k):
     assert rebalance(cn, loads, balanced, k, cap)[0] is balanced  # a no-op
 
 
+def test_rebalance_moves_a_heavy_vertex_when_light_ones_cannot_fix_a_part():
+    """Light vertices move first (``driver.LIGHT`` x the mean load); a part holding only
+    heavy vertices is still brought under the cap by the second, unrestricted pass."""
+    n = 100
+    A = sp.lil_array((n, n))
+    A[0, 2:92] = A[1, 4:94] = 1.0  # two hubs of 90 non-zeros each
+    for r in range(2, 6):  # four light rows; the rest are empty (load 0: never moved)
+        A[r, r + 10] = 1.0
+    A = sp.csr_array(A)
+    loads, cn = row_loads(A), ColumnNet.from_matrix(A)
+    assert loads[:2].min() > 8 * np.ceil(loads.mean())
+    parts = np.ones(n, dtype=np.int64)
+    parts[:2] = 0  # part 0: only the two hubs, far above the cap
+    cap = load_cap(loads, 2, 0.03)
+    assert np.bincount(parts, weights=loads)[0] > cap
+    out, ok = rebalance(cn, loads, parts, 2, cap)
+    assert ok and np.bincount(out, weights=loads, minlength=2).max() <= cap
+    assert np.count_nonzero(out[:2] == 1) == 1 and np.all(out[2:] == 1)
+
+
 def test_options_object_equals_keywords():
     A = sp.csr_array(sbm(300, 6, 8.0, 0.3, seed=1))
     loads, cn, k = row_loads(A), ColumnNet.from_matrix(A), 4

@@ -18,6 +18,8 @@ from .state import make_graph, make_state, make_targets, make_work, penalty
 # partitions a single label-propagation round at mu = 0.05 already spends 2.5 % of total
 # volume (Debian dependencies, k = 16)
 MU_SCHEDULE = (0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 1.0)
+# the rebalance's first candidates: vertices of load at most this many times the mean
+LIGHT = 8
 # under a deadline, a pass checks it after every LP_SLICE vertices of a label-propagation
 # round and after about FM_WORK nets scanned by an FM pass (one pass over the 1,347-vertex
 # web of trust at k = 64 took 1.9 s on a loaded machine: a deadline checked between passes
@@ -139,7 +141,14 @@ class Refinement:
         return gain
 
     def rebalance(self, cap: int, mu: float) -> bool:
-        return bool(passes.rebalance(self.graph, self.state, self.T, self.work, cap, mu, 50))
+        """Loads under ``cap``: light vertices (load at most ``LIGHT`` times the mean) move
+        first, then any vertex if that was not enough."""
+        w = self.graph.w
+        light = LIGHT * -(-int(w.sum()) // max(w.size, 1))
+        return bool(passes.rebalance(self.graph, self.state, self.T, self.work, cap, mu, 50,
+                                     light)
+                    or passes.rebalance(self.graph, self.state, self.T, self.work, cap, mu,
+                                        50, np.iinfo(np.int64).max))
 
 
 class _Best:
