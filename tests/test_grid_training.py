@@ -48,6 +48,17 @@ def test_epoch_bytes_are_cagnets_per_rank(cases):
         assert any(f[1] > 0 for f in r["formula"])
 
 
+def test_volume_model_prices_the_kept_epoch(cases):
+    """``spmmgnn model``'s kept-layout step (``benchmark.kept_volumes``, from the partition
+    alone) equals the measured bytes of epochs 2 and 3 rank by rank, by phase (algorithm,
+    convert): 2x2, 3x3, 2x2x2, a symmetric and a directed graph, an empty block."""
+    _, rows = cases
+    for r in rows:
+        for rank, (epochs, model) in enumerate(zip(r["ranks"], r["model"], strict=True)):
+            assert epochs[1] == model and epochs[2] == model, (r["directed"], rank)
+        assert sum(m[0] for m in r["model"]) > 0 and sum(m[1] for m in r["model"]) > 0
+
+
 def test_refused_with_one_message_on_every_rank(cases):
     """GraphSAGE in the block layout: the same readable error on every rank."""
     P, rows = cases
