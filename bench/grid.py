@@ -14,8 +14,9 @@ machine and projected to P = 1,024.
    (1.7 x 10^7; ``--scale``) vertices and edge factor 4 (contiguous blocks) under the
    ``ib-hdr`` preset,
    f = 128, from P = 4 to 1,024: per family the epoch time of a 2-layer GCN's SpMMs (2L
-   calls; plexus3d also without its conversions to and from the row layout, as Plexus
-   keeps its blocks between layers), the P from which it is the fastest of all, and the
+   calls in the row layout; oblivious2d/3d and plexus3d also in their kept layouts, the
+   training step of ``train --grid-layout`` / ``--plexus-blocks``: ``spmmgnn model``'s
+   kept rows), the P from which it is the fastest of all, and the
    memory model's largest rank (``spmmgnn model --memory``) against a 64 GB node holding 4
    ranks (16 GB per rank): the smallest P at which it fits.
 
@@ -46,7 +47,9 @@ FAMILIES = [("1D", "oblivious1d", "sparse1d"), ("1.5D", "oblivious15d", "sparse1
             ("2D", "oblivious2d", "sparse2d"), ("3D", "oblivious3d", "sparse3d"),
             ("Plexus", "plexus3d")]
 ALGORITHMS = [a for _, *names in FAMILIES for a in names]
-KEPT = "plexus3d kept"   # plexus3d without the row layout's conversions (as Plexus runs)
+# the training step in the kept layouts (train --grid-layout / --plexus-blocks, as CAGNET
+# and Plexus train): spmmgnn model's rows (benchmark.costs.kept_rows)
+KEPT = {"2D": "oblivious2d kept", "3D": "oblivious3d kept", "Plexus": "plexus3d kept"}
 NODE_BYTES, RANKS_PER_NODE = 64 * 2**30, 4
 
 
@@ -152,7 +155,7 @@ def model(quick: bool, scale: int = 24) -> dict:
     f, layers = 128, 2
     times = costs.predict_all(A, Ps, [1, 2, 4], ALGORITHMS, f, 4, m, 2 * layers,
                               layouts=layouts)
-    times += kept_times(A, Ps, f, m, 2 * layers, layouts)
+    times += costs.kept_rows(A, Ps, ALGORITHMS, f, 4, m, layers, layouts=layouts)
     print(f"time model: {time.perf_counter() - t0:.0f} s", flush=True)
     t0 = time.perf_counter()
     shape = ModelShape(features=f, hidden=f, classes=16, layers=layers)
@@ -160,25 +163,6 @@ def model(quick: bool, scale: int = 24) -> dict:
     print(f"memory model: {time.perf_counter() - t0:.0f} s", flush=True)
     return dict(n=int(A.shape[0]), nnz=int(A.nnz), preset="ib-hdr", network=net.source,
                 rate=rate, f=f, layers=layers, Ps=Ps, times=times, memory=mem)
-
-
-def kept_times(A, Ps: list[int], f: int, m, spmms: int, layouts: dict) -> list[dict]:
-    """plexus3d's SpMM without the conversions to and from the row layout (its all-gather
-    and reduce-scatter alone), on the grid closest to a cube: what a call costs when the
-    blocks stay from layer to layer (``nn/plexus_model.py``, as Plexus runs)."""
-    from spmmgnn.benchmark import costs
-    from spmmgnn.benchmark.volumes import plexus_volumes
-    from spmmgnn.grid import format_shape, near_square
-
-    rows = []
-    for P in Ps:
-        shape = near_square(P, 3)
-        layout = costs.cached_layout(layouts, A, P, "none", 0)
-        vol = plexus_volumes(layout, P, 1, f, 4, shape=shape, convert=False)
-        t = costs.spmm_time("plexus3d", layout, vol, P, 1, f, 4, m)
-        rows.append(dict(P=P, c=1, grid=format_shape(shape), algorithm=KEPT, f=f, **t,
-                         epoch_seconds=spmms * t["seconds"]))
-    return rows
 
 
 def _family(algorithm: str) -> str:
@@ -235,12 +219,12 @@ def render(data: dict) -> str:
                   f"{2 * md['layers']} SpMMs); memory: the largest rank training a GCN "
                   f"{md['f']} -> {md['f']} -> 16, against {NODE_BYTES // 2**30} GB per node "
                   f"with {RANKS_PER_NODE} ranks per node.", "",
-                  "| P | " + " | ".join(a for a in ALGORITHMS + [KEPT]) + " | fastest |",
-                  "|" + " --- |" * (len(ALGORITHMS) + 3)]
+                  "| P | " + " | ".join(ALGORITHMS + list(KEPT.values())) + " | fastest |",
+                  "|" + " --- |" * (len(ALGORITHMS) + len(KEPT) + 2)]
         best = {}
         for P in md["Ps"]:
             cells, rs = [], [r for r in md["times"] if r["P"] == P]
-            for a in ALGORITHMS + [KEPT]:
+            for a in ALGORITHMS + list(KEPT.values()):
                 mine = [r for r in rs if r["algorithm"] == a]
                 t = min(mine, key=lambda r: r["epoch_seconds"]) if mine else None
                 cells.append("-" if t is None else
@@ -248,15 +232,18 @@ def render(data: dict) -> str:
             fast = min(rs, key=lambda r: r["epoch_seconds"])
             best[P] = fast["algorithm"]
             lines.append(f"| {P} | " + " | ".join(cells) + f" | {fast['algorithm']} |")
-        lines += ["", "ms per epoch (the grid or c of the fastest point of each algorithm).",
-                  ""]
+        lines += ["", "ms per epoch (the grid or c of the fastest point of each algorithm): "
+                  f"{2 * md['layers']} SpMMs in the row layout; *kept*: the training step of "
+                  "`train --grid-layout` / `--plexus-blocks` (`spmmgnn model`'s kept rows: "
+                  f"{2 * md['layers'] - 1} SpMMs without conversions, the dense products' "
+                  "gathers / reduce-scatters and the logits' conversion).", ""]
         lines += ["| family | algorithm | fastest of all from P | fits a "
                   f"{NODE_BYTES // 2**30} GB node ({RANKS_PER_NODE} ranks) from P | "
                   "largest rank at P = " + str(md["Ps"][-1]) + " (GiB) |", "| --- " * 5 + "|"]
         for fam, *names in FAMILIES:
-            for a in names + ([KEPT] if fam == "Plexus" else []):
+            for a in names + ([KEPT[fam]] if fam in KEPT else []):
                 wins = [P for P in md["Ps"] if best[P] == a]
-                held = "plexus3d" if a == KEPT else a   # the same tile and blocks
+                held = a.removesuffix(" kept")   # the memory model's row layout
                 fits = [P for P in md["Ps"] if min(
                     (r["total"] for r in md["memory"] if r["P"] == P
                      and r["algorithm"] == held), default=np.inf) <= NODE_BYTES / RANKS_PER_NODE]

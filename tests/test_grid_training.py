@@ -99,3 +99,82 @@ def test_cli_refuses_grid_layout_off_the_grid():
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert proc.stderr.count("--grid-layout keeps the activations in SUMMA's blocks: it needs "
                              "--algorithm oblivious2d or oblivious3d, got sparse1d") == 1
+
+
+def test_bench_records_the_block_layout(tmp_path):
+    """``spmmgnn bench --mode train --grid-layout`` at P = 4 (2x2) next to the same run in the
+    row layout: each record says its layout, the block layout's run converts less on every
+    rank (only the features once and the logits), and both train."""
+    import json
+
+    from .mpi import run_cli
+
+    out = tmp_path / "runs.jsonl"
+    common = ["bench", "--quiet", "--threads", "1", "-o", str(out), "--mode", "train",
+              "--graph", "csbm:n=300,avg_degree=5", "--algorithm", "oblivious2d", "-f", "8",
+              "--epochs", "2"]
+    for extra in ([], ["--grid-layout"]):
+        proc = run_cli(4, *common, *extra)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    recs = {r["layout"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert set(recs) == {"rows", "grid"} and recs["grid"]["grid_layout"] is True
+    assert "grid_layout" not in recs["rows"] and recs["rows"]["grid"] == "2x2"
+    for r in recs.values():
+        assert "error" not in r and r["final"]["loss"] > 0
+    rows, grid = (recs[k]["per_rank"]["bytes_sent_convert"] for k in ("rows", "grid"))
+    assert all(g < r for g, r in zip(grid, rows, strict=True)), (grid, rows)
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--algorithm", "sparse1d", "--grid-layout"],
+     "--grid-layout keeps the activations in SUMMA's blocks: it needs --algorithm "
+     "oblivious2d or oblivious3d, got sparse1d"),
+    (["--algorithm", "oblivious2d", "--plexus-blocks", "2"],
+     "--plexus-blocks trains in Plexus's blocks: it needs --algorithm plexus3d, got "
+     "oblivious2d"),
+    (["--algorithm", "oblivious2d", "--grid-layout", "--mode", "spmm", "train"],
+     "are training layouts: give --mode train")])
+def test_bench_refuses_a_layout_train_refuses(tmp_path, flags, words):
+    """A block layout the sweep cannot run: one line, exit 2 on every rank, nothing run."""
+    from .mpi import one_line_error, run_cli
+
+    out = tmp_path / "runs.jsonl"
+    proc = run_cli(2, "bench", "--quiet", "-o", str(out), "--graph", "csbm:n=300",
+                   "--mode", "train", *flags)
+    one_line_error(proc, words)
+    assert not out.exists()
+
+
+def test_model_prints_the_kept_layouts(tmp_path):
+    """``spmmgnn model``'s time model adds the kept layouts' training step for oblivious2d and
+    plexus3d (none for sparse1d) next to the row layout's epoch; its bytes are
+    ``benchmark.kept_volumes``' (the function the training tests hold against comm_stats())
+    for a GCN f -> f -> f without the cache."""
+    import json
+
+    from spmmgnn.benchmark.graphs import make_graph
+    from spmmgnn.benchmark.kept_volumes import kept_step
+    from spmmgnn.benchmark.volumes import Layout
+
+    from .mpi import run_cli
+
+    out = tmp_path / "model.json"
+    proc = run_cli(1, "model", "random:n=300,avg_degree=4", "--P", "4", "8", "--algorithm",
+                   "sparse1d", "oblivious2d", "plexus3d", "--alpha", "1e-6", "--beta", "1e-9",
+                   "--rate", "1e9", "-f", "16", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "kept layouts" in proc.stdout
+    kept = json.loads(out.read_text())["kept"]
+    assert [(r["P"], r["algorithm"]) for r in kept] == [
+        (4, "oblivious2d kept"), (4, "plexus3d kept"), (8, "oblivious2d kept"),
+        (8, "plexus3d kept")]
+    A = make_graph("random:n=300,avg_degree=4").adj
+    symmetric = (A != A.T).nnz == 0
+    for r in kept:
+        algo = r["algorithm"].split()[0]
+        shape = tuple(int(s) for s in r["grid"].split("x"))
+        step = kept_step(algo, Layout.build(A, None, r["P"]), r["P"], [16, 16, 16], 4,
+                         symmetric, False, shape)
+        assert r["max_bytes_sent"] == step.algorithm.max() > 0
+        assert r["max_convert_bytes"] == step.convert.max()
+        assert 0 < r["epoch_seconds"] and r["row_epoch_seconds"] > 0
