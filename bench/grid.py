@@ -243,12 +243,11 @@ def render(data: dict) -> str:
         for fam, *names in FAMILIES:
             for a in names + ([KEPT[fam]] if fam in KEPT else []):
                 wins = [P for P in md["Ps"] if best[P] == a]
-                held = a.removesuffix(" kept")   # the memory model's row layout
                 fits = [P for P in md["Ps"] if min(
                     (r["total"] for r in md["memory"] if r["P"] == P
-                     and r["algorithm"] == held), default=np.inf) <= NODE_BYTES / RANKS_PER_NODE]
+                     and r["algorithm"] == a), default=np.inf) <= NODE_BYTES / RANKS_PER_NODE]
                 last = min((r["total"] for r in md["memory"]
-                            if r["P"] == md["Ps"][-1] and r["algorithm"] == held), default=0)
+                            if r["P"] == md["Ps"][-1] and r["algorithm"] == a), default=0)
                 lines.append(f"| {fam} | {a} | {wins[0] if wins else 'never'} | "
                              f"{fits[0] if fits else 'never'} | {last / 2**30:.2f} |")
         lines.append("")
