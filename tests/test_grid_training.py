@@ -177,4 +177,4 @@ def test_model_prints_the_kept_layouts(tmp_path):
                          symmetric, False, shape)
         assert r["max_bytes_sent"] == step.algorithm.max() > 0
         assert r["max_convert_bytes"] == step.convert.max()
-        assert 0 < r["epoch_seconds"] and r["row_epoch_seconds"] > 0
+        assert 0 < r["epoch_seconds"] and r["row_step_seconds"] > 0 and r["spmms"] == 3

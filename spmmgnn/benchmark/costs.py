@@ -331,7 +331,8 @@ def kept_rows(A, Ps: list[int], algorithms: list[str], f: int, itemsize: int, m:
     SpMMs, the first layer's input needing no gradient), its phases one after the other at
     the network's alpha and beta plus its local products at ``m.rate``; ``epoch_seconds``
     and the largest rank's bytes (``max_bytes_sent``: the algorithm's, ``max_convert_bytes``:
-    the logits' conversions)."""
+    the logits' conversions); ``row_step_seconds``: the same SpMM calls in the row layout
+    (``predict``'s volumes, converting on every call, as ``spmm_time`` prices them)."""
     from ..grid import format_shape
     from .kept_volumes import KEPT, kept_step
     from .volumes import grid_points
@@ -349,10 +350,14 @@ def kept_rows(A, Ps: list[int], algorithms: list[str], f: int, itemsize: int, m:
                 local = step.work / m.rate
                 total = local + sum(phase_seconds(ph, m) for ph in step.phases)
                 r = int(np.argmax(total))
+                row = {f: spmm_time(algo, layout, predict(algo, layout, P, 1, f, itemsize,
+                                                          shape=shape), P, 1, f, itemsize,
+                                    m)["seconds"] for f in {w for w, _ in step.calls}}
                 rows.append(dict(P=P, c=1, grid=format_shape(shape), algorithm=f"{algo} kept",
                                  f=f, epoch_seconds=float(total[r]), local=float(local[r]),
                                  max_bytes_sent=int(step.algorithm.max()),
                                  avg_bytes_sent=float(step.algorithm.mean()),
                                  max_convert_bytes=int(step.convert.max()),
-                                 layout=KEPT[algo]))
+                                 row_step_seconds=sum(row[w] for w, _ in step.calls),
+                                 spmms=len(step.calls), layout=KEPT[algo]))
     return rows

@@ -49,6 +49,7 @@ class StepBytes:
     convert: np.ndarray
     work: np.ndarray
     phases: list[Phase] = field(default_factory=list)
+    calls: list[tuple[int, bool]] = field(default_factory=list)   # SpMMs: (width, transposed)
 
     def add(self, name: str, sent, received, rounds, convert: bool = False) -> None:
         sent, received = np.asarray(sent, dtype=np.int64), np.asarray(received, dtype=np.int64)
@@ -83,6 +84,7 @@ def grid_step(layout: Layout, P: int, dims: list[int], itemsize: int = 4, symmet
                                     ndim=ndim, convert=False)
         v = vols[f]
         step.work = step.work + v.nnz * f
+        step.calls.append((f, back))
         if back and not symmetric:
             step.add("A^T G", v.sent_t, v.received_t, v.messages)
         else:   # A H, or A G on a symmetric A: the forward's stages
@@ -137,6 +139,7 @@ def plexus_step(layout: Layout, P: int, dims: list[int], itemsize: int = 4,
                                      convert=False)
         v = vols[f]
         step.work = step.work + v.nnz * f
+        step.calls.append((f, back))
         # T1 moves what T0's transpose moves (x and z swapped), and T1^T what T0 does
         if tile == back:
             step.add("gather along z, reduce-scatter along x", v.sent, v.received,

@@ -341,7 +341,7 @@ def kept_places(algorithm: str, layout: Layout, P: int, grid=None) -> list[Block
     block of V (row block z X + x), its tile lines and its tiles' non-zeros, counted here
     from the layout (A's non-zeros by the V blocks of their row and column)."""
     from ..algorithms.plexus3d import plexus_blocks, plexus_orders
-    from .volumes import GRID_ALGORITHMS, _coords, grid_shape
+    from .volumes import GRID_ALGORITHMS, _coords, block_pairs, grid_shape
 
     rows = layout.sizes.astype(np.int64)
     if algorithm != "plexus3d":
@@ -354,9 +354,7 @@ def kept_places(algorithm: str, layout: Layout, P: int, grid=None) -> list[Block
     bounds = plexus_blocks((X, Y, Z), n, n)[0]
     nb = X * Z
     block = np.searchsorted(bounds, plexus_orders(n, n)[0], "right") - 1
-    A = layout.A
-    B = np.bincount(np.repeat(block, np.diff(A.indptr)) * nb + block[A.indices],
-                    minlength=nb * nb).reshape(nb, nb)       # non-zeros by V blocks
+    B = block_pairs(layout.A.indptr, layout.A.indices, block, block, nb, nb)   # by V blocks
     sizes = np.diff(bounds)
     x, y, z = _coords((X, Y, Z), np.arange(P))
     out = []
@@ -388,16 +386,20 @@ def kept_memory(algorithm: str, layout: Layout, P: int, shape: ModelShape,
 def memory_rows(A, Ps: list[int], cs: list[int], algorithms: list[str], shape: ModelShape,
                 partitioner: str = "none", codec: str | None = None,
                 layouts: dict[int, Layout] | None = None,
-                grids: list | None = None, parts_per_node: int | None = None) -> list[dict]:
+                grids: list | None = None, parts_per_node: int | None = None,
+                symmetric: bool | None = None) -> list[dict]:
     """The largest rank's bytes per component for every runnable (P, c, algorithm) of the
-    normalized ``A`` (square; its symmetry decides whether transposes are kept;
-    ``parts_per_node``: the block rows of one node, for a ``twolevel:`` partitioner)."""
+    normalized ``A`` (square; its symmetry decides whether transposes are kept, checked
+    here unless ``symmetric`` says; ``parts_per_node``: the block rows of one node, for a
+    ``twolevel:`` partitioner). oblivious2d/3d and plexus3d also in their kept layouts
+    (``<name> kept``: ``kept_memory``)."""
     from ..grid import format_shape
     from .costs import cached_layout
     from .volumes import grid_points
 
     layouts = {} if layouts is None else layouts
-    symmetric = (A != A.T).nnz == 0
+    if symmetric is None:
+        symmetric = (A != A.T).nnz == 0
     rows = []
     for P in Ps:
         for algo in algorithms:

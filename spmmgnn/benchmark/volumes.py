@@ -70,6 +70,18 @@ def _block_nnz(indptr, indices, part, k):
     return N
 
 
+@njit(cache=True, nogil=True)
+def block_pairs(indptr, indices, row_block, col_block, kr, kc):
+    """``N[a, b]``: the non-zeros whose row is in block ``row_block[row]`` = a and whose
+    column is in block ``col_block[column]`` = b, in one pass (no per-non-zero arrays)."""
+    N = np.zeros((kr, kc), dtype=np.int64)
+    for u in range(indptr.size - 1):
+        a = row_block[u]
+        for t in range(indptr[u], indptr[u + 1]):
+            N[a, col_block[indices[t]]] += 1
+    return N
+
+
 class _CoverGraph:
     """The bipartite graph of ``Layout.cover_volume``: left vertices (row, sender block),
     right vertices (column, receiver block), one edge per cut non-zero; CSR by left vertex."""
@@ -629,11 +641,10 @@ def plexus_tile_nnz(layout: Layout, shape3: tuple[int, int, int]) -> np.ndarray:
     n = int(layout.offsets[-1])
     row_pos, col_pos = plexus_orders(n, n)
     row_bounds, col_bounds, _ = plexus_blocks(shape3, n, n)
-    A = sp.csr_array(layout.A)
+    A = layout.A
     tile_r = (np.searchsorted(row_bounds, row_pos, "right") - 1) // X
     tile_c = (np.searchsorted(col_bounds, col_pos, "right") - 1) // Z
-    rows = np.repeat(tile_r, np.diff(A.indptr))
-    nnz = np.bincount(rows * X + tile_c[A.indices], minlength=Z * X).reshape(Z, X)
+    nnz = block_pairs(A.indptr, A.indices, tile_r, tile_c, Z, X)
     x, _, z = _coords(shape3, np.arange(X * Y * Z))
     return nnz[z, x]
 
