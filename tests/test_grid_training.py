@@ -178,3 +178,42 @@ def test_model_prints_the_kept_layouts(tmp_path):
         assert r["max_bytes_sent"] == step.algorithm.max() > 0
         assert r["max_convert_bytes"] == step.convert.max()
         assert 0 < r["epoch_seconds"] and r["row_step_seconds"] > 0 and r["spmms"] == 3
+
+
+def test_grid_script_models_a_lean_graph(tmp_path):
+    """``bench/grid.py --only model --quick --graph-npy STEM --out DIR`` on lean R-MAT files
+    (int64 indptr, int32 indices, symmetric, no values): the model section names the graph
+    and its n, GCN-normalized (a self loop on every vertex), prices the three kept layouts
+    next to the same SpMMs in the row layout, records its peak memory and writes only
+    into DIR."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import scipy.sparse as sp
+
+    from spmmgnn.data.generators import rmat
+
+    A = sp.csr_array(rmat(10, 4, seed=2))
+    A.setdiag(0)
+    A.eliminate_zeros()
+    A.sort_indices()
+    stem = tmp_path / "lean"
+    np.save(f"{stem}.indptr.npy", A.indptr.astype(np.int64))
+    np.save(f"{stem}.indices.npy", A.indices.astype(np.int32))
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "grid.py", "--only", "model", "--quick",
+                           "--graph-npy", str(stem), "--out", str(out)], cwd=bench,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == ["grid-quick.json", "grid-quick.md"]
+    md = json.loads((out / "grid-quick.json").read_text())["model"]
+    assert md["n"] == 1024 and md["nnz"] == A.nnz + 1024 and "lean" in md["graph"]
+    assert md["peak_rss_bytes"] > 0
+    kept = [r for r in md["times"] if r["algorithm"].endswith(" kept")]
+    assert sorted({r["algorithm"] for r in kept}) == ["oblivious2d kept", "oblivious3d kept",
+                                                     "plexus3d kept"]
+    assert all(r["row_step_seconds"] > 0 and r["spmms"] == 3 for r in kept)
+    assert "plexus3d kept" in (out / "grid-quick.md").read_text()

@@ -126,16 +126,19 @@ def gcn_norm_pattern(indptr: np.ndarray, indices: np.ndarray,
     """``gcn_norm`` of an unweighted pattern given as a CSR's ``indptr`` / ``indices`` (any
     arrays: memory-mapped ``.npy`` files too, each row's columns sorted and distinct, rows
     the targets), for graphs too large for the float64 copies ``gcn_norm`` makes: one pass
-    counts the missing self loops, one writes the new int32 indices (the loop in sorted
-    place) and the values ``d_i^-1/2 d_j^-1/2`` in ``dtype``, with ``d`` the in-degree plus
-    one. Holds the result (nnz + n indices and values) and three arrays of n + 1."""
+    counts the missing self loops, one writes the new indices (int32, as the pointers,
+    below 2^31 non-zeros; the loop in sorted place) and the values ``d_i^-1/2 d_j^-1/2`` in
+    ``dtype``, with ``d`` the in-degree plus one. Holds the result (nnz + n indices and
+    values) and three arrays of n + 1."""
     indptr = np.asarray(indptr)
     n = indptr.size - 1
     missing = _lacks_loop(indptr, indices)
     out_ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.diff(indptr) + missing, out=out_ptr[1:])
     inv = 1.0 / np.sqrt((np.diff(out_ptr)).astype(np.float64))   # every row has its loop
-    out_idx = np.empty(int(out_ptr[-1]), dtype=np.int32)
+    index = np.int32 if out_ptr[-1] < 2**31 and n < 2**31 else np.int64   # as scipy keeps
+    out_ptr = out_ptr.astype(index, copy=False)
+    out_idx = np.empty(int(out_ptr[-1]), dtype=index)
     out_val = np.empty(int(out_ptr[-1]), dtype=dtype)
     _fill_loops(indptr, indices, inv, out_ptr, out_idx, out_val)
     return sp.csr_array((out_val, out_idx, out_ptr), shape=(n, n))
