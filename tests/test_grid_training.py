@@ -104,7 +104,8 @@ def test_cli_refuses_grid_layout_off_the_grid():
 def test_bench_records_the_block_layout(tmp_path):
     """``spmmgnn bench --mode train --grid-layout`` at P = 4 (2x2) next to the same run in the
     row layout: each record says its layout, the block layout's run converts less on every
-    rank (only the features once and the logits), and both train."""
+    rank (only the features once and the logits), both train, and the report labels them
+    apart."""
     import json
 
     from .mpi import run_cli
@@ -123,6 +124,9 @@ def test_bench_records_the_block_layout(tmp_path):
         assert "error" not in r and r["final"]["loss"] > 0
     rows, grid = (recs[k]["per_rank"]["bytes_sent_convert"] for k in ("rows", "grid"))
     assert all(g < r for g, r in zip(grid, rows, strict=True)), (grid, rows)
+    from spmmgnn.benchmark.report import grid_key  # the report keeps them apart
+
+    assert [grid_key(recs[k]) for k in ("rows", "grid")] == ["2x2", "2x2 grid-layout"]
 
 
 @pytest.mark.parametrize("flags, words", [
