@@ -10,6 +10,9 @@ launching them.
 
 Per-rank bytes are exact (computed from the partition, as ``comm_stats()`` would count them);
 times use the alpha-beta costs of ICPP'24 section 4 and the local kernel rate measured here.
+oblivious2d/3d and plexus3d are also priced in their kept layouts (``train --grid-layout`` /
+``--plexus-blocks``: a training step without conversions but the logits', next to the same
+SpMMs in the row layout), and ``--memory`` gives them ``<name> kept`` rows.
 ``--ranks-per-node K`` prices two tiers (inside a node, between nodes: ``spmmgnn.tiers``) and
 the sparse algorithms with the flat and the node-aware exchange, and says which
 ``--exchange auto`` would pick. ``--device-link NAME`` also projects one GPU per rank behind
