@@ -14,12 +14,19 @@ machine and projected to P = 1,024.
    (1.7 x 10^7; ``--scale``) vertices and edge factor 4 (contiguous blocks) under the
    ``ib-hdr`` preset,
    f = 128, from P = 4 to 1,024: per family the epoch time of a 2-layer GCN's SpMMs (2L
-   calls; plexus3d also without its conversions to and from the row layout, as Plexus
-   keeps its blocks between layers), the P from which it is the fastest of all, and the
+   calls in the row layout; oblivious2d/3d and plexus3d also in their kept layouts, the
+   training step of ``train --grid-layout`` / ``--plexus-blocks``: ``spmmgnn model``'s
+   kept rows), the P from which it is the fastest of all, and the
    memory model's largest rank (``spmmgnn model --memory``) against a 64 GB node holding 4
    ranks (16 GB per rank): the smallest P at which it fits.
 
     python bench/grid.py [--only measured model] [--quick] [--scale 24]
+    python bench/grid.py --only model --graph-npy /tmp/s47/rmat-s24-e7 --out /tmp/grid
+
+``--graph-npy STEM`` models a lean graph (``bench/large_graph.py``'s ``rmat_lean`` files,
+memory-mapped, normalized in float32 by ``gcn_norm_pattern``) instead of generating the
+R-MAT graph (whose int64 edge lists need many GB at 2^24); the run prints its peak resident
+memory. ``--out DIR`` writes ``grid.{json,md}`` there instead of ``bench/results``.
 
 Writes ``bench/results/grid.{json,md}`` (the JSON beside the Markdown, not committed).
 """
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -46,7 +54,9 @@ FAMILIES = [("1D", "oblivious1d", "sparse1d"), ("1.5D", "oblivious15d", "sparse1
             ("2D", "oblivious2d", "sparse2d"), ("3D", "oblivious3d", "sparse3d"),
             ("Plexus", "plexus3d")]
 ALGORITHMS = [a for _, *names in FAMILIES for a in names]
-KEPT = "plexus3d kept"   # plexus3d without the row layout's conversions (as Plexus runs)
+# the training step in the kept layouts (train --grid-layout / --plexus-blocks, as CAGNET
+# and Plexus train): spmmgnn model's rows (benchmark.costs.kept_rows)
+KEPT = {"2D": "oblivious2d kept", "3D": "oblivious3d kept", "Plexus": "plexus3d kept"}
 NODE_BYTES, RANKS_PER_NODE = 64 * 2**30, 4
 
 
@@ -127,8 +137,20 @@ def measured(quick: bool) -> dict:
     return dict(rows=rows, Ps=Ps)
 
 
-def model(quick: bool, scale: int = 24) -> dict:
-    """The alpha-beta and memory models to P = 1,024 on a large R-MAT graph (2^scale)."""
+def lean_graph(stem: str):
+    """The GCN-normalized matrix of a lean graph (``bench/large_graph.py``'s ``rmat_lean``:
+    ``STEM.indptr.npy`` int64, ``STEM.indices.npy`` int32, symmetric, no values), the two
+    files memory-mapped and normalized in float32 (``gcn_norm_pattern``)."""
+    from spmmgnn.data.normalize import gcn_norm_pattern
+
+    indptr = np.load(f"{stem}.indptr.npy", mmap_mode="r", allow_pickle=False)
+    indices = np.load(f"{stem}.indices.npy", mmap_mode="r", allow_pickle=False)
+    return gcn_norm_pattern(indptr, indices)
+
+
+def model(quick: bool, scale: int = 24, npy: str | None = None) -> dict:
+    """The alpha-beta and memory models to P = 1,024 on a large R-MAT graph (2^scale, or
+    the lean graph ``npy`` names, symmetric)."""
     from spmmgnn.benchmark import costs
     from spmmgnn.benchmark.memory import ModelShape, memory_rows
     from spmmgnn.benchmark.volumes import Layout
@@ -139,8 +161,11 @@ def model(quick: bool, scale: int = 24) -> dict:
     scale = 16 if quick else scale
     Ps = [4, 16, 64, 256, 1024] if not quick else [4, 16, 64]
     t0 = time.perf_counter()
-    A = normalize(rmat(scale, 4, seed=1), "gcn")
-    print(f"R-MAT 2^{scale}: n={A.shape[0]} nnz={A.nnz} in {time.perf_counter() - t0:.0f} s",
+    if npy:
+        A, name = lean_graph(npy), f"{Path(npy).name} (lean .npy files, symmetric)"
+    else:
+        A, name = normalize(rmat(scale, 4, seed=1), "gcn"), f"R-MAT 2^{scale}, edge factor 4"
+    print(f"{name}: n={A.shape[0]} nnz={A.nnz} in {time.perf_counter() - t0:.0f} s",
           flush=True)
     layouts = {k: Layout(A, Partition.contiguous(A.shape[0], k).offsets)
                for k in sorted({P // c for P in Ps for c in (1, 2, 4) if P % c == 0})}
@@ -152,33 +177,19 @@ def model(quick: bool, scale: int = 24) -> dict:
     f, layers = 128, 2
     times = costs.predict_all(A, Ps, [1, 2, 4], ALGORITHMS, f, 4, m, 2 * layers,
                               layouts=layouts)
-    times += kept_times(A, Ps, f, m, 2 * layers, layouts)
+    times += costs.kept_rows(A, Ps, ALGORITHMS, f, 4, m, layers, layouts=layouts,
+                             symmetric=True if npy else None)
     print(f"time model: {time.perf_counter() - t0:.0f} s", flush=True)
     t0 = time.perf_counter()
     shape = ModelShape(features=f, hidden=f, classes=16, layers=layers)
-    mem = memory_rows(A, Ps, [1, 2, 4], ALGORITHMS, shape, layouts=layouts)
+    mem = memory_rows(A, Ps, [1, 2, 4], ALGORITHMS, shape, layouts=layouts,
+                      symmetric=True if npy else None)
     print(f"memory model: {time.perf_counter() - t0:.0f} s", flush=True)
-    return dict(n=int(A.shape[0]), nnz=int(A.nnz), preset="ib-hdr", network=net.source,
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(f"peak resident memory of the model run: {peak / 2**30:.2f} GiB", flush=True)
+    return dict(graph=name, peak_rss_bytes=peak, n=int(A.shape[0]), nnz=int(A.nnz),
+                preset="ib-hdr", network=net.source,
                 rate=rate, f=f, layers=layers, Ps=Ps, times=times, memory=mem)
-
-
-def kept_times(A, Ps: list[int], f: int, m, spmms: int, layouts: dict) -> list[dict]:
-    """plexus3d's SpMM without the conversions to and from the row layout (its all-gather
-    and reduce-scatter alone), on the grid closest to a cube: what a call costs when the
-    blocks stay from layer to layer (``nn/plexus_model.py``, as Plexus runs)."""
-    from spmmgnn.benchmark import costs
-    from spmmgnn.benchmark.volumes import plexus_volumes
-    from spmmgnn.grid import format_shape, near_square
-
-    rows = []
-    for P in Ps:
-        shape = near_square(P, 3)
-        layout = costs.cached_layout(layouts, A, P, "none", 0)
-        vol = plexus_volumes(layout, P, 1, f, 4, shape=shape, convert=False)
-        t = costs.spmm_time("plexus3d", layout, vol, P, 1, f, 4, m)
-        rows.append(dict(P=P, c=1, grid=format_shape(shape), algorithm=KEPT, f=f, **t,
-                         epoch_seconds=spmms * t["seconds"]))
-    return rows
 
 
 def _family(algorithm: str) -> str:
@@ -227,7 +238,8 @@ def render(data: dict) -> str:
         lines += ["## Projected to P = 1,024", ""]
         if "when" in md:
             lines += [f"Run {md['when']}, load before: {md['load']}.", ""]
-        lines += [f"`spmmgnn model`'s alpha-beta and memory models on R-MAT with n = "
+        lines += [f"`spmmgnn model`'s alpha-beta and memory models on "
+                  f"{md.get('graph', 'R-MAT')} with n = "
                   f"{md['n']:,}, nnz = {md['nnz']:,} (GCN-normalized, contiguous blocks), "
                   f"preset `{md['preset']}` ({md['network']}), local rate "
                   f"{md['rate'] / 1e9:.2f} G non-zeros x columns / s measured here, "
@@ -235,33 +247,43 @@ def render(data: dict) -> str:
                   f"{2 * md['layers']} SpMMs); memory: the largest rank training a GCN "
                   f"{md['f']} -> {md['f']} -> 16, against {NODE_BYTES // 2**30} GB per node "
                   f"with {RANKS_PER_NODE} ranks per node.", "",
-                  "| P | " + " | ".join(a for a in ALGORITHMS + [KEPT]) + " | fastest |",
-                  "|" + " --- |" * (len(ALGORITHMS) + 3)]
+                  "| P | " + " | ".join(ALGORITHMS + list(KEPT.values())) + " | fastest |",
+                  "|" + " --- |" * (len(ALGORITHMS) + len(KEPT) + 2)]
         best = {}
         for P in md["Ps"]:
             cells, rs = [], [r for r in md["times"] if r["P"] == P]
-            for a in ALGORITHMS + [KEPT]:
+            for a in ALGORITHMS + list(KEPT.values()):
                 mine = [r for r in rs if r["algorithm"] == a]
                 t = min(mine, key=lambda r: r["epoch_seconds"]) if mine else None
-                cells.append("-" if t is None else
-                             f"{t['epoch_seconds'] * 1e3:.1f} ({t['grid'] or 'c=' + str(t['c'])})")
-            fast = min(rs, key=lambda r: r["epoch_seconds"])
+                rows = "" if t is None or "row_step_seconds" not in t else \
+                    f" / {t['row_step_seconds'] * 1e3:.1f}"
+                cells.append("-" if t is None else f"{t['epoch_seconds'] * 1e3:.1f}{rows} "
+                             f"({t['grid'] or 'c=' + str(t['c'])})")
+            fast = min((r for r in rs if r["algorithm"] in ALGORITHMS),
+                       key=lambda r: r["epoch_seconds"])
             best[P] = fast["algorithm"]
             lines.append(f"| {P} | " + " | ".join(cells) + f" | {fast['algorithm']} |")
-        lines += ["", "ms per epoch (the grid or c of the fastest point of each algorithm).",
-                  ""]
-        lines += ["| family | algorithm | fastest of all from P | fits a "
+        lines += ["", "ms per epoch (the grid or c of the fastest point of each algorithm): "
+                  f"{2 * md['layers']} SpMMs in the row layout (*fastest*: of these); *kept*: "
+                  "the training step of `train --grid-layout` / `--plexus-blocks` (`spmmgnn "
+                  f"model`'s kept rows: {2 * md['layers'] - 1} SpMMs without conversions, the "
+                  "dense products' gathers / reduce-scatters and the logits' conversion) / "
+                  "the same SpMMs in the row layout, each converting; for the kept rows the "
+                  "family table says from which P the kept step beats that.", ""]
+        lines += ["| family | algorithm | fastest of all from P (kept: beats its row step) "
+                  "| fits a "
                   f"{NODE_BYTES // 2**30} GB node ({RANKS_PER_NODE} ranks) from P | "
                   "largest rank at P = " + str(md["Ps"][-1]) + " (GiB) |", "| --- " * 5 + "|"]
         for fam, *names in FAMILIES:
-            for a in names + ([KEPT] if fam == "Plexus" else []):
-                wins = [P for P in md["Ps"] if best[P] == a]
-                held = "plexus3d" if a == KEPT else a   # the same tile and blocks
+            for a in names + ([KEPT[fam]] if fam in KEPT else []):
+                wins = [P for P in md["Ps"] if best[P] == a or any(
+                    r["epoch_seconds"] < r["row_step_seconds"] for r in md["times"]
+                    if r["P"] == P and r["algorithm"] == a and "row_step_seconds" in r)]
                 fits = [P for P in md["Ps"] if min(
                     (r["total"] for r in md["memory"] if r["P"] == P
-                     and r["algorithm"] == held), default=np.inf) <= NODE_BYTES / RANKS_PER_NODE]
+                     and r["algorithm"] == a), default=np.inf) <= NODE_BYTES / RANKS_PER_NODE]
                 last = min((r["total"] for r in md["memory"]
-                            if r["P"] == md["Ps"][-1] and r["algorithm"] == held), default=0)
+                            if r["P"] == md["Ps"][-1] and r["algorithm"] == a), default=0)
                 lines.append(f"| {fam} | {a} | {wins[0] if wins else 'never'} | "
                              f"{fits[0] if fits else 'never'} | {last / 2**30:.2f} |")
         lines.append("")
@@ -274,21 +296,28 @@ def main() -> None:
                     default=["measured", "model"])
     ap.add_argument("--quick", action="store_true", help="small graphs, fewer P")
     ap.add_argument("--scale", type=int, default=24, help="the model's R-MAT: 2^scale vertices")
+    ap.add_argument("--graph-npy", metavar="STEM",
+                    help="the model's graph from STEM.indptr.npy / STEM.indices.npy (int64, "
+                         "int32, symmetric, no values: large_graph.py's rmat_lean), "
+                         "memory-mapped, instead of generating R-MAT 2^scale")
+    ap.add_argument("--out", type=Path, default=RESULTS,
+                    help="folder of grid.{json,md} (default bench/results)")
     args = ap.parse_args()
     load = Path("/proc/loadavg").read_text().split()[:3]
     data = dict(machine=machine(), when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 load=" ".join(load))
     name = "grid-quick" if args.quick else "grid"
-    old = RESULTS / f"{name}.json"
+    args.out.mkdir(parents=True, exist_ok=True)
+    old = args.out / f"{name}.json"
     if old.exists():  # a section not run this time keeps its earlier results
         data = {**json.loads(old.read_text()), **data}
     for section, fn in (("measured", measured), ("model", model)):
         if section in args.only:
-            data[section] = fn(args.quick, args.scale) if section == "model" else \
-                fn(args.quick)
+            data[section] = fn(args.quick, args.scale, args.graph_npy) \
+                if section == "model" else fn(args.quick)
             data[section].update(when=data["when"], load=data["load"])
             write_json(old, data)
-    write_text_atomic(RESULTS / f"{name}.md", render(data))
+    write_text_atomic(args.out / f"{name}.md", render(data))
     print(render(data))
 
 

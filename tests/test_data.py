@@ -234,3 +234,27 @@ def test_convert_ogb_folder_to_partitioned_hdf5(tmp_path):
     assert (full != g.adj).nnz == 0
     assert np.concatenate([r.labels for r in rows]).tolist() == g.labels.tolist()
     assert rows[0].masks["train"].tolist() == [True, True]
+
+
+def test_gcn_norm_pattern_equals_gcn_norm(tmp_path):
+    """``gcn_norm_pattern`` on memory-mapped lean files (int64 indptr, int32 indices, no
+    values; some rows with their self loop, an isolated vertex) is ``gcn_norm`` of the 0/1
+    matrix: same pattern, sorted, values to float32 rounding."""
+    from spmmgnn.data.normalize import gcn_norm, gcn_norm_pattern
+
+    B = sp.random(300, 300, density=0.02, format="csr", random_state=3)
+    A = sp.csr_array(((B + B.T) > 0).astype(np.float64))
+    A = sp.csr_array(A.multiply(np.arange(300) != 7).multiply((np.arange(300) != 7)[:, None]))
+    A = sp.csr_array(A + sp.diags_array((np.arange(300) % 5 == 0).astype(float)))
+    A.eliminate_zeros()
+    A.data[:] = 1.0
+    A.sort_indices()
+    np.save(tmp_path / "g.indptr.npy", A.indptr.astype(np.int64))
+    np.save(tmp_path / "g.indices.npy", A.indices.astype(np.int32))
+    got = gcn_norm_pattern(np.load(tmp_path / "g.indptr.npy", mmap_mode="r"),
+                           np.load(tmp_path / "g.indices.npy", mmap_mode="r"))
+    ref = gcn_norm(A)
+    assert got.dtype == np.float32 and got.indices.dtype == np.int32 and got.has_sorted_indices
+    assert np.array_equal(got.indptr, ref.indptr) and np.array_equal(got.indices, ref.indices)
+    np.testing.assert_allclose(got.data, ref.data, rtol=1e-6)
+    assert got[[7]].nnz == 1 and got[7, 7] == 1.0

@@ -174,3 +174,42 @@ def test_cached_aggregation_runs_in_chunks_with_the_same_numbers():
     assert not widths or max(widths) <= 32, widths
     want = torch.from_numpy(op.matmul(x.numpy()))
     assert torch.equal(got, want)
+
+
+def test_block_layouts_estimate_holds_what_they_keep(mpi_json):
+    """The preflight's figure for --grid-layout (2x2) and --plexus-blocks (2x1x2), rank by
+    rank: its activations >= the bytes autograd saves in a training step (measured with
+    saved-tensor hooks), its input part >= the input blocks (and SUMMA's gathered A X) the
+    layout keeps, and Plexus's tiles exactly the two tiles as built; ``spmmgnn model
+    --memory`` prices the same blocks and tiles from the partition alone."""
+    from spmmgnn.nn.memory import ModelShape, dense_bytes
+
+    got = mpi_json(4, "block_memory.py")
+    for kind in ("grid", "plexus"):
+        for rank, r in enumerate(got[kind]):
+            est = r["estimate"]
+            rows = dense_bytes(ModelShape(features=12, hidden=40, classes=5, layers=3),
+                               r["rows"])["features"]
+            assert est["activations"] >= r["saved"] > 0, (kind, rank)
+            assert est["features"] - rows >= r["inputs"] > 0, (kind, rank)
+            assert est["tiles"] == r["tiles"], (kind, rank)
+            assert r["model_place"] is True, (kind, rank)   # model --memory's figure too
+        assert kind == "grid" or all(r["tiles"] > 0 for r in got[kind])
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--algorithm", "oblivious2d", "--grid-layout"], "SUMMA's 2D/3D blocks (--grid-layout)"),
+    (["--algorithm", "plexus3d", "--grid", "2x1x2", "--plexus-blocks", "2"],
+     "Plexus's blocks and tiles (--plexus-blocks)")])
+def test_block_layout_preflight_refuses_in_one_line(flags, words):
+    """SPMMGNN_AVAILABLE_MEMORY under the block layout's figure but above the row layout's:
+    the block-layout run is refused before training (one line, exit 2, every rank), the
+    same run in the row layout trains."""
+    from .mpi import one_line_error, run_cli
+
+    env = dict(SPMMGNN_AVAILABLE_MEMORY="80000000")
+    args = ["train", "--csbm-n", "3000", "--epochs", "1", "--quiet", "--hidden", "1000"]
+    one_line_error(run_cli(4, *args, *flags, env=env), words, "lower --hidden")
+    rows = [f for f in flags if f not in ("--grid-layout", "--plexus-blocks", "2")]
+    proc = run_cli(4, *args, *rows, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]

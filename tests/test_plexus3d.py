@@ -60,6 +60,19 @@ def test_plexus_layout_converts_only_the_logits(trained):
     assert all(a >= b for a, b in zip(rows, plexus, strict=True)) and sum(rows) > sum(plexus)
 
 
+def test_volume_model_prices_the_kept_epoch(trained):
+    """``spmmgnn model``'s step in Plexus's blocks (``benchmark.kept_volumes``, from the
+    partition alone) equals each rank's measured bytes of one training step by phase
+    (algorithm, convert), with 1 and 3 row blocks, on 2x2x2 and 2x3x2."""
+    _, res = trained
+    for case in res["cases"]:
+        if case["trainer"] != "plexus":
+            continue
+        got = [[r["convert"]["epoch"]["algorithm"], r["convert"]["epoch"]["convert"]]
+               for r in case["ranks"]]
+        assert got == res["model"], case["row_blocks"]
+
+
 def test_equals_scipy(runs):
     """A X and A^T Y in the caller's order: non-symmetric A, part vectors, uneven and empty
     parts, a rectangular A, n not divisible by P (rtol 1e-12 float64, 1e-5 float32)."""

@@ -319,3 +319,45 @@ def measure_rate(A, f: int, dtype="float32", repeat: int = 3) -> float:
         L.matmul(x, out, accumulate=False)
         best = min(best, time.perf_counter() - t0)
     return max(1.0, L.nnz * f / best)
+
+
+def kept_rows(A, Ps: list[int], algorithms: list[str], f: int, itemsize: int, m: Machine,
+              layers: int, partitioner: str = "none", seed: int = 0,
+              layouts: dict[int, Layout] | None = None, grids: list | None = None,
+              symmetric: bool | None = None) -> list[dict]:
+    """The training step in the kept layouts (``kept_volumes``: ``train --grid-layout``,
+    ``--plexus-blocks``) of the ``algorithms`` that have one, at each P and grid: a GCN of
+    ``layers`` layers f -> f -> ... -> f without the first-layer cache (``2 layers - 1``
+    SpMMs, the first layer's input needing no gradient), its phases one after the other at
+    the network's alpha and beta plus its local products at ``m.rate``; ``epoch_seconds``
+    and the largest rank's bytes (``max_bytes_sent``: the algorithm's, ``max_convert_bytes``:
+    the logits' conversions); ``row_step_seconds``: the same SpMM calls in the row layout
+    (``predict``'s volumes, converting on every call, as ``spmm_time`` prices them)."""
+    from ..grid import format_shape
+    from .kept_volumes import KEPT, kept_step
+    from .volumes import grid_points
+
+    layouts = {} if layouts is None else layouts
+    if symmetric is None:
+        symmetric = (A != A.T).nnz == 0
+    dims = [f] * (layers + 1)
+    rows = []
+    for P in Ps:
+        for algo in (a for a in algorithms if a in KEPT):
+            for _, shape in grid_points(algo, P, [1], grids):
+                layout = cached_layout(layouts, A, P, partitioner, seed)
+                step = kept_step(algo, layout, P, dims, itemsize, symmetric, False, shape)
+                local = step.work / m.rate
+                total = local + sum(phase_seconds(ph, m) for ph in step.phases)
+                r = int(np.argmax(total))
+                row = {f: spmm_time(algo, layout, predict(algo, layout, P, 1, f, itemsize,
+                                                          shape=shape), P, 1, f, itemsize,
+                                    m)["seconds"] for f in {w for w, _ in step.calls}}
+                rows.append(dict(P=P, c=1, grid=format_shape(shape), algorithm=f"{algo} kept",
+                                 f=f, epoch_seconds=float(total[r]), local=float(local[r]),
+                                 max_bytes_sent=int(step.algorithm.max()),
+                                 avg_bytes_sent=float(step.algorithm.mean()),
+                                 max_convert_bytes=int(step.convert.max()),
+                                 row_step_seconds=sum(row[w] for w, _ in step.calls),
+                                 spmms=len(step.calls), layout=KEPT[algo]))
+    return rows

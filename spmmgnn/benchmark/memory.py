@@ -41,8 +41,9 @@ import numpy as np
 from ..algorithms import ALGORITHMS
 from ..codecs import CastCodec, get_codec
 from ..errors import SpmmgnnError
-from ..nn.memory import DENSE, ModelShape, dense_bytes
+from ..nn.memory import DENSE, BlockPlace, ModelShape, block_bytes, dense_bytes
 from ..stages import stage_ranges
+from .kept_volumes import KEPT
 from .volumes import CODEC_ALGORITHMS, Layout, predict, takes_summa
 
 COMPONENTS = ("matrix", "halo", "buffers", "codec", *DENSE)
@@ -334,19 +335,71 @@ def predict_memory(algorithm: str, layout: Layout, P: int, c: int, shape: ModelS
     return out
 
 
+def kept_places(algorithm: str, layout: Layout, P: int, grid=None) -> list[BlockPlace]:
+    """Per rank, where ``train --grid-layout`` (oblivious2d/3d) or ``--plexus-blocks``
+    (plexus3d) keeps its activations: SUMMA's U_il rows and feature block j of pc; Plexus's
+    block of V (row block z X + x), its tile lines and its tiles' non-zeros, counted here
+    from the layout (A's non-zeros by the V blocks of their row and column)."""
+    from ..algorithms.plexus3d import plexus_blocks, plexus_orders
+    from .volumes import GRID_ALGORITHMS, _coords, block_pairs, grid_shape
+
+    rows = layout.sizes.astype(np.int64)
+    if algorithm != "plexus3d":
+        pr, pc, pl = grid_shape(P, grid, GRID_ALGORITHMS[algorithm])
+        i, j, l = _coords((pr, pc, pl), np.arange(P))
+        U = rows.reshape(pr, pc, pl).sum(axis=1)[i, l]
+        return [BlockPlace("grid", int(rows[r]), int(U[r]), pc, int(j[r])) for r in range(P)]
+    X, Y, Z = grid_shape(P, grid, 3)
+    n = int(layout.offsets[-1])
+    bounds = plexus_blocks((X, Y, Z), n, n)[0]
+    nb = X * Z
+    block = np.searchsorted(bounds, plexus_orders(n, n)[0], "right") - 1
+    B = block_pairs(layout.A.indptr, layout.A.indices, block, block, nb, nb)   # by V blocks
+    sizes = np.diff(bounds)
+    x, y, z = _coords((X, Y, Z), np.arange(P))
+    out = []
+    for r in range(P):
+        along_x, along_z = z[r] * X + np.arange(X), np.arange(Z) * X + x[r]
+        lines = (int(sizes[along_x].sum()), int(sizes[along_z].sum()))
+        tiles = (int(B[np.ix_(along_x, along_z)].sum()), int(B[np.ix_(along_z, along_x)].sum()))
+        out.append(BlockPlace("plexus", int(rows[r]), int(sizes[z[r] * X + x[r]]), Y, int(y[r]),
+                              lines, tiles, lines))
+    return out
+
+
+def kept_memory(algorithm: str, layout: Layout, P: int, shape: ModelShape,
+                symmetric: bool = True, grid=None) -> dict[str, np.ndarray]:
+    """``predict_memory`` in the kept layout: the operator's part as the row layout's (its
+    tiles and pooled buffers), Plexus's two tiles of V added to ``matrix``, and the dense
+    part of ``nn.memory.block_bytes`` (what the trainer's preflight checks) in place of the
+    row layout's."""
+    out = predict_memory(algorithm, layout, P, 1, shape, symmetric, grid=grid)
+    for r, place in enumerate(kept_places(algorithm, layout, P, grid)):
+        got = block_bytes(shape, place)
+        out["matrix"][r] += got.pop("tiles")
+        for k, v in got.items():
+            out[k][r] = v
+    out["total"] = sum(out[k] for k in COMPONENTS)
+    return out
+
+
 def memory_rows(A, Ps: list[int], cs: list[int], algorithms: list[str], shape: ModelShape,
                 partitioner: str = "none", codec: str | None = None,
                 layouts: dict[int, Layout] | None = None,
-                grids: list | None = None, parts_per_node: int | None = None) -> list[dict]:
+                grids: list | None = None, parts_per_node: int | None = None,
+                symmetric: bool | None = None) -> list[dict]:
     """The largest rank's bytes per component for every runnable (P, c, algorithm) of the
-    normalized ``A`` (square; its symmetry decides whether transposes are kept;
-    ``parts_per_node``: the block rows of one node, for a ``twolevel:`` partitioner)."""
+    normalized ``A`` (square; its symmetry decides whether transposes are kept, checked
+    here unless ``symmetric`` says; ``parts_per_node``: the block rows of one node, for a
+    ``twolevel:`` partitioner). oblivious2d/3d and plexus3d also in their kept layouts
+    (``<name> kept``: ``kept_memory``)."""
     from ..grid import format_shape
     from .costs import cached_layout
     from .volumes import grid_points
 
     layouts = {} if layouts is None else layouts
-    symmetric = (A != A.T).nnz == 0
+    if symmetric is None:
+        symmetric = (A != A.T).nnz == 0
     rows = []
     for P in Ps:
         for algo in algorithms:
@@ -360,6 +413,14 @@ def memory_rows(A, Ps: list[int], cs: list[int], algorithms: list[str], shape: M
                                  rank=r, symmetric=bool(symmetric),
                                  **{k: int(v[r]) for k, v in m.items()},
                                  min_total=int(m["total"].min())))
+                if algo in KEPT and codec in (None, "none"):   # and in its kept layout
+                    m = kept_memory(algo, layout, P, shape, symmetric, grid)
+                    r = int(np.argmax(m["total"]))
+                    rows.append(dict(P=P, c=c, grid=grid and format_shape(grid),
+                                     algorithm=f"{algo} kept", rank=r,
+                                     symmetric=bool(symmetric),
+                                     **{k: int(v[r]) for k, v in m.items()},
+                                     min_total=int(m["total"].min())))
     return sorted(rows, key=lambda r: (r["P"], r["c"]))
 
 

@@ -103,11 +103,16 @@ def inter(r: dict) -> np.ndarray:
 
 
 def grid_key(r: dict) -> str:
-    """``c=2`` for the 1D/1.5D runs, the shape (``2x2``) for the 2D/3D ones; the exchange
-    and the ranks per node when not the defaults."""
+    """``c=2`` for the 1D/1.5D runs, the shape (``2x2``) for the 2D/3D ones; the exchange,
+    the ranks per node and a training run's block layout (``bench --grid-layout`` /
+    ``--plexus-blocks``) when not the defaults."""
     key = r.get("grid") or f"c={r['c']}"
     if r.get("exchange", "flat") != "flat":
         key += f" {r['exchange']}"
+    if r.get("grid_layout"):
+        key += " grid-layout"
+    if r.get("plexus_blocks"):
+        key += f" plexus-blocks={r['plexus_blocks']}"
     if r.get("ranks_per_node"):
         key += f" K={r['ranks_per_node']}"
     return key

@@ -119,7 +119,17 @@ def train_spec(run: dict):
                    partitioner=run["partitioner"], codec=run["codec"], hidden=int(run["f"]),
                    layers=int(run["layers"]), epochs=int(run["epochs"]),
                    eval_every=int(run["epochs"]), dtype=run["dtype"], seed=int(run["seed"]),
-                   no_cache=not run["cache"], quiet=True, device=run.get("device"))
+                   no_cache=not run["cache"], quiet=True, device=run.get("device"),
+                   grid_layout=bool(run.get("grid_layout", False)),
+                   plexus_blocks=int(run.get("plexus_blocks", 0)))
+
+
+def layout_of(run: dict) -> str:
+    """Where a training run keeps its activations: ``rows`` (the row layout, converted on
+    every SpMM call), ``grid`` (SUMMA's blocks) or ``plexus:K`` (Plexus's, K row blocks)."""
+    if run.get("grid_layout"):
+        return "grid"
+    return f"plexus:{run['plexus_blocks']}" if run.get("plexus_blocks") else "rows"
 
 
 def train_run(comm: MPI.Comm, run: dict) -> dict | None:
@@ -141,6 +151,7 @@ def train_run(comm: MPI.Comm, run: dict) -> dict | None:
                      codec=0.0, dense=b["dense"], other=b["other"])
     calls = max(1, result["epochs_run"] + 1)
     return dict(seconds=result["epoch_seconds"], unit="epoch", breakdown=breakdown,
+                layout=layout_of(run),
                 accuracy=result["final"].get("test_acc"), accuracy_of="final epoch",
                 best_accuracy=(result["best"] or {}).get("test_acc"), final=result["final"],
                 best=result["best"], diverged_at=result.get("diverged_at"),
@@ -213,7 +224,7 @@ def run_sweep(comm: MPI.Comm, cfg, results: str, threads: int,
     ran = skipped = failed = 0
     for r in todo:
         label = (f"{r['mode']} {r['algorithm']} c={r['c']} {r['partitioner']} {r['codec']} "
-                 f"f={r['f']}")
+                 f"f={r['f']}" + ("" if r["mode"] == "spmm" else f" {layout_of(r)}"))
         if r["run_id"] in done:
             skipped += 1
             bar.step(label, skipped=True)

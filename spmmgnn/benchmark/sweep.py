@@ -47,6 +47,9 @@ class SweepConfig:
     dtype: str = "float32"
     seed: int = 0
     device: str = "none"          # train mode on a torch device (spmmgnn train --device)
+    # train mode in the algorithm's own blocks (spmmgnn train --grid-layout / --plexus-blocks)
+    grid_layout: bool = False
+    plexus_blocks: int = 0
 
     @classmethod
     def from_toml(cls, path: str) -> dict:
@@ -121,6 +124,7 @@ class SweepConfig:
         if self.ranks_per_node < 0:
             raise SpmmgnnError("sweep: ranks_per_node must be positive (0: by shared memory)")
         self._check_device()
+        self._check_layout()
         if self.dtype not in ("float32", "float64"):
             raise SpmmgnnError(f"sweep: dtype must be float32 or float64, got {self.dtype}")
         for name in self.partitioners:
@@ -149,6 +153,29 @@ class SweepConfig:
         if bad:
             raise SpmmgnnError(f"sweep: {', '.join(bad)} do not run on a device; the "
                                f"algorithms that do: {', '.join(device_families())}")
+
+
+    def _check_layout(self) -> None:
+        """``grid_layout`` / ``plexus_blocks`` train in the algorithm's blocks: train mode
+        only, one of the two, and every algorithm one ``spmmgnn train`` takes them with
+        (its own refusal, ``training.run.options_error``)."""
+        if not (self.grid_layout or self.plexus_blocks):
+            return
+        from ..training.run import RunSpec, options_error
+
+        if self.plexus_blocks < 0:
+            raise SpmmgnnError(f"sweep: plexus_blocks must be >= 0, got {self.plexus_blocks}")
+        if "spmm" in self.modes:
+            raise SpmmgnnError("sweep: --grid-layout and --plexus-blocks are training layouts: "
+                               "give --mode train (the bare product converts on every call)")
+        if self.grid_layout and self.plexus_blocks:
+            raise SpmmgnnError("sweep: --grid-layout (oblivious2d/3d) and --plexus-blocks "
+                               "(plexus3d) are two algorithms' layouts: give one")
+        for algorithm in self.algorithms:
+            problem = options_error(RunSpec(algorithm=algorithm, grid_layout=self.grid_layout,
+                                            plexus_blocks=self.plexus_blocks))
+            if problem:
+                raise SpmmgnnError(problem)
 
 
 def check_partitioner(name: str) -> None:
@@ -215,6 +242,10 @@ def _run(cfg: SweepConfig, graph: str, mode: str, algo: str, P: int, c: int,
         run["repeat"] = cfg.repeat
     else:
         run.update(epochs=cfg.epochs, layers=cfg.layers, cache=cfg.cache)
+        if cfg.grid_layout:   # (row-layout runs keep their earlier ids)
+            run["grid_layout"] = True
+        if cfg.plexus_blocks:
+            run["plexus_blocks"] = cfg.plexus_blocks
     run["run_id"] = run_id(run)
     return run
 

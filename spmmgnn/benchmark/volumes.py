@@ -70,6 +70,18 @@ def _block_nnz(indptr, indices, part, k):
     return N
 
 
+@njit(cache=True, nogil=True)
+def block_pairs(indptr, indices, row_block, col_block, kr, kc):
+    """``N[a, b]``: the non-zeros whose row is in block ``row_block[row]`` = a and whose
+    column is in block ``col_block[column]`` = b, in one pass (no per-non-zero arrays)."""
+    N = np.zeros((kr, kc), dtype=np.int64)
+    for u in range(indptr.size - 1):
+        a = row_block[u]
+        for t in range(indptr[u], indptr[u + 1]):
+            N[a, col_block[indices[t]]] += 1
+    return N
+
+
 class _CoverGraph:
     """The bipartite graph of ``Layout.cover_volume``: left vertices (row, sender block),
     right vertices (column, receiver block), one edge per cut non-zero; CSR by left vertex."""
@@ -496,12 +508,13 @@ def sparse_grid_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 
 
 def summa_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
                   codec: str | None = None, codec_backward: str | None = "same",
-                  shape=None, ndim: int = 2) -> Volumes:
+                  shape=None, ndim: int = 2, convert: bool = True) -> Volumes:
     """oblivious2d / oblivious3d (``algorithms/summa.py``): the rows converted to and from
     2D blocks inside the process row, pr stages each broadcasting the stage's tile of A (3
     words per non-zero) along the process row and a block of H along the process column,
     and in 3D the layers' reduce-scatter (the transpose: an all-gather first and a reduce
-    per stage)."""
+    per stage). ``convert=False``: the stages alone, H kept in the blocks between calls
+    (``train --grid-layout``, as CAGNET trains)."""
     if codec not in (None, "none"):
         raise SpmmgnnError("the oblivious algorithms broadcast whole blocks: no codec")
     _one_part_per_rank(layout, P, c)
@@ -526,8 +539,8 @@ def summa_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
     h_blocks = U[:, l].T * fj[:, None] * itemsize            # [rank, k]: |U_kl| |F_j|
     h_own = Usz * fj * itemsize
     h_sent, h_recv = (pr - 1) * h_own, h_blocks.sum(axis=1) - h_own
-    conv_a = n_r * (f - fj) * itemsize                       # my rows' other features
-    conv_b = (Usz - n_r) * fj * itemsize                     # the block's other rows
+    conv_a = n_r * (f - fj) * itemsize * convert             # my rows' other features
+    conv_b = (Usz - n_r) * fj * itemsize * convert           # the block's other rows
     layer_a = (Vsz - Usz) * fj * itemsize                    # reduce-scatter: others' rows
     layer_b = Usz * fj * itemsize * (pl - 1)                 # my rows from each other layer
     sent = conv_a + a_sent + h_sent + layer_a + conv_b
@@ -542,6 +555,8 @@ def summa_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
     if pl > 1:
         phases.append(Phase("layers", const * log2_ceil(pl), layer_a))
     phases.append(Phase("to rows", const * (pc - 1), np.maximum(conv_a, conv_b)))
+    if not convert:
+        phases = phases[1:-1]
     return Volumes(sent=sent, received=received, sent_t=sent_t, received_t=received_t,
                    allreduce=np.zeros(P, dtype=np.int64),
                    # every stage's tile times the rank's f_j of the f columns (as
@@ -556,8 +571,11 @@ def plexus_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
     """plexus3d (``algorithms/plexus3d.py``): the rows converted to the permuted blocks, the
     all-gather of X[C_x, F_y] along z, the reduce-scatter of A[R_z, .] X along x, the
     conversion back (the transpose: the same with x and z swapped), at the default
-    ``permute_seed`` 0. ``convert=False``: the all-gather and reduce-scatter alone (the
-    blocks kept from layer to layer, as Plexus runs)."""
+    ``permute_seed`` 0. ``convert=False``: the all-gather and reduce-scatter alone in the
+    layout ``V`` that ``train --plexus-blocks`` keeps from layer to layer (as Plexus runs;
+    ``nn/plexus_model.py``): rank (x, y, z) holds row block z X + x of both sides, so its
+    column group along z is the blocks z' X + x (its tile ``T0``; the non-zeros counted are
+    plexus3d's own tile's)."""
     if codec not in (None, "none"):
         raise SpmmgnnError("plexus3d gathers and reduces whole blocks: no codec")
     _one_part_per_rank(layout, P, c)
@@ -567,26 +585,19 @@ def plexus_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
     row_bounds, col_bounds, _ = plexus_blocks((X, Y, Z), n, n)
     x, y, z = _coords((X, Y, Z), np.arange(P))
     w = np.diff(stage_ranges(f, Y))[y] * itemsize            # bytes of one row's F_y
-    nb = X * Z
-    parts = layout.parts()
-    # cnt[p, b]: rows of part p (rank p's rows) in block b of the permuted order
-    cnt_r = np.bincount(parts * nb + np.searchsorted(row_bounds, row_pos, "right") - 1,
-                        minlength=P * nb).reshape(P, nb)
-    cnt_c = np.bincount(parts * nb + np.searchsorted(col_bounds, col_pos, "right") - 1,
-                        minlength=P * nb).reshape(P, nb)
+    cnt_r = plexus_counts(layout, row_pos, row_bounds)
+    cnt_c = plexus_counts(layout, col_pos, col_bounds)
     br, bc = z * X + x, x * Z + z                              # my row block, column block
     size_r, size_c = np.diff(row_bounds), np.diff(col_bounds)
     r_z, c_x = size_r.reshape(Z, X).sum(axis=1)[z], size_c.reshape(X, Z).sum(axis=1)[x]
+    in_c, in_r = (plexus_conversion(layout, cnt, b, size, w, f * itemsize)
+                  for cnt, b, size in ((cnt_c, bc, size_c), (cnt_r, br, size_r)))
     rank = np.arange(P)
-    fi = f * itemsize
-
-    def to_blocks(cnt, b, size):   # (sent, received) of my rows -> my block
-        own = cnt[rank, b]
-        return layout.sizes * fi - own * w, (size[b] - own) * w
-
-    in_c, in_r = to_blocks(cnt_c, bc, size_c), to_blocks(cnt_r, br, size_r)
-    if not convert:
+    peers_c = (cnt_c > 0).sum(axis=1) * Y - (cnt_c[rank, bc] > 0)
+    peers_r = (cnt_r > 0).sum(axis=1) * Y - (cnt_r[rank, br] > 0)
+    if not convert:   # layout V: the column blocks are the row blocks z' X + x
         in_c = in_r = (np.zeros(P, dtype=np.int64),) * 2
+        size_c, bc, c_x = size_r, br, size_r.reshape(Z, X).sum(axis=0)[x]
     gather_z = (size_c[bc] * w * (Z - 1), (c_x - size_c[bc]) * w)
     gather_x = (size_r[br] * w * (X - 1), (r_z - size_r[br]) * w)
     reduce_x, reduce_z = gather_x[::-1], gather_z[::-1]       # the reverse of a gather
@@ -595,8 +606,6 @@ def plexus_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
     sent_t = in_r[0] + gather_x[0] + reduce_z[0] + in_c[1]
     received_t = in_r[1] + gather_x[1] + reduce_z[1] + in_c[0]
     nnz = plexus_tile_nnz(layout, (X, Y, Z))
-    peers_c = (cnt_c > 0).sum(axis=1) * Y - (cnt_c[rank, bc] > 0)
-    peers_r = (cnt_r > 0).sum(axis=1) * Y - (cnt_r[rank, br] > 0)
     phases = [Phase("to blocks", peers_c * convert, np.maximum(*in_c)),
               Phase("all-gather along z", np.full(P, log2_ceil(Z)), np.maximum(*gather_z)),
               Phase("reduce-scatter along x", np.full(P, log2_ceil(X)),
@@ -609,17 +618,33 @@ def plexus_volumes(layout: Layout, P: int, c: int, f: int, itemsize: int = 4,
                    messages=sum(p.latency for p in phases), phases=phases)
 
 
+def plexus_counts(layout: Layout, pos: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """``cnt[p, b]``: the rows of part p (rank p's rows) in block b of the permuted order
+    ``pos`` cut at ``bounds``."""
+    nb = bounds.size - 1
+    return np.bincount(layout.parts() * nb + np.searchsorted(bounds, pos, "right") - 1,
+                       minlength=layout.k * nb).reshape(layout.k, nb)
+
+
+def plexus_conversion(layout: Layout, cnt: np.ndarray, block: np.ndarray, size: np.ndarray,
+                      w: np.ndarray, row: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per rank, the bytes (sent, received) converting its rows (``row`` bytes each, all
+    features) to its block ``block`` (``size`` rows, ``w`` bytes each: its feature block):
+    ``BlockConversion.to_blocks``; ``to_rows`` moves the same the other way."""
+    own = cnt[np.arange(cnt.shape[0]), block]
+    return layout.sizes * row - own * w, (size[block] - own) * w
+
+
 def plexus_tile_nnz(layout: Layout, shape3: tuple[int, int, int]) -> np.ndarray:
     """Per rank (x, y, z): the non-zeros of its plexus3d tile A[R_z, C_x] (default seed)."""
     X, Y, Z = shape3
     n = int(layout.offsets[-1])
     row_pos, col_pos = plexus_orders(n, n)
     row_bounds, col_bounds, _ = plexus_blocks(shape3, n, n)
-    A = sp.csr_array(layout.A)
+    A = layout.A
     tile_r = (np.searchsorted(row_bounds, row_pos, "right") - 1) // X
     tile_c = (np.searchsorted(col_bounds, col_pos, "right") - 1) // Z
-    rows = np.repeat(tile_r, np.diff(A.indptr))
-    nnz = np.bincount(rows * X + tile_c[A.indices], minlength=Z * X).reshape(Z, X)
+    nnz = block_pairs(A.indptr, A.indices, tile_r, tile_c, Z, X)
     x, _, z = _coords(shape3, np.arange(X * Y * Z))
     return nnz[z, x]
 

@@ -73,6 +73,12 @@ def add_parser(sub) -> None:
     s.add_argument("--seed", type=int)
     s.add_argument("--device", help="train mode on a torch device: cpu, cuda or cuda:k (as "
                    "spmmgnn train --device; default none: numpy/numba)")
+    s.add_argument("--grid-layout", action="store_const", const=True,
+                   help="train mode, oblivious2d/oblivious3d: the activations stay in SUMMA's "
+                        "blocks between layers (as spmmgnn train --grid-layout)")
+    s.add_argument("--plexus-blocks", type=count_arg(1), metavar="K",
+                   help="train mode, plexus3d: train in Plexus's blocks, the aggregation in K "
+                        "row blocks (as spmmgnn train --plexus-blocks K)")
     p.add_argument("--threads", type=count_arg(0), default=0,
                    help="threads per rank (0 = cores/ranks)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

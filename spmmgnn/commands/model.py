@@ -10,6 +10,9 @@ launching them.
 
 Per-rank bytes are exact (computed from the partition, as ``comm_stats()`` would count them);
 times use the alpha-beta costs of ICPP'24 section 4 and the local kernel rate measured here.
+oblivious2d/3d and plexus3d are also priced in their kept layouts (``train --grid-layout`` /
+``--plexus-blocks``: a training step without conversions but the logits', next to the same
+SpMMs in the row layout), and ``--memory`` gives them ``<name> kept`` rows.
 ``--ranks-per-node K`` prices two tiers (inside a node, between nodes: ``spmmgnn.tiers``) and
 the sparse algorithms with the flat and the node-aware exchange, and says which
 ``--exchange auto`` would pick. ``--device-link NAME`` also projects one GPU per rank behind
@@ -324,7 +327,7 @@ def _work(args) -> dict:
           f"beta={beta:.3g} s/B ({source}); local rate {rate / 1e9:.3f} G nnz*col/s; "
           f"f={args.features}, epoch = {2 * args.layers} SpMMs", flush=True)
     layouts: dict = {}
-    rows, notes = [], []
+    rows, notes, kept = [], [], []
     for K in args.ranks_per_node or [None]:
         if K is not None:
             a_in, b_in, nics, where = _intra(args)
@@ -350,6 +353,7 @@ def _work(args) -> dict:
         print("\n".join(mine), flush=True)
         rows += got
         notes += mine
+        kept += _kept(A, args, m, itemsize, layouts, K)
         if args.device_link:
             got, mine = _on_devices(A, args, m, itemsize, layouts, rows)
             rows += got
@@ -358,7 +362,7 @@ def _work(args) -> dict:
                alpha_beta_source=source, rate=rate, device_link=args.device_link,
                device_rate=(args.device_rate or DEVICE_RATE[0]) if args.device_link else None,
                f=args.features, layers=args.layers,
-               partitioner=args.partitioner, predictions=rows, summary=notes)
+               partitioner=args.partitioner, predictions=rows, kept=kept, summary=notes)
     if args.compare:
         out["compare"] = compare_runs(A, records, args.partitioner, m,
                                       fixed_rate=args.rate is not None)
@@ -370,6 +374,33 @@ def _work(args) -> dict:
 
         write_text_atomic(args.json, json.dumps(out, indent=1), "--json output")
     return out
+
+
+def _kept(A, args, m, itemsize: int, layouts: dict, K) -> list[dict]:
+    """The training step in the kept layouts (``train --grid-layout`` / ``--plexus-blocks``)
+    of the modelled oblivious2d/3d and plexus3d points, printed next to the same SpMMs in
+    the row layout (``costs.kept_rows``); [] when none is modelled."""
+    from ..benchmark import costs
+
+    kept = costs.kept_rows(A, args.P, _algorithms(args), args.features, itemsize, m,
+                           args.layers, args.partitioner, layouts=layouts, grids=args.grids)
+    if not kept:
+        return []
+    print(f"\nkept layouts (train --grid-layout: oblivious2d/3d; --plexus-blocks: plexus3d): "
+          f"a training step of a {args.layers}-layer GCN {args.features} -> ... -> "
+          f"{args.features} without the first-layer cache ({2 * args.layers - 1} SpMMs, "
+          "the dense products' moves, conversions only of the logits; 'step ms'), and the "
+          "same SpMMs in the row layout, each converting to and from the rows ('rows ms')",
+          flush=True)
+    print(f"{'P':>5} {'grid':>7} {'algorithm':>16} {'max MB sent':>12} {'convert MB':>11} "
+          f"{'step ms':>9} {'rows ms':>9}", flush=True)
+    for r in kept:
+        r["ranks_per_node"] = K
+        print(f"{r['P']:>5} {r['grid']:>7} {r['algorithm']:>16} "
+              f"{r['max_bytes_sent'] / 1e6:>12.3f} {r['max_convert_bytes'] / 1e6:>11.3f} "
+              f"{r['epoch_seconds'] * 1e3:>9.2f} {r['row_step_seconds'] * 1e3:>9.2f}",
+              flush=True)
+    return kept
 
 
 def _on_devices(A, args, m, itemsize: int, layouts: dict, cpu: list[dict]):

@@ -30,6 +30,7 @@ from mpi4py import MPI
 
 from ..collectives import fetch_rows_by_id
 from ..errors import SpmmgnnError, collective_error
+from ..jit import njit
 
 NORMALIZATIONS = ("gcn", "mean", "none")
 # weights above this are scaled down first: a row sum of up to 2**31 of them stays finite
@@ -118,6 +119,64 @@ def gcn_norm(A) -> sp.csr_array:
     B = _row_scale(_scaled(B, scale), s)
     B.data *= s[B.indices]
     return B
+
+
+def gcn_norm_pattern(indptr: np.ndarray, indices: np.ndarray,
+                     dtype=np.float32) -> sp.csr_array:
+    """``gcn_norm`` of an unweighted pattern given as a CSR's ``indptr`` / ``indices`` (any
+    arrays: memory-mapped ``.npy`` files too, each row's columns sorted and distinct, rows
+    the targets), for graphs too large for the float64 copies ``gcn_norm`` makes: one pass
+    counts the missing self loops, one writes the new indices (int32, as the pointers,
+    below 2^31 non-zeros; the loop in sorted place) and the values ``d_i^-1/2 d_j^-1/2`` in
+    ``dtype``, with ``d`` the in-degree plus one. Holds the result (nnz + n indices and
+    values) and three arrays of n + 1."""
+    indptr = np.asarray(indptr)
+    n = indptr.size - 1
+    missing = _lacks_loop(indptr, indices)
+    out_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.diff(indptr) + missing, out=out_ptr[1:])
+    inv = 1.0 / np.sqrt((np.diff(out_ptr)).astype(np.float64))   # every row has its loop
+    index = np.int32 if out_ptr[-1] < 2**31 and n < 2**31 else np.int64   # as scipy keeps
+    out_ptr = out_ptr.astype(index, copy=False)
+    out_idx = np.empty(int(out_ptr[-1]), dtype=index)
+    out_val = np.empty(int(out_ptr[-1]), dtype=dtype)
+    _fill_loops(indptr, indices, inv, out_ptr, out_idx, out_val)
+    return sp.csr_array((out_val, out_idx, out_ptr), shape=(n, n))
+
+
+@njit(cache=True, nogil=True)
+def _lacks_loop(indptr, indices):
+    """1 for each row without a diagonal entry, else 0 (int64)."""
+    n = indptr.size - 1
+    out = np.ones(n, dtype=np.int64)
+    for i in range(n):
+        for t in range(indptr[i], indptr[i + 1]):
+            if indices[t] == i:
+                out[i] = 0
+                break
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _fill_loops(indptr, indices, inv, out_ptr, out_idx, out_val):
+    """Row i's columns with column i inserted in sorted place when missing, and their
+    values ``inv[i] inv[j]``."""
+    for i in range(indptr.size - 1):
+        k = out_ptr[i]
+        placed = out_ptr[i + 1] - out_ptr[i] == indptr[i + 1] - indptr[i]
+        for t in range(indptr[i], indptr[i + 1]):
+            j = indices[t]
+            if not placed and j > i:
+                out_idx[k] = i
+                out_val[k] = inv[i] * inv[i]
+                k += 1
+                placed = True
+            out_idx[k] = j
+            out_val[k] = inv[i] * inv[j]
+            k += 1
+        if not placed:
+            out_idx[k] = i
+            out_val[k] = inv[i] * inv[i]
 
 
 def mean_norm(A, ids=None) -> sp.csr_array:

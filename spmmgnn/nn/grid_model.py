@@ -43,6 +43,7 @@ from ..halo import displacements
 from ..stages import stage_ranges
 from .dropout import relu_dropout
 from .layers import GCNConv, aggregate_first
+from .memory import BlockPlace
 from .models import GNN
 
 GRID_ALGORITHMS = ("oblivious2d", "oblivious3d")
@@ -117,6 +118,15 @@ class GridLayout:
             out[:, b[q]:b[q + 1]] = flat[start:start + n * w].reshape(n, w)
             start += n * w
         return out
+
+
+def block_place(op: DistSpMM) -> BlockPlace:
+    """Where this rank keeps its activations in SUMMA's blocks (``nn.memory.BlockPlace``:
+    the memory preflight): the rows U_il of its process row in its layer, feature block j
+    of pc."""
+    summa: Summa = op.product
+    block = int(np.diff(summa.t.out_rows.offsets).sum())
+    return BlockPlace("grid", op.n_local, block, summa.pc, summa.t.j)
 
 
 class BlockSpMM(torch.autograd.Function):

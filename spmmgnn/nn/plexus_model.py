@@ -41,6 +41,7 @@ from ..stages import stage_ranges
 from ..threads import get_threads
 from .dropout import dropout_mask
 from .layers import aggregate_first
+from .memory import BlockPlace
 from .models import GNN
 
 
@@ -134,6 +135,48 @@ class PlexusTile:
         return op.reduce_scatter(self.gather, part, self.c_bounds, self.gather_far)
 
 
+def tile_entries(op: Plexus3D) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+    """My share of A's non-zeros in V's numbering (rows, columns, values: every non-zero
+    once, the Y copies of plexus3d's tile split it; the tile's columns go from the column
+    permutation to the row one) and, per tile T0, T1, the rank of each of its Y copies."""
+    X, Y, Z = op.grid.shape
+    x, y, z = op.grid.coords
+    row_pos, col_pos = plexus_orders(op.m, op.n, op.permute_seed)
+    indptr, indices, data = op.tile
+    keep = np.arange(indices.size) % Y == y
+    rows = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))[keep]
+    pr = rows + int(op.row_bounds[z * X])
+    col_of = np.empty(op.n, dtype=np.int64)
+    col_of[col_pos] = np.arange(op.n)
+    pc = row_pos[col_of[indices[keep].astype(np.int64) + int(op.col_bounds[x * Z])]]
+    bi = np.searchsorted(op.row_bounds, pr, side="right") - 1
+    bj = np.searchsorted(op.row_bounds, pc, side="right") - 1
+    dests = []
+    for t in (0, 1):
+        # T0 lies on rank (x = column group, z = row group), T1 the other way round
+        hx, hz = (bj % X, bi // X) if t == 0 else (bi % X, bj // X)
+        dests.append(((hx[:, None] * Y + np.arange(Y)) * Z + hz[:, None]).ravel())
+    return pr, pc, data[keep], dests
+
+
+def block_place(op: Plexus3D) -> BlockPlace:
+    """Collective: where this rank keeps its activations and tiles in layout V
+    (``nn.memory.BlockPlace``: the memory preflight), the tiles' non-zeros counted as they
+    will arrive (one ``Alltoall`` of counts per tile) before any is built."""
+    X, Y, Z = op.grid.shape
+    x, y, z = op.grid.coords
+    sizes = np.diff(op.row_bounds)
+    lines = (int(sizes[z * X:(z + 1) * X].sum()), int(sizes[x::X].sum()))   # T0, T1 rows
+    comm, counts = op.grid.comm, []
+    for dest in tile_entries(op)[3]:
+        send = np.bincount(dest, minlength=comm.Get_size()).astype(np.int64)
+        recv = np.empty_like(send)
+        comm.Alltoall(send, recv)
+        counts.append(int(recv.sum()))
+    return BlockPlace("plexus", op.n_local, int(sizes[z * X + x]), Y, y, lines,
+                      tuple(counts), lines)
+
+
 class PlexusPlan:
     """Everything that depends on the pattern: layout ``V``, both tiles, the vertex ids of
     my block (the dropout masks are keyed by them), the feature axis' communicator."""
@@ -145,24 +188,9 @@ class PlexusPlan:
         self.op, self.shape, self.y = op, (X, Y, Z), y
         self.along_y = grid.comm_along("col")
         self.far_y = ~grid.node_map(self.along_y).same
-        row_pos, col_pos = plexus_orders(op.m, op.n, op.permute_seed)
-        # every non-zero of A once (the Y copies of a tile split it), in V's numbering:
-        # the tile's columns go from the column permutation to the row one
-        indptr, indices, data = op.tile
-        keep = np.arange(indices.size) % Y == y
-        rows = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))[keep]
-        pr = rows + int(op.row_bounds[z * X])
-        col_of = np.empty(op.n, dtype=np.int64)
-        col_of[col_pos] = np.arange(op.n)
-        pc = row_pos[col_of[indices[keep].astype(np.int64) + int(op.col_bounds[x * Z])]]
-        values = data[keep]
-        bi = np.searchsorted(op.row_bounds, pr, side="right") - 1
-        bj = np.searchsorted(op.row_bounds, pc, side="right") - 1
+        pr, pc, values, dests = tile_entries(op)
         self.tiles = []
-        for t in (0, 1):
-            # T0 lies on rank (x = column group, z = row group), T1 the other way round
-            hx, hz = (bj % X, bi // X) if t == 0 else (bi % X, bj // X)
-            dest = ((hx[:, None] * Y + np.arange(Y)) * Z + hz[:, None]).ravel()
+        for t, dest in enumerate(dests):
             got = redistribute(grid.comm, tuple(np.repeat(a, Y) for a in (pr, pc, values)),
                                dest)
             self.tiles.append(self._tile(got, t, row_blocks))

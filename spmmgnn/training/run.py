@@ -189,6 +189,9 @@ def options_error(spec: RunSpec) -> str | None:
     if spec.grid_layout and spec.algorithm not in GRID_ALGORITHMS:
         return (f"--grid-layout keeps the activations in SUMMA's blocks: it needs --algorithm "
                 f"{' or '.join(GRID_ALGORITHMS)}, got {spec.algorithm}")
+    if spec.plexus_blocks and spec.algorithm != "plexus3d":
+        return (f"--plexus-blocks trains in Plexus's blocks: it needs --algorithm plexus3d, "
+                f"got {spec.algorithm}")
     return None
 
 

@@ -29,15 +29,18 @@ import torch
 from mpi4py import MPI
 
 from ..algorithms.delayed import BACKWARDS, DelayedRemote
+from ..algorithms.plexus3d import Plexus3D
 from ..collectives import allreduce_rows
 from ..device import describe, synchronizer
 from ..errors import SpmmgnnError, agree, collective_error
 from ..hashing import uniform_by_id
 from ..machine import peak_rss_bytes, ranks_on_this_node
-from ..nn.grid_model import GridForward
-from ..nn.memory import ModelShape, model_problem
+from ..nn.grid_model import GRID_ALGORITHMS, GridForward
+from ..nn.grid_model import block_place as grid_place
+from ..nn.memory import ModelShape, block_problem, model_problem
 from ..nn.models import build_model
 from ..nn.plexus_model import PlexusGCN
+from ..nn.plexus_model import block_place as plexus_place
 from ..threads import scope
 from ..wire import allgather_json, gather_json
 from . import on_device
@@ -274,10 +277,24 @@ class Trainer:
         device grid also when they and the operator's blocks do not fit the device's free
         memory (``training.on_device.memory_problem``)."""
         shape = self._model_shape()
-        problem = model_problem(shape, self.data.op.n_local, ranks_on_this_node(self.comm))
+        place = self._block_place()
+        ranks = ranks_on_this_node(self.comm)
+        problem = model_problem(shape, self.data.op.n_local, ranks) if place is None else \
+            block_problem(shape, place, ranks, self.config.cache_input_aggregation)
         agree(self.comm, problem and f"{problem}: lower --hidden or --layers, or use more nodes")
         if self.device is not None:
             agree(self.comm, on_device.memory_problem(self.data.op, shape, self.comm))
+
+    def _block_place(self):
+        """Where a block layout keeps this rank's activations (``nn.memory.BlockPlace``;
+        collective for Plexus's tiles), or None: the row layout, or an operator the layout
+        refuses later with its own message."""
+        op, c = self.data.op, self.config
+        if c.grid_layout and op.name in GRID_ALGORITHMS:
+            return grid_place(op)
+        if c.plexus_blocks and isinstance(op, Plexus3D):
+            return plexus_place(op)
+        return None
 
     def _place_data(self) -> None:
         """What an epoch reads, where it runs: the data's own tensors without a device;

@@ -5,7 +5,8 @@ On a symmetric and a directed CSBM graph (n not divisible by the grid, uneven bl
 empty), a 3-layer GCN with dropout trains 3 epochs with ``oblivious2d`` twice, in the block
 layout and in the row layout, and once on rank 0 alone (P = 1, ``sparse1d``). Rank 0 writes
 per case: the losses of the three runs and, per rank, the bytes of epochs 2 and 3 by phase
-(algorithm, convert) next to CAGNET's formula computed here from scipy alone, and
+(algorithm, convert) next to CAGNET's formula computed here from scipy alone and to the
+volume model's (``benchmark.kept_volumes``, what ``spmmgnn model`` prices), and
 every rank's error for a model the block layout refuses.
 """
 
@@ -20,6 +21,8 @@ import torch
 from mpi4py import MPI
 
 import spmmgnn
+from spmmgnn.benchmark.kept_volumes import kept_step
+from spmmgnn.benchmark.volumes import Layout
 from spmmgnn.data.csbm import csbm
 from spmmgnn.data.normalize import normalize
 from spmmgnn.grid import parse_grid
@@ -148,9 +151,12 @@ def main(path: str, text: str) -> None:
                 + [int(g.num_classes)]
             formula = cagnet_epoch(A, np.asarray(data.op.row_offsets), shape, dims,
                                    bool(data.op.symmetric))
+            step = kept_step(family, Layout.build(A, sizes, P), P, dims, 4,
+                             bool(data.op.symmetric), True, shape)   # spmmgnn model's
             cases.append(dict(directed=directed, symmetric=bool(data.op.symmetric),
                               n=g.n, sizes=sizes, blocks=blocks, rows=rows, single=single,
                               ranks=ranks, row_ranks=row_ranks, formula=formula,
+                              model=np.stack([step.algorithm, step.convert], 1).tolist(),
                               acc=acc, row_acc=row_acc, single_acc=single_acc,
                               errors=errors))
     if comm.rank == 0:

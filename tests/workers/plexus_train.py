@@ -20,7 +20,10 @@ from mpi4py import MPI
 
 import spmmgnn
 from spmmgnn.algorithms import Plexus3D
+from spmmgnn.benchmark.kept_volumes import kept_step
+from spmmgnn.benchmark.volumes import Layout
 from spmmgnn.data.csbm import csbm
+from spmmgnn.data.normalize import normalize
 from spmmgnn.training import TrainConfig, Trainer, distribute_graph
 
 from common import one_way
@@ -76,9 +79,15 @@ def main(path: str, shape: str) -> None:
                           losses=[h["loss"] for h in out["history"]], final=out["final"],
                           symmetric=data.op.symmetric, ranks=ranks,
                           phases=list(s["bytes_sent_by_phase"])))
-    if comm.rank == 0:
+    if comm.rank == 0:   # spmmgnn model's step in Plexus's blocks (benchmark.kept_volumes)
+        dims = [GRAPH["num_features"]] + [MODEL["hidden"]] * (MODEL["layers"] - 1) \
+            + [GRAPH["num_classes"]]
+        layout = Layout.build(normalize(graph().adj, "gcn"), list(np.diff(data.op.row_offsets)),
+                              comm.size)
+        step = kept_step("plexus3d", layout, comm.size, dims, 4, shape=tuple(grid.shape))
+        model = np.stack([step.algorithm, step.convert], 1).tolist()
         with open(path, "w") as fh:
-            json.dump(dict(graph=GRAPH, cases=cases), fh)
+            json.dump(dict(graph=GRAPH, cases=cases, model=model), fh)
 
 
 if __name__ == "__main__":
