@@ -310,10 +310,11 @@ class HaloPlan(Route):
         stochastic rounding for this call; ``slot`` keeps exchanges in flight at the same
         time in separate buffers."""
         f, codec = x_local.shape[1], self.codec
-        if self.passthrough(codec, x_local.dtype):
+        if codec is None or self.passthrough(codec, x_local.dtype):
             send = self.buffer("send", self.n_send, f, x_local.dtype, slot)
-            with self.stats.timing("seconds_exchange"):
-                kernels.gather_rows(x_local, self.send_idx, send)
+            t0 = time.perf_counter()  # (two clock reads instead of a timing block)
+            kernels.gather_rows(x_local, self.send_idx, send)
+            self.stats.seconds_exchange += time.perf_counter() - t0
             return Exchange(self, self._post(send, ghost, True), ghost, None, ghost, True)
         send = self._encode(codec, x_local, self.send_idx, self.n_send, "enc_send", key, slot)
         recv = self.buffer("enc_recv", self.n_ghost, send.shape[1], np.uint8, slot)

@@ -733,11 +733,11 @@ def _check_probe(failed: bool, f: int, itemsize: int, what: str, side: str | Non
     side, root]`` and its bytes, made once per distinct call (read-only: MPI only sends
     it). With no rank failed, the MAX reduction equals the probe exactly when every rank
     sent the same values."""
-    c = CALLS.index(what)
-    s = SIDES.index(side) if side in SIDES else -1 if side is None else -2
-    key = (failed, f, itemsize, c, s, root)
+    s = -1 if side is None else SIDES.index(side) if side in SIDES else -2
+    key = (failed, f, itemsize, what, s, root)
     found = _PROBES.get(key)
     if found is None:
+        c = CALLS.index(what)
         probe = np.array([failed, f, -f, itemsize, -itemsize, c, -c, s, -s, root, -root],
                          dtype=np.int64)
         probe.flags.writeable = False
