@@ -449,17 +449,7 @@ class DistSpMM(RowAlgebra):
         out = recycled_empty((self.n_local, x.shape[1]), x.dtype)
         self.stats.calls_matmul += 1
         key = self.rounding_key(stream, 0) if self.keyed() else 0
-        # the library's threads for its kernels (one for a tiny call), the caller's after
-        limit = self.call_threads(x.shape[1])
-        if limit == 1:  # (scope(1) without the scope object)
-            before = serial_enter()
-            try:
-                self._matmul(x, out, key)
-            finally:
-                serial_exit(before)
-        else:
-            with scope(limit):
-                self._matmul(x, out, key)
+        self._in_threads(self._matmul, x, out, key)
         return like_input(out[:, 0] if vector else out, X_local)
 
     def matmul_t(self, Y_local, stream: int | None = None):
@@ -472,17 +462,22 @@ class DistSpMM(RowAlgebra):
         out = recycled_empty((self.n_local_in, y.shape[1]), y.dtype)
         self.stats.calls_matmul_t += 1
         key = self.rounding_key(stream, 1) if self.keyed() else 0
-        limit = self.call_threads(y.shape[1])
-        if limit == 1:  # (scope(1) without the scope object)
-            before = serial_enter()
-            try:
-                self._matmul_t(y, out, key)
-            finally:
-                serial_exit(before)
-        else:
-            with scope(limit):
-                self._matmul_t(y, out, key)
+        self._in_threads(self._matmul_t, y, out, key)
         return like_input(out[:, 0] if vector else out, Y_local)
+
+    def _in_threads(self, run, x: np.ndarray, out: np.ndarray, key: int) -> None:
+        """``run(x, out, key)`` on the library's threads (one for a tiny call), the caller's
+        after: ``scope(1)``'s setting without the scope object when one thread runs it."""
+        limit = self.call_threads(x.shape[1])
+        if limit != 1:
+            with scope(limit):
+                run(x, out, key)
+            return
+        before = serial_enter()
+        try:
+            run(x, out, key)
+        finally:
+            serial_exit(before)
 
     def call_threads(self, f: int) -> int | None:
         """1 for a call on f columns whose local work ((non-zeros + rows) x f) is below
