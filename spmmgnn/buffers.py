@@ -17,6 +17,7 @@ class BufferPool:
 
     def __init__(self):
         self._arrays: dict[tuple, np.ndarray] = {}
+        self._ids: set[int] = set()  # id() of every array handed out (kept for good)
 
     def get(self, name: str, shape: tuple[int, ...], dtype, slot=0) -> np.ndarray:
         buf = self._arrays.get((name, shape, dtype, slot))  # hit: no key to normalize
@@ -25,7 +26,13 @@ class BufferPool:
             buf = self._arrays.get(key)
             if buf is None:
                 buf = self._arrays[key] = np.empty(key[1], dtype=key[2])
+                self._ids.add(id(buf))
         return buf
+
+    def owns(self, array: np.ndarray) -> bool:
+        """Whether ``array`` is one of this pool's buffers (itself, not a view): it lives
+        as long as the pool, so a persistent request may hold it."""
+        return id(array) in self._ids
 
     def nbytes(self) -> int:
         """Bytes held by the pool (what its buffers add to a rank's memory)."""

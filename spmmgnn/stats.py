@@ -93,18 +93,23 @@ class CommStats:
         ``inter_sent`` / ``inter_received`` crossed between nodes (None: all of them, the
         conservative count of an exchange that does not know its peers' nodes). ``legs``:
         what this adds to ``exchanges`` (a node-aware exchange counts its first leg as 1 and
-        the other two as 0). Every algorithm counts its bytes here."""
-        self.exchanges += legs
-        self.bytes_sent += int(sent)
-        self.bytes_received += int(received)
-        inter_sent = int(sent) if inter_sent is None else int(inter_sent)
-        inter_received = int(received) if inter_received is None else int(inter_received)
-        self.bytes_sent_inter += inter_sent
-        self.bytes_sent_intra += int(sent) - inter_sent
-        self.bytes_received_inter += inter_received
-        self.bytes_received_intra += int(received) - inter_received
-        self.payload_bytes_sent += int(sent) - int(param_bytes)
-        self.param_bytes_sent += int(param_bytes)
+        the other two as 0). Every algorithm counts its bytes here, or adds the same
+        ``exchange_deltas`` made once for an exchange that repeats (``add_exchange``)."""
+        self.add_exchange(exchange_deltas(sent, received, param_bytes, inter_sent,
+                                          inter_received, legs))
+
+    def add_exchange(self, d: tuple[int, ...]) -> None:
+        """Add one exchange's ``exchange_deltas`` (the halo routes make them once per
+        buffer pair: nothing is converted or summed per call)."""
+        self.exchanges += d[0]
+        self.bytes_sent += d[1]
+        self.bytes_received += d[2]
+        self.bytes_sent_inter += d[3]
+        self.bytes_sent_intra += d[4]
+        self.bytes_received_inter += d[5]
+        self.bytes_received_intra += d[6]
+        self.payload_bytes_sent += d[7]
+        self.param_bytes_sent += d[8]
 
     def count_convert(self, sent: int, received: int) -> None:
         """Of an exchange counted with ``count_exchange``: bytes that only changed the
@@ -137,3 +142,16 @@ class _Timing:
     def __exit__(self, *exc) -> None:
         setattr(self.stats, self.field,
                 getattr(self.stats, self.field) + time.perf_counter() - self.t0)
+
+
+def exchange_deltas(sent: int, received: int, param_bytes: int = 0,
+                    inter_sent: int | None = None, inter_received: int | None = None,
+                    legs: int = 1) -> tuple[int, ...]:
+    """What ``CommStats.count_exchange`` adds to the counters, in ``add_exchange``'s order:
+    (exchanges, bytes sent, received, sent inter, sent intra, received inter, received
+    intra, payload sent, parameters sent)."""
+    sent, received, param_bytes = int(sent), int(received), int(param_bytes)
+    inter_sent = sent if inter_sent is None else int(inter_sent)
+    inter_received = received if inter_received is None else int(inter_received)
+    return (int(legs), sent, received, inter_sent, sent - inter_sent, inter_received,
+            received - inter_received, sent - param_bytes, param_bytes)

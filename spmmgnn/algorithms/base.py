@@ -38,9 +38,10 @@ from ..grid import ProcessGrid, format_shape, near_square, parse_grid
 from ..hashing import mix64, uniform_by_id
 from ..layout import Partition, bcast_partition, resolve_partition
 from ..node_exchange import EXCHANGES, exchange_plan
+from ..persistent import Owned, start
 from ..reorder import block_rcm, with_order
 from ..stats import CommStats
-from ..threads import ensure_threads, scope
+from ..threads import ensure_threads, scope, serial_enter, serial_exit
 from ..tiers import network
 from ..wire import bcast_json
 from .linalg import RowAlgebra, well_formed
@@ -448,9 +449,7 @@ class DistSpMM(RowAlgebra):
         out = recycled_empty((self.n_local, x.shape[1]), x.dtype)
         self.stats.calls_matmul += 1
         key = self.rounding_key(stream, 0) if self.keyed() else 0
-        # the library's threads for its kernels (one for a tiny call), the caller's after
-        with scope(self.call_threads(x.shape[1])):
-            self._matmul(x, out, key)
+        self._in_threads(self._matmul, x, out, key)
         return like_input(out[:, 0] if vector else out, X_local)
 
     def matmul_t(self, Y_local, stream: int | None = None):
@@ -463,9 +462,22 @@ class DistSpMM(RowAlgebra):
         out = recycled_empty((self.n_local_in, y.shape[1]), y.dtype)
         self.stats.calls_matmul_t += 1
         key = self.rounding_key(stream, 1) if self.keyed() else 0
-        with scope(self.call_threads(y.shape[1])):
-            self._matmul_t(y, out, key)
+        self._in_threads(self._matmul_t, y, out, key)
         return like_input(out[:, 0] if vector else out, Y_local)
+
+    def _in_threads(self, run, x: np.ndarray, out: np.ndarray, key: int) -> None:
+        """``run(x, out, key)`` on the library's threads (one for a tiny call), the caller's
+        after: ``scope(1)``'s setting without the scope object when one thread runs it."""
+        limit = self.call_threads(x.shape[1])
+        if limit != 1:
+            with scope(limit):
+                run(x, out, key)
+            return
+        before = serial_enter()
+        try:
+            run(x, out, key)
+        finally:
+            serial_exit(before)
 
     def call_threads(self, f: int) -> int | None:
         """1 for a call on f columns whose local work ((non-zeros + rows) x f) is below
@@ -533,24 +545,23 @@ class DistSpMM(RowAlgebra):
             arr, error = x, None
         else:
             arr, error = self.local_rows(x, what, None, device=device)
-        if side is not None and side not in SIDES:
-            error = error or f"{what}: side must be 'input' or 'output', got {side!r}"
-        if isinstance(root, bool) or not isinstance(root, (int, np.integer)) \
-                or not 0 <= root < comm.Get_size():
-            error = error or (f"{what}: root must be a rank of the grid's "
-                              f"{comm.Get_size()}, got {root!r}")
-            root = -1
-        if what != "scatter_rows":  # (after side and root: a bad side explains wrong rows)
-            error = error or _rows_error(arr, what, rows, side)
-        if comm.Get_size() == 1:
-            agree(comm, error)
-            return arr
+            if side is not None and side not in SIDES:
+                error = error or f"{what}: side must be 'input' or 'output', got {side!r}"
+            if isinstance(root, bool) or not isinstance(root, (int, np.integer)) \
+                    or not 0 <= root < comm.Get_size():
+                error = error or (f"{what}: root must be a rank of the grid's "
+                                  f"{comm.Get_size()}, got {root!r}")
+                root = -1
+            if what != "scatter_rows":  # (after side and root: a bad side explains rows)
+                error = error or _rows_error(arr, what, rows, side)
+            if comm.Get_size() == 1:
+                agree(comm, error)
+                return arr
         # one MAX reduction of (error, v, -v) for v = width, itemsize, call, side, root
         # gives each v's largest and smallest value over the ranks
         f = arr.shape[1] if arr.ndim == 2 else 0
         probe, mine = _check_probe(error is not None, f, arr.itemsize, what, side, root)
-        seen = np.empty_like(probe)
-        comm.Allreduce(probe, seen, op=MPI.MAX)
+        seen = self._reduce_probe(probe)
         if seen.tobytes() == mine:  # the maxima of v and -v are mine: every rank agrees
             return arr
         got = seen.tolist()
@@ -562,6 +573,22 @@ class DistSpMM(RowAlgebra):
             error = f"{what}: ranks disagree on the number of columns or the dtype"
         agree(comm, error)
         return arr
+
+    def _reduce_probe(self, probe: np.ndarray) -> np.ndarray:
+        """Collective: the MAX reduction of ``check_local``'s probe over the grid, through
+        one persistent ``Allreduce`` made on the operator's first validated call (the same
+        call on every rank: ``persistent``); the result is overwritten by the next call."""
+        made = self.__dict__.get("_probe_reduce")
+        if made is None:
+            send = np.zeros(PROBE_SIZE, dtype=np.int64)
+            seen = np.empty_like(send)
+            request = Owned(self).allreduce(self.grid.comm, send, seen, MPI.MAX)
+            made = self._probe_reduce = (send, seen, request)
+        send, seen, request = made
+        send[:] = probe
+        start(request)
+        request.Wait()
+        return seen
 
     @staticmethod
     def local_rows(x, what: str, rows: int | None, side: str | None = None,
@@ -692,6 +719,7 @@ def kernel_counts(choices: list[dict]) -> dict[str, int]:
 
 
 _PROBES: dict[tuple, tuple[np.ndarray, bytes]] = {}
+PROBE_SIZE = 11  # [failed, v, -v for v = width, itemsize, call, side, root]
 
 
 def _check_probe(failed: bool, f: int, itemsize: int, what: str, side: str | None,
@@ -700,11 +728,11 @@ def _check_probe(failed: bool, f: int, itemsize: int, what: str, side: str | Non
     side, root]`` and its bytes, made once per distinct call (read-only: MPI only sends
     it). With no rank failed, the MAX reduction equals the probe exactly when every rank
     sent the same values."""
-    c = CALLS.index(what)
-    s = SIDES.index(side) if side in SIDES else -1 if side is None else -2
-    key = (failed, f, itemsize, c, s, root)
+    s = -1 if side is None else SIDES.index(side) if side in SIDES else -2
+    key = (failed, f, itemsize, what, s, root)
     found = _PROBES.get(key)
     if found is None:
+        c = CALLS.index(what)
         probe = np.array([failed, f, -f, itemsize, -itemsize, c, -c, s, -s, root, -root],
                          dtype=np.int64)
         probe.flags.writeable = False
