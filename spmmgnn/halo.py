@@ -34,7 +34,7 @@ from .codecs import CastCodec, Codec
 from .errors import agree
 from .hashing import mix64
 from .nodes import NodeMap
-from .persistent import Owned, start
+from .persistent import Owned, available, start
 from .stats import CommStats, exchange_deltas
 
 NO_INDEX = np.zeros(0, dtype=np.int64)
@@ -171,7 +171,7 @@ class Route:
         # per (direction, send buffer, recv buffer, parameter bytes) of the pool's own
         # buffers: (send, recv, persistent request, the statistics' increments)
         self._posts: dict[tuple, tuple] = {}
-        self._persistent = Owned(self)
+        self._persistent = Owned(self) if available() else None
 
     def buffer(self, name: str, rows: int, f: int, dtype, slot: int = 0) -> np.ndarray:
         """A reusable (rows x f) buffer of the plan's pool."""
@@ -224,7 +224,8 @@ class Route:
         deltas = exchange_deltas(sent * row_bytes, received * row_bytes, sent * param_bytes,
                                  inter_sent * row_bytes, inter_received * row_bytes,
                                  legs=self.legs)
-        if not (self.buffers.owns(send) and self.buffers.owns(recv)):
+        if self._persistent is None or not (self.buffers.owns(send)
+                                            and self.buffers.owns(recv)):
             return specs, recv, None, deltas
         made = (send, recv, self._persistent.alltoallv(self.comm, *specs), deltas)
         self._posts[(forward, id(send), id(recv), param_bytes)] = made

@@ -2,7 +2,7 @@
 arguments of a collective that runs again and again on the same buffers are read once, and
 each call is ``Start`` + ``Wait``.
 
-Why: mpi4py reads an ``Ialltoallv``'s buffers, counts and displacements anew on every call;
+Used only where ``available()``: an MPI 4 library. Why: mpi4py reads an ``Ialltoallv``'s buffers, counts and displacements anew on every call;
 at P = 2 a 64-row exchange posted that way took ~3.1 us with its ``Wait`` against ~1.5 us
 for the same exchange made persistent, and an 11-number ``Allreduce`` 2.9 against 1.5 us
 (``/tmp`` micro-benchmark, 2026-11-26, load 1.6-2.0). A solver's single-column product pays
@@ -23,9 +23,22 @@ The rules that keep this safe:
 
 from __future__ import annotations
 
+import os
 import weakref
 
 from mpi4py import MPI
+
+# ``SPMMGNN_PERSISTENT=0`` turns them off (every call posts its collective anew)
+ENV = "SPMMGNN_PERSISTENT"
+
+
+def available() -> bool:
+    """Whether persistent collectives are used: an MPI 4 library (MPICH 4, Open MPI 5; a
+    cluster's MPI 3 has none, and then every call posts its collective anew, as before)
+    and an mpi4py that has them, unless ``SPMMGNN_PERSISTENT=0``."""
+    if os.environ.get(ENV, "").strip() == "0":
+        return False
+    return MPI.Get_version() >= (4, 0) and hasattr(MPI.Comm, "Alltoallv_init")
 
 
 def start(request: MPI.Prequest) -> None:

@@ -19,11 +19,15 @@ WORDS = dict(nan_on_last_rank="matmul: input has NaN or Inf values",
                                 "matmul_t)")
 
 
-@pytest.fixture(scope="module", params=[2, 3])
+@pytest.fixture(scope="module", params=[(2, "auto"), (3, "auto"), (2, "0")],
+                ids=["P2", "P3", "P2-no-persistent"])
 def run(request, tmp_path_factory):
-    out = tmp_path_factory.mktemp(f"percall-{request.param}") / "out.json"
-    proc = run_mpi(request.param, "percall_cases.py", str(out), timeout=300)
-    return request.param, json.loads(out.read_text()), proc.stderr
+    """``SPMMGNN_PERSISTENT=0``: the path of an MPI 3 library (plain collectives)."""
+    P, persistent = request.param
+    out = tmp_path_factory.mktemp(f"percall-{P}-{persistent}") / "out.json"
+    proc = run_mpi(P, "percall_cases.py", str(out), timeout=300,
+                   env={"SPMMGNN_PERSISTENT": persistent})
+    return P, json.loads(out.read_text()), proc.stderr
 
 
 def test_calls_match_scipy_and_counters_stay_exact(run):

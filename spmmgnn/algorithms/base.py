@@ -38,7 +38,7 @@ from ..grid import ProcessGrid, format_shape, near_square, parse_grid
 from ..hashing import mix64, uniform_by_id
 from ..layout import Partition, bcast_partition, resolve_partition
 from ..node_exchange import EXCHANGES, exchange_plan
-from ..persistent import Owned, start
+from ..persistent import Owned, available, start
 from ..reorder import block_rcm, with_order
 from ..stats import CommStats
 from ..threads import ensure_threads, scope, serial_enter, serial_exit
@@ -579,6 +579,10 @@ class DistSpMM(RowAlgebra):
         one persistent ``Allreduce`` made on the operator's first validated call (the same
         call on every rank: ``persistent``); the result is overwritten by the next call."""
         made = self.__dict__.get("_probe_reduce")
+        if made is None and not available():  # an MPI 3 library: a plain Allreduce
+            seen = np.empty_like(probe)
+            self.grid.comm.Allreduce(probe, seen, op=MPI.MAX)
+            return seen
         if made is None:
             send = np.zeros(PROBE_SIZE, dtype=np.int64)
             seen = np.empty_like(send)
