@@ -2,11 +2,11 @@
 arguments of a collective that runs again and again on the same buffers are read once, and
 each call is ``Start`` + ``Wait``.
 
-Used only where ``available()``: an MPI 4 library. Why: mpi4py reads an ``Ialltoallv``'s buffers, counts and displacements anew on every call;
-at P = 2 a 64-row exchange posted that way took ~3.1 us with its ``Wait`` against ~1.5 us
-for the same exchange made persistent, and an 11-number ``Allreduce`` 2.9 against 1.5 us
-(``/tmp`` micro-benchmark, 2026-11-26, load 1.6-2.0). A solver's single-column product pays
-both on every iteration.
+Used only where ``available()``: an MPI 4 library. Why: mpi4py reads an ``Ialltoallv``'s
+buffers, counts and displacements anew on every call; at P = 2 a 64-row exchange posted that
+way took ~3.1 us with its ``Wait`` against ~1.5 us for the same exchange made persistent,
+and an 11-number ``Allreduce`` 2.9 against 1.5 us (``/tmp`` micro-benchmark, 2026-11-26,
+load 1.6-2.0). A solver's single-column product pays both on every iteration.
 
 The rules that keep this safe:
 

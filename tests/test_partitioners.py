@@ -391,3 +391,50 @@ def test_no_partitioner_gives_contiguous_blocks_with_metrics(method):
     np.testing.assert_array_equal(P.parts, np.repeat(np.arange(4), [26, 26, 26, 25]))
     m = metrics(A, P.parts, 4)
     assert (P.metrics.total_volume, P.metrics.max_send) == (m.total_volume, m.max_send)
+
+
+def _scipy_structures(A: sp.csr_array) -> tuple[sp.csr_array, sp.csr_array, sp.csc_array]:
+    """What ``symmetric_graph`` and ``ColumnNet.from_matrix`` build, by scipy: the pattern
+    of A + A^T without the diagonal; B = pattern(A) + I and its CSC."""
+    P = sp.csr_array((np.ones(A.indices.size, dtype=np.int8), A.indices.copy(),
+                      A.indptr.copy()), shape=A.shape)
+    P.sum_duplicates()
+    P.data[:] = 1
+    G = sp.csr_array(P + P.T)
+    G.setdiag(0)
+    G.eliminate_zeros()
+    G.sort_indices()
+    B = sp.csr_array(P + sp.eye_array(A.shape[0], dtype=np.int8, format="csr"))
+    B.sort_indices()
+    C = sp.csc_array(B)
+    C.sort_indices()
+    return G, B, C
+
+
+@pytest.mark.parametrize("n,m", [(1, 0), (6, 0), (40, 300), (500, 3000), (2000, 40)])
+def test_lean_structures_equal_scipys(n, m):
+    """The numba-built graph and hypergraph (no scipy sums, copies or int64 casts) equal
+    scipy's construction on directed matrices with duplicates, explicit zeros, diagonal
+    entries and empty rows."""
+    from spmmgnn.partitioners.model import ColumnNet, symmetric_graph
+
+    rng = np.random.default_rng(n + m)
+    A = sp.csr_array((rng.random(m), (rng.integers(0, n, m), rng.integers(0, n, m))),
+                     shape=(n, n))
+    # each row reversed (unsorted) with its first entry twice (a duplicate), every fifth
+    # value an explicit zero (still a pin)
+    rows = [A.indices[a:b][::-1] for a, b in zip(A.indptr, A.indptr[1:], strict=False)]
+    rows = [np.r_[x, x[:1]] for x in rows]
+    ptr = np.r_[0, np.cumsum([x.size for x in rows])].astype(np.int64)
+    nnz = int(ptr[-1])
+    A = sp.csr_array((np.where(np.arange(nnz) % 5 == 0, 0.0, 1.0),
+                      np.concatenate(rows).astype(np.int32) if nnz else np.zeros(0, np.int32),
+                      ptr), shape=(n, n))
+    G, B, C = _scipy_structures(A)
+    g = symmetric_graph(A)
+    assert g.indices.dtype == np.int32 and g.data.dtype == np.int8
+    assert np.array_equal(g.indptr, G.indptr) and np.array_equal(g.indices, G.indices)
+    cn = ColumnNet.from_matrix(A)
+    for got, want in ((cn.vptr, B.indptr), (cn.vnets, B.indices), (cn.nptr, C.indptr),
+                      (cn.npins, C.indices)):
+        assert got.dtype == np.int64 and np.array_equal(got, want)
