@@ -83,6 +83,7 @@ def kaminpar_parts(A: sp.csr_array, k: int, loads: np.ndarray, cap: int, seed: i
     os.close(fd)
     try:
         write_parhip(G, np.maximum(loads, 1), path)
+        del G  # KaMinPar holds its own copy: ours is freed before it partitions (if ours)
         graph = kaminpar.load_graph(path, kaminpar.GraphFileFormat.PARHIP)
     finally:
         os.unlink(path)
