@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SpmmgnnError
-from ..jit import njit, prange
+from ..jit import njit
 
 
 def as_square_csr(A) -> sp.csr_array:
@@ -168,13 +168,15 @@ def _fill_rows(indptr, indices, ptr, out, transpose, diagonal):
                 at[c] += 1
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _merge_rows(ptr, out, diagonal):
     """Sort each row and keep one copy of each column (the diagonal only with
-    ``diagonal``), in place at the row's start; returns the rows' new lengths."""
+    ``diagonal``), in place at the row's start; returns the rows' new lengths. Serial: a
+    parallel region here starts numba's OpenMP pool, and ``default`` later forks its
+    Mt-KaHyPar child, which GNU OpenMP then aborts."""
     n = ptr.size - 1
     keep = np.zeros(n, dtype=np.int64)
-    for r in prange(n):
+    for r in range(n):
         row = out[ptr[r]:ptr[r + 1]]
         row.sort()
         k = 0
