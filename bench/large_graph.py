@@ -36,6 +36,8 @@ from numba import njit, prange
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from spmmgnn.partitioners.model import _compact_rows, _merge_rows  # noqa: E402
+
 
 @njit(cache=True, inline="always")
 def _mix(x):
@@ -90,29 +92,18 @@ def _fill(m, scale, seed, perm, a, ab, abc, indptr, indices):
             pos[v] += 1
 
 
-@njit(cache=True, parallel=True)
-def _dedup(indptr, indices):
-    """Sort each row and keep one copy of each neighbour; returns the new row lengths."""
+def lean_matrix(stem, dtype=np.int8):
+    """The graph of ``<stem>.indptr.npy`` / ``<stem>.indices.npy`` (``rmat_lean``'s files,
+    memory-mapped) as a CSR array of ``dtype`` ones; int32 pointers where they fit, or scipy
+    would widen the int32 indices to an int64 copy."""
+    import scipy.sparse as sp
+
+    indptr = np.load(f"{stem}.indptr.npy", mmap_mode="r", allow_pickle=False)
+    indices = np.load(f"{stem}.indices.npy", mmap_mode="r", allow_pickle=False)
+    if indptr[-1] < 2**31 - 1:
+        indptr = indptr.astype(np.int32)
     n = indptr.size - 1
-    keep = np.zeros(n, dtype=np.int64)
-    for v in prange(n):
-        row = indices[indptr[v]:indptr[v + 1]]
-        row.sort()
-        k = 0
-        for i in range(row.size):
-            if i == 0 or row[i] != row[i - 1]:
-                row[k] = row[i]
-                k += 1
-        keep[v] = k
-    return keep
-
-
-@njit(cache=True)
-def _compact(indptr, indices, keep, out_ptr, out):
-    for v in range(keep.size):
-        lo = indptr[v]
-        for i in range(keep[v]):
-            out[out_ptr[v] + i] = indices[lo + i]
+    return sp.csr_array((np.ones(indices.size, dtype=dtype), indices, indptr), shape=(n, n))
 
 
 def rmat_lean(scale: int, edge_factor: int = 16, seed: int = 0,
@@ -129,12 +120,12 @@ def rmat_lean(scale: int, edge_factor: int = 16, seed: int = 0,
     del deg
     indices = np.empty(int(indptr[-1]), dtype=np.int32)
     _fill(m, scale, seed, perm, a, a + b, a + b + c, indptr, indices)
-    keep = _dedup(indptr, indices)
+    # rows sorted and deduplicated as the partitioners' graph is (no self loops were drawn)
+    keep = _merge_rows(indptr, indices, True)
     out_ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(keep, out=out_ptr[1:])
-    out = np.empty(int(out_ptr[-1]), dtype=np.int32)
-    _compact(indptr, indices, keep, out_ptr, out)
-    return out_ptr, out
+    _compact_rows(indptr, indices, keep, out_ptr)
+    return out_ptr, indices[:int(out_ptr[-1])].copy()
 
 
 def _run(cmd: list[str], timeout: float | None) -> subprocess.CompletedProcess:
@@ -153,11 +144,7 @@ def write_and_read(stem: Path, k: int, method: str) -> dict:
 
     npz = Path(f"{stem}.npz")
     if not npz.exists():
-        indptr = np.load(f"{stem}.indptr.npy", mmap_mode="r")
-        indices = np.load(f"{stem}.indices.npy", mmap_mode="r")
-        n = indptr.size - 1
-        sp.save_npz(npz, sp.csr_array((np.ones(indices.size, np.int8), indices, indptr),
-                                      shape=(n, n)), compressed=False)
+        sp.save_npz(npz, lean_matrix(stem), compressed=False)
     h5 = Path(f"{stem}-k{k}.h5")
     cmd = [sys.executable, "-m", "spmmgnn.cli", "datasets", "convert", str(npz), "--out",
            str(h5), "--parts", str(k), "--partitioner", method]

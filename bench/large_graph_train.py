@@ -31,7 +31,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -39,16 +38,12 @@ sys.path.insert(0, str(ROOT))
 
 def _graph(stem: str, features: int, classes: int, seed: int):
     """The lean R-MAT with CSBM-style features, labels and a 60/20/20 random split."""
+    from bench.large_graph import lean_matrix
     from spmmgnn.data.graph import Graph
     from spmmgnn.data.splits import random_split
 
-    indptr = np.load(f"{stem}.indptr.npy", mmap_mode="r")
-    if indptr[-1] < 2**31 - 1:  # int32 like the indices: scipy would widen those
-        indptr = indptr.astype(np.int32)
-    indices = np.load(f"{stem}.indices.npy", mmap_mode="r")
-    n = indptr.size - 1
-    adj = sp.csr_array((np.ones(indices.size, dtype=np.float32), indices, indptr),
-                       shape=(n, n))
+    adj = lean_matrix(stem, np.float32)
+    n = adj.shape[0]
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, classes, n).astype(np.int64)
     means = rng.standard_normal((classes, features)).astype(np.float32)

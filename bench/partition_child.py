@@ -33,16 +33,9 @@ def main(argv: list[str]) -> int:
 
     name = spec["graph"]
     if name.startswith("npy:"):  # bench/large_graph.py's files, memory-mapped
-        import numpy as np
-        import scipy.sparse as sp
+        from bench.large_graph import lean_matrix
 
-        indptr = np.load(f"{name[4:]}.indptr.npy", mmap_mode="r")
-        if indptr[-1] < 2**31 - 1:  # int32 like the indices: scipy would widen those
-            indptr = indptr.astype(np.int32)
-        indices = np.load(f"{name[4:]}.indices.npy", mmap_mode="r")
-        n = indptr.size - 1
-        A = sp.csr_array((np.ones(indices.size, dtype=np.int8), indices, indptr),
-                         shape=(n, n))
+        A = lean_matrix(name[4:])
     elif name in real_graphs.GRAPHS:
         A = real_graphs.load(name, Path(spec["deb_root"]))
     elif name == "rmat":

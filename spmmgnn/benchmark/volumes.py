@@ -60,17 +60,6 @@ def _pair_volume(indptr, indices, part, k):
 
 
 @njit(cache=True, nogil=True)
-def _block_nnz(indptr, indices, part, k):
-    """``N[i, q]`` of ``Layout.block_nnz`` in one pass (no per-non-zero temporaries)."""
-    N = np.zeros((k, k), dtype=np.int64)
-    for u in range(indptr.size - 1):
-        i = part[u]
-        for t in range(indptr[u], indptr[u + 1]):
-            N[i, part[indices[t]]] += 1
-    return N
-
-
-@njit(cache=True, nogil=True)
 def block_pairs(indptr, indices, row_block, col_block, kr, kc):
     """``N[a, b]``: the non-zeros whose row is in block ``row_block[row]`` = a and whose
     column is in block ``col_block[column]`` = b, in one pass (no per-non-zero arrays)."""
@@ -238,7 +227,9 @@ class Layout:
     def block_nnz(self) -> np.ndarray:
         """``N[i, q]``: non-zeros of block A_iq (one pass, kept)."""
         if self._block_nnz is None:
-            self._block_nnz = _block_nnz(self.A.indptr, self.A.indices, self.parts(), self.k)
+            part = self.parts()
+            self._block_nnz = block_pairs(self.A.indptr, self.A.indices, part, part,
+                                          self.k, self.k)
         return self._block_nnz
 
 

@@ -5,7 +5,8 @@ column c is the net {c} U {r : A[r, c] != 0} (the owner vertex c is a pin of its
 the connectivity-1 cost of this *column-net* hypergraph equals the total volume of docs/metrics.md
 exactly, for any A (directed, non-symmetric, with or without a diagonal).
 
-Vertex v "is in" the nets of the columns of row v of ``B = pattern(A) + I``; net c "holds" the
+With ``pattern(A)`` the 0/1 pattern of A (duplicates merged, explicit zeros kept), vertex
+v "is in" the nets of the columns of row v of ``B = pattern(A) + I``; net c "holds" the
 rows of column c of B. The compute load of a vertex is the non-zeros of its row of A.
 """
 
@@ -30,15 +31,6 @@ def as_square_csr(A) -> sp.csr_array:
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise SpmmgnnError(f"the matrix must be square, got shape {A.shape}")
     return A
-
-
-def pattern(A: sp.csr_array) -> sp.csr_array:
-    """0/1 int8 pattern of A with duplicates merged and explicit zeros kept (like ``metrics``)."""
-    P = sp.csr_array((np.ones(A.indices.size, dtype=np.int8), A.indices.copy(),
-                      A.indptr.copy()), shape=A.shape)  # copies: never reorder the caller's A
-    P.sum_duplicates()
-    P.data[:] = 1
-    return P
 
 
 def row_loads(A: sp.csr_array) -> np.ndarray:
