@@ -274,14 +274,16 @@ def best_cpu(cfg: dict, quick: bool, where: Path, timeout: float) -> dict:
                 step_seconds=got["epoch_seconds"], breakdown=got["breakdown"])
 
 
-def pytest_gpu(quick: bool, forced: bool) -> str:
+def pytest_gpu(quick: bool, forced: bool, log: Path) -> str:
+    """``pytest -m gpu``'s summary line; its whole output goes to ``log``."""
     if quick and not forced:
         return "skipped (--quick; pass --pytest to run it)"
     try:
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests"],
-                              capture_output=True, text=True, cwd=ROOT, timeout=240)
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rfE", "-m", "gpu",
+                               "tests"], capture_output=True, text=True, cwd=ROOT, timeout=240)
     except subprocess.TimeoutExpired:
         return "timed out after 240 s"
+    log.write_text(proc.stdout + proc.stderr)
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     return (lines[-1] if lines else "no output") + f" (exit {proc.returncode})"
 
@@ -303,24 +305,29 @@ def report(res: dict) -> str:
     for name, r in res["steps"].items():
         lines.append(f"| {name} | {ms(r['uncached']['step_seconds'])} | "
                      f"{ms(r['cached']['step_seconds'])} |")
-    cpu = res["best_cpu"]
-    lines += [f"| spmmgnn CPU, best layout ({cpu['layout']}, P = {cpu['P']}) | "
-              f"{ms(cpu['step_seconds'])} | - |", "",
-              "Ratios (targets on one H100/H200: P = 1 ≤ 1.3× tuned torch, local product ≤ "
+    cpu = res.get("best_cpu")
+    if cpu:
+        lines.append(f"| spmmgnn CPU, best layout ({cpu['layout']}, P = {cpu['P']}) | "
+                     f"{ms(cpu['step_seconds'])} | - |")
+    lines += ["", "Ratios (targets on one H100/H200: P = 1 ≤ 1.3× tuned torch, local product ≤ "
               "1.1× torch.sparse.mm, P = 2 losses = P = 1 losses to rtol 1e-5):", ""]
     for key, v in res["checks"].items():
         lines.append(f"- {key}: {v:.4g}")
-    lines += ["", "| local product | spmmgnn ms | torch.sparse.mm ms | ratio | GFLOP/s (torch) |",
-              "|---|---|---|---|---|"]
-    for f, t in res["local_product"].items():
-        lines.append(f"| {f} | {ms(t['spmmgnn'])} | {ms(t['torch.sparse.mm'])} | "
-                     f"{t['ratio']:.3f} | {t['gflops']:.1f} |")
+    if res.get("local_product"):
+        lines += ["", "| local product | spmmgnn ms | torch.sparse.mm ms | ratio | "
+                  "GFLOP/s (torch) |", "|---|---|---|---|---|"]
+        for f, t in res["local_product"].items():
+            lines.append(f"| {f} | {ms(t['spmmgnn'])} | {ms(t['torch.sparse.mm'])} | "
+                         f"{t['ratio']:.3f} | {t['gflops']:.1f} |")
     lines += ["", "Breakdown per step of spmmgnn's trainer (rank 0, no cache; `spmmgnn train`'s "
               "breakdown: the gradient all-reduce staged through the host is in allreduce):",
               ""]
-    for name, r in res["spmmgnn"].items():
+    for name, r in res.get("spmmgnn", {}).items():
         b = r["uncached"]["breakdown"]
         lines.append(f"- {name}: " + ", ".join(f"{k} {v * 1000:.2f} ms" for k, v in b.items()))
+    if res.get("errors"):
+        lines += ["", "Steps that failed (the others still ran):", ""]
+        lines += [f"- {k}: `{v.splitlines()[0] if v else ''}`" for k, v in res["errors"].items()]
     return "\n".join(lines) + "\n"
 
 
@@ -360,37 +367,65 @@ def main(argv=None) -> int:
                quick=args.quick, device=args.device, device_name=device_name,
                cores=os.cpu_count(), machine=machine(), torch=torch.__version__,
                hidden=cfg["hidden"], epochs=cfg["epochs"], load_start=os.getloadavg())
+    errors = res["errors"] = {}
+
+    def step(name: str, fn):
+        """Run one step; a failure is recorded and the later steps still run (a device
+        session is short: one broken step must not cost the others' numbers)."""
+        t0 = time.perf_counter()
+        try:
+            got = fn()
+        except Exception as exc:  # noqa: BLE001 - recorded, printed and reported
+            errors[name] = f"{type(exc).__name__}: {str(exc)[-2000:]}"
+            print(f"{name}: FAILED after {time.perf_counter() - t0:.0f} s\n{errors[name]}",
+                  flush=True)
+            got = None
+        else:
+            print(f"{name}: done in {time.perf_counter() - t0:.0f} s", flush=True)
+        write_json(out, res)  # what has finished so far survives a later crash or kill
+        return got
+
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
         res["data"] = make_data(cfg["n"], cfg["features"], cfg["classes"], where)
         print(f"graph: {res['data']}", flush=True)
-        res["pytest"] = pytest_gpu(args.quick, args.pytest)
+        res["pytest"] = pytest_gpu(args.quick, args.pytest, out.with_suffix(".pytest.log"))
         print(f"pytest -m gpu: {res['pytest']}", flush=True)
-        res["spmmgnn"] = {f"spmmgnn --device {args.device}, P = {P}":
-                          spmmgnn_run(where, P, args.device, cfg, timeout) for P in (1, 2)}
-        print("spmmgnn device runs done", flush=True)
-        p1, p2 = res["spmmgnn"].values()
-        res["local_product"] = p1.pop("local_product")
-        res["tuned_torch"] = tuned_torch(where, args.device, cfg["hidden"], cfg["epochs"])
-        print("tuned torch done", flush=True)
-        res["steps"] = dict(res["spmmgnn"])
-        res["steps"][f"tuned torch ({args.device}, torch.sparse.mm, CSR of Â and Âᵀ)"] = \
-            res["tuned_torch"]
-        res["checks"] = {
-            "P = 1 / tuned torch, no cache": p1["uncached"]["step_seconds"]
-            / res["tuned_torch"]["uncached"]["step_seconds"],
-            "P = 1 / tuned torch, cache": p1["cached"]["step_seconds"]
-            / res["tuned_torch"]["cached"]["step_seconds"],
-            "P = 2 vs P = 1 losses, max relative difference":
-                max(rel_diff(p2[k]["losses"], p1[k]["losses"]) for k in ("uncached", "cached"))}
+        runs = {}
+        for P in (1, 2):
+            got = step(f"spmmgnn --device {args.device}, P = {P}",
+                       lambda P=P: spmmgnn_run(where, P, args.device, cfg, timeout))
+            if got is not None:
+                runs[P] = res.setdefault("spmmgnn", {})[
+                    f"spmmgnn --device {args.device}, P = {P}"] = got
+        if 1 in runs:
+            res["local_product"] = runs[1].pop("local_product", None)
+        res["tuned_torch"] = step("tuned torch", lambda: tuned_torch(
+            where, args.device, cfg["hidden"], cfg["epochs"]))
+        res["steps"] = dict(res.get("spmmgnn", {}))
+        if res["tuned_torch"] is not None:
+            res["steps"][f"tuned torch ({args.device}, torch.sparse.mm, CSR of Â and Âᵀ)"] \
+                = res["tuned_torch"]
+        checks = res["checks"] = {}
+        torch_run = res["tuned_torch"]
+        if 1 in runs and torch_run is not None:
+            for key, label in (("uncached", "no cache"), ("cached", "cache")):
+                checks[f"P = 1 / tuned torch, {label}"] = (
+                    runs[1][key]["step_seconds"] / torch_run[key]["step_seconds"])
+        if 1 in runs and 2 in runs:
+            checks["P = 2 vs P = 1 losses, max relative difference"] = max(
+                rel_diff(runs[2][k]["losses"], runs[1][k]["losses"])
+                for k in ("uncached", "cached"))
         if args.quick:  # the numpy/numba path through the same step: the same losses
             for P in (1, 2):
-                ref = spmmgnn_run(where, P, "none", cfg, timeout)
-                dev = res["spmmgnn"][f"spmmgnn --device {args.device}, P = {P}"]
-                res["checks"][f"device vs numpy path losses, P = {P}"] = max(
-                    rel_diff(dev[k]["losses"], ref[k]["losses"]) for k in ("uncached", "cached"))
-        res["best_cpu"] = best_cpu(cfg, args.quick, where, timeout)
-        print("best CPU layout done", flush=True)
+                ref = step(f"numpy path, P = {P}",
+                           lambda P=P: spmmgnn_run(where, P, "none", cfg, timeout))
+                if ref is not None and P in runs:
+                    checks[f"device vs numpy path losses, P = {P}"] = max(
+                        rel_diff(runs[P][k]["losses"], ref[k]["losses"])
+                        for k in ("uncached", "cached"))
+        res["best_cpu"] = step("best CPU layout", lambda: best_cpu(cfg, args.quick, where,
+                                                                    timeout))
     res["seconds"] = time.perf_counter() - t_start
     res["load_end"] = os.getloadavg()
     text = report(res) + (f"\nThe whole command took {res['seconds']:.0f} s; load average "
@@ -401,7 +436,7 @@ def main(argv=None) -> int:
 
     write_text_atomic(out.with_suffix(".md"), text)
     print(text)
-    return 0
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":

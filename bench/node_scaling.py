@@ -181,6 +181,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--gemm-n", type=int, default=2048)
     ap.add_argument("--out", default=str(RESULTS / "node-scaling"))
+    ap.add_argument("--algorithms", default="sparse1d,sparse2d",
+                    help="comma-separated (default sparse1d,sparse2d)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--algorithm", default="sparse1d", help=argparse.SUPPRESS)
@@ -201,45 +203,60 @@ def main() -> None:
     print(f"rates: {rates}", flush=True)
     # the floors take the best rate seen (a loaded machine can only make a rate look lower)
     gemm, triad = (max(r[k] for r in rates.values()) for k in ("gemm", "triad"))
-    rows = []
+    rows: list[dict] = []
+    failed: list[str] = []
+
+    def write() -> None:
+        """The JSON and table of every run so far: a killed or failing sweep keeps them."""
+        load_end = os.getloadavg()
+        verdicts = ratios(rows, cores)
+        payload = dict(machine=machine(), size=size, epochs=args.epochs, warmup=args.warmup,
+                       rates=rates, loadavg_start=load_start, loadavg_end=load_end, runs=rows,
+                       failed=failed, when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+        write_json(args.out + ".json", payload)
+        cmd = "python bench/node_scaling.py " + " ".join(a for a in sys.argv[1:])
+        md = [f"# One node, all its cores ({payload['when']})", "",
+              f"`{cmd.strip()}` on {cores} cores ({machine()['processor'] or 'cpu'}); "
+              f"1-minute load average {load_start[0]:.1f} at the start, {load_end[0]:.1f} at "
+              "the end (other work shared the machine).", "",
+              f"CSBM n={size['n']}, degree {size['degree']}, {size['features']} features, "
+              f"hidden {size['hidden']}, {size['classes']} classes; 2-layer GCN, float32, no "
+              f"cached aggregation, `exchange=node`; median of {args.epochs} steps after "
+              f"{args.warmup}; the slowest rank's parts, ms.", "",
+              "| threads | GEMM GFLOP/s (torch) | triad GB/s |", "|---:|---:|---:|"]
+        md += [f"| {t} | {r['gemm']:.1f} | {r['triad']:.1f} |" for t, r in rates.items()]
+        md += ["", *table(rows), "", *(f"- {line}" for line in verdicts), "",
+               *(f"- failed: {line}" for line in failed), "",
+               "Each part: measured / floor = ratio; the floor is the whole machine's at the "
+               "best rates measured (see the script's docstring); `exchange` and `allreduce` "
+               "have none inside a node. `load avg`: the 1-minute load average after each run."]
+        write_text_atomic(Path(args.out + ".md"), "\n".join(md) + "\n")
+
     for load in ("no spinner", "one core busy") if args.busy else ("no spinner",):
         spinner = busy_core() if load != "no spinner" else None
         try:
             for P, T in splits(cores):
-                for algorithm in ("sparse1d", "sparse2d"):
-                    run = launch(P, T, algorithm, size, args.epochs, args.warmup)
+                for algorithm in args.algorithms.split(","):
+                    try:
+                        run = launch(P, T, algorithm, size, args.epochs, args.warmup)
+                    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                        failed.append(f"{load}, {algorithm} {P} x {T}: "
+                                      f"{str(exc).strip().splitlines()[-1]}")
+                        print(failed[-1], flush=True)
+                        write()
+                        continue
                     run.update(load=load, algorithm=algorithm, P=P, T=T,
                                loadavg=os.getloadavg()[0], floors=floors(run, gemm, triad))
                     rows.append(run)
                     print(table([run])[-1], flush=True)
+                    write()
         finally:
             if spinner is not None:
                 spinner.kill()
                 spinner.wait()
-    load_end = os.getloadavg()
-    verdicts = ratios(rows, cores)
-    for line in verdicts:
+    for line in ratios(rows, cores):
         print(line, flush=True)
-    payload = dict(machine=machine(), size=size, epochs=args.epochs, warmup=args.warmup,
-                   rates=rates, loadavg_start=load_start, loadavg_end=load_end, runs=rows,
-                   when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
-    write_json(args.out + ".json", payload)
-    cmd = "python bench/node_scaling.py " + " ".join(a for a in sys.argv[1:])
-    md = [f"# One node, all its cores ({payload['when']})", "",
-          f"`{cmd.strip()}` on {cores} cores ({machine()['processor'] or 'cpu'}); "
-          f"1-minute load average {load_start[0]:.1f} at the start, {load_end[0]:.1f} at the "
-          "end (other work shared the machine).", "",
-          f"CSBM n={size['n']}, degree {size['degree']}, {size['features']} features, hidden "
-          f"{size['hidden']}, {size['classes']} classes; 2-layer GCN, float32, no cached "
-          f"aggregation, `exchange=node`; median of {args.epochs} steps after {args.warmup}; "
-          "the slowest rank's parts, ms.", "",
-          "| threads | GEMM GFLOP/s (torch) | triad GB/s |", "|---:|---:|---:|"]
-    md += [f"| {t} | {r['gemm']:.1f} | {r['triad']:.1f} |" for t, r in rates.items()]
-    md += ["", *table(rows), "", *(f"- {line}" for line in verdicts), "",
-           "Each part: measured / floor = ratio; the floor is the whole machine's at the best "
-           "rates measured (see the script's docstring); `exchange` and `allreduce` have "
-           "none inside a node. `load avg`: the 1-minute load average after each run."]
-    write_text_atomic(Path(args.out + ".md"), "\n".join(md) + "\n")
+    write()
     print(f"wrote {args.out}.md", flush=True)
 
 

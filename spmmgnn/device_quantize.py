@@ -54,7 +54,9 @@ def _params(bits: int, lo_bits, hi_bits, const_low):
     zero = torch.zeros((), dtype=torch.float64, device=lo_bits.device)
     lo_v = torch.where(data, _float32_of_bits(lo_bits << 16).to(torch.float64), zero)
     hi_v = torch.where(data, _float32_of_bits(hi_bits << 16).to(torch.float64), zero)
-    step = (hi_v - lo_v) / ((1 << bits) - 1)
+    # a device tensor divisor: CUDA torch turns division by a Python number into a product
+    # with its reciprocal, which is not the numba codec's correctly rounded quotient
+    step = (hi_v - lo_v) / hi_v.new_tensor(float((1 << bits) - 1))
     const_v = torch.where(kind == 1, _float32_of_bits((lo_bits << 16) | const_low)
                           .to(torch.float64), zero)
     return lo_v, step, kind, const_v

@@ -22,7 +22,14 @@ from pathlib import Path
 # libgomp): a spinning worker takes the core from the caller's next numpy call and from the
 # other ranks of a busy node. Read by libgomp / Intel OpenMP when they load, so set here, at
 # ``import spmmgnn``, before numba's (or torch's) pool starts; a value the user set is kept.
-WAIT_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0", "KMP_BLOCKTIME": "0"}
+# OpenBLAS's idle threads spin 2^28 cycles (~0.1 s) after each threaded call unless
+# $OPENBLAS_THREAD_TIMEOUT says otherwise (4: 2^4 cycles, then sleep): spinning, they took
+# the cores from the numba kernel and the bias pass after every product (issue 48,
+# bench/thread_timeout.py: the GCN step at 1 rank x 2 threads 192-194 ms against 115-122 ms
+# with 4; at 1 x 16 on 1M vertices 681-760 against 502-549 ms). OpenBLAS reads it when numpy
+# loads it: ``import spmmgnn`` imports this module before numpy.
+WAIT_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0", "KMP_BLOCKTIME": "0",
+            "OPENBLAS_THREAD_TIMEOUT": "4"}
 for _name, _value in WAIT_ENV.items():
     os.environ.setdefault(_name, _value)
 

@@ -460,6 +460,8 @@ def test_staging_round_trip(kind):
     from spmmgnn.stats import CommStats
 
     device, stats = torch.device(kind), CommStats()
+    if kind == "cuda":  # a grid's device names its index (cuda:0), as tensors' do
+        device = torch.device("cuda", torch.cuda.current_device())
     st = Staging(device, stats, direct=False)
     t = torch.randn(5, 3, dtype=torch.float64, device=device)
     host = st.out(t, "rows")

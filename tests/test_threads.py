@@ -151,3 +151,43 @@ def test_bad_busy_cores_stops_train_with_one_line():
     out = proc.stdout + proc.stderr
     assert out.count("$SPMMGNN_BUSY_CORES must be 'auto' or a number of cores >= 0") == 1
     assert "Traceback" not in out
+
+
+_BURN = """
+import json, os, time
+import spmmgnn  # before numpy: its wait settings reach OpenBLAS when numpy loads it
+import numpy as np
+from threadpoolctl import threadpool_limits
+a = np.random.default_rng(0).random((700, 700))
+with threadpool_limits(2, user_api="blas"):
+    for _ in range(3):
+        a @ a
+    t0 = time.process_time()
+    time.sleep(0.3)
+    burnt = time.process_time() - t0
+print(json.dumps(dict(timeout=os.environ.get("OPENBLAS_THREAD_TIMEOUT"), burnt=burnt)))
+"""
+
+
+def _burn(env_value: str | None) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    if env_value is not None:
+        env["OPENBLAS_THREAD_TIMEOUT"] = env_value
+    proc = subprocess.run([sys.executable, "-c", _BURN], capture_output=True, text=True,
+                          env=env, timeout=120, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_openblas_idle_threads_sleep_after_a_product():
+    """``import spmmgnn`` (before numpy) makes OpenBLAS's idle threads sleep at once: after a
+    2-thread product, a 0.3 s pause burns (almost) no CPU. OpenBLAS's own default spins its
+    helper ~0.1 s after every call (taking the core from the numba kernel after it); a value
+    the user set is kept."""
+    mine = _burn(None)
+    assert mine["timeout"] == "4"
+    assert mine["burnt"] < 0.05, mine
+    assert _burn("28")["timeout"] == "28"

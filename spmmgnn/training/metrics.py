@@ -22,7 +22,13 @@ def masked_loss_sum(logits: torch.Tensor, labels: torch.Tensor,
 
     One fused pass each way (``MaskedCrossEntropy``); the value is the sum of torch's
     ``cross_entropy`` terms up to rounding (the per-row terms are summed in float64)."""
-    idx = torch.nonzero(mask, as_tuple=True)[0]
+    return rows_loss_sum(logits, labels, torch.nonzero(mask, as_tuple=True)[0])
+
+
+def rows_loss_sum(logits: torch.Tensor, labels: torch.Tensor,
+                  idx: torch.Tensor) -> torch.Tensor:
+    """``masked_loss_sum`` over the rows ``idx`` (the mask's indices, computed once by the
+    trainer: finding them in a 1M-row mask took 15-24 ms of every step on 16 threads)."""
     if logits.dim() != 2 or not logits.dtype.is_floating_point:
         return F.cross_entropy(logits.index_select(0, idx), labels.index_select(0, idx),
                                reduction="sum")

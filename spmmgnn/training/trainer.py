@@ -53,7 +53,7 @@ from .checkpoint import (
     state_bytes,
 )
 from .data import SPLITS, LocalData
-from .metrics import evaluate, masked_loss_sum, masked_loss_sum_torch, reduce_evaluation
+from .metrics import evaluate, masked_loss_sum_torch, reduce_evaluation, rows_loss_sum
 from .optim import Adam
 from .progress import Progress
 
@@ -303,6 +303,7 @@ class Trainer:
         d, dev = self.data, self.device
         self.labels, self.masks, self.vertex_ids = d.labels, d.masks, d.vertex_ids
         if dev is None:
+            self.loss_rows = torch.nonzero(self.loss_mask, as_tuple=True)[0]
             return
         self.x = self.x.to(dev)
         self.labels = d.labels.to(dev)
@@ -434,7 +435,7 @@ class Trainer:
         logits = self.forward(self.x, op, step=epoch, vertex_ids=self.vertex_ids,
                             label_input=self.label_input, layer_ops=self.layer_ops)
         if self.device is None:
-            loss_sum = masked_loss_sum(logits, d.labels, self.loss_mask)
+            loss_sum = rows_loss_sum(logits, d.labels, self.loss_rows)
         else:
             loss_sum = masked_loss_sum_torch(logits, self.labels, self.loss_rows)
         (loss_sum / self.loss_count).backward()
