@@ -191,3 +191,30 @@ def test_openblas_idle_threads_sleep_after_a_product():
     assert mine["timeout"] == "4"
     assert mine["burnt"] < 0.05, mine
     assert _burn("28")["timeout"] == "28"
+
+
+@pytest.mark.parametrize("rows, k, f", [(0, 8, 8), (1003, 40, 24), (40_011, 128, 10),
+                                        (30_001, 10, 128)])
+def test_panel_products_are_one_products_bits(monkeypatch, rows, k, f):
+    """``nn.linear.panel_matmul`` (one panel of rows per chosen thread, each on one OpenBLAS
+    thread, so no OpenBLAS worker is left spinning) writes the bits of one single-threaded
+    ``a @ b`` whatever the panel count: a row's result does not depend on its panel."""
+    from threadpoolctl import threadpool_limits
+
+    from spmmgnn.nn import linear
+
+    monkeypatch.setattr(linear, "PANEL_ROWS", 64)  # panels even on the small shapes
+    rng = np.random.default_rng(rows)
+    for dtype in (np.float32, np.float64):
+        a, b = (rng.standard_normal(s).astype(dtype) for s in ((rows, k), (k, f)))
+        with threadpool_limits(1, user_api="blas"):
+            want = a @ b
+        for t in (1, 2, 3, 7):
+            monkeypatch.setattr(linear, "get_threads", lambda t=t: t)
+            out = np.full((rows, f), np.nan, dtype=dtype)
+            assert linear.panel_matmul(a, b, out) is out
+            assert np.array_equal(out, want), (dtype, t)
+            out = np.full((rows, k), np.nan, dtype=dtype)  # the input gradient's layout
+            linear.panel_matmul(want, b.T, out)
+            with threadpool_limits(1, user_api="blas"):
+                assert np.array_equal(out, want @ b.T), (dtype, t)

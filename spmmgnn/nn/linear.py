@@ -15,6 +15,13 @@ gradient sums over the rows, and OpenBLAS 0.3.31 splits them by its thread count
 128 x 128, 1003 x 40 x 40: 1 and 2 threads differ in the last bits), so with more than one
 thread chosen it is the sum of one panel of rows per chosen thread, each on one OpenBLAS
 thread (``weight_grad``): the same bits however many threads busy cores leave to run them.
+``h @ w`` and ``g @ w.T`` are split the same way (``panel_matmul``; a row's bits do not
+depend on its panel): no OpenBLAS worker thread runs, so none is left spinning after the
+call. OpenBLAS's workers spin ~0.1 s after each threaded call unless
+$OPENBLAS_THREAD_TIMEOUT was set before numpy loaded (``import spmmgnn`` first sets it),
+and spinning they took the cores from the numba kernel after every product (issue 48:
+``bench/thread_timeout.py``, 90k vertices at 1 x 2: 192-194 ms a step with OpenBLAS's
+threads spinning, 115-128 ms with them asleep or with the panels, either way).
 
 Outputs come from ``buffers.recycled_empty`` (the step's memory is reused, not faulted in
 again). The sums of a product round as the BLAS does; they differ from torch's ``addmm`` in
@@ -67,24 +74,20 @@ def _add_rows(out, b, add):
 
 
 _panel_pools: dict[int, ThreadPoolExecutor] = {}
+PANEL_ROWS = 4096  # fewer rows a chosen thread: one BLAS call (a hand-off costs ~50 us)
 
 
-def weight_grad(g: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """``g.T @ h`` as the sum, in order, of one panel of rows per chosen thread
-    (``get_threads``), each panel's product on one OpenBLAS thread, the panels taken in turn
-    by the caller and as many helper threads as the running threads allow. OpenBLAS splits
-    this product's inner dimension (the rows) by its thread count, so its sums would change
-    with the cores free; the panels are fixed by the chosen count, so the sums are too."""
-    t = get_threads()
-    bounds = np.linspace(0, g.shape[0], t + 1).astype(np.int64)
-    parts = np.empty((t, g.shape[1], h.shape[1]), dtype=g.dtype)
-
+def run_panels(t: int, work) -> None:
+    """``work(p)`` for each panel p < t: the panels taken in turn by the caller and as many
+    helper threads as the running threads allow, each BLAS call on one OpenBLAS thread.
+    No OpenBLAS worker thread runs, so none spins after the call (OpenBLAS's idle workers
+    spin ~0.1 s unless $OPENBLAS_THREAD_TIMEOUT was set before numpy loaded), and the
+    helpers wait on a queue, which takes no core."""
     todo = itertools.count()  # the next panel to take (next() holds the GIL: atomic)
 
     def drain() -> None:
         while (p := next(todo)) < t:
-            lo, hi = bounds[p], bounds[p + 1]
-            np.matmul(g[lo:hi].T, h[lo:hi], out=parts[p])
+            work(p)
 
     helpers = min(t, running_threads()) - 1  # the caller takes panels too
     with scope(limit=1, blas=True):  # one BLAS thread per panel
@@ -95,6 +98,45 @@ def weight_grad(g: np.ndarray, h: np.ndarray) -> np.ndarray:
         drain()
         for w in waits:
             w.result()
+
+
+def _bounds(rows: int, t: int) -> np.ndarray:
+    return np.linspace(0, rows, t + 1).astype(np.int64)
+
+
+def panel_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out = a @ b`` in one panel of rows of ``a`` per chosen thread (``get_threads``),
+    each on one OpenBLAS thread (``run_panels``); fewer than ``PANEL_ROWS`` rows a thread:
+    one call. A row's result does not depend on the panel holding it (tested)."""
+    t = get_threads()
+    if t == 1 or a.shape[0] < PANEL_ROWS * t:
+        np.matmul(a, b, out=out)
+        return out
+    bounds = _bounds(a.shape[0], t)
+
+    def panel(p: int) -> None:
+        lo, hi = bounds[p], bounds[p + 1]
+        np.matmul(a[lo:hi], b, out=out[lo:hi])
+
+    run_panels(t, panel)
+    return out
+
+
+def weight_grad(g: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """``g.T @ h`` as the sum, in order, of one panel of rows per chosen thread
+    (``get_threads``), each panel's product on one OpenBLAS thread (``run_panels``).
+    OpenBLAS splits this product's inner dimension (the rows) by its thread count, so its
+    sums would change with the cores free; the panels are fixed by the chosen count, so the
+    sums are too."""
+    t = get_threads()
+    bounds = _bounds(g.shape[0], t)
+    parts = np.empty((t, g.shape[1], h.shape[1]), dtype=g.dtype)
+
+    def panel(p: int) -> None:
+        lo, hi = bounds[p], bounds[p + 1]
+        np.matmul(g[lo:hi].T, h[lo:hi], out=parts[p])
+
+    run_panels(t, panel)
     out = parts[0]
     for p in range(1, t):
         out += parts[p]
@@ -119,7 +161,7 @@ class Linear(torch.autograd.Function):
     def _forward(ctx, h, w, b, add):
         hn, wn = _numpy(h), _numpy(w)
         out = recycled_empty((hn.shape[0], wn.shape[1]), hn.dtype)
-        np.matmul(hn, wn, out=out)
+        panel_matmul(hn, wn, out)
         if b is not None or add is not None:
             bn = _numpy(b) if b is not None else np.zeros(0, dtype=out.dtype)
             addn = _numpy(add) if add is not None else np.zeros((0, 0), dtype=out.dtype)
@@ -142,7 +184,7 @@ class Linear(torch.autograd.Function):
         if need_h:
             gn = g.numpy()
             out = recycled_empty((gn.shape[0], w.shape[0]), gn.dtype)
-            np.matmul(gn, _numpy(w).T, out=out)
+            panel_matmul(gn, _numpy(w).T, out)
             gh = torch.from_numpy(out)
         if need_w and get_threads() > 1:
             gw = torch.from_numpy(weight_grad(g.numpy(), _numpy(h))).t()
