@@ -36,6 +36,7 @@ from numba import njit, prange
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from spmmgnn.atomic import write_text_atomic  # noqa: E402
 from spmmgnn.partitioners.model import _compact_rows, _merge_rows  # noqa: E402
 
 
@@ -230,13 +231,13 @@ def main(argv=None) -> int:
             print(json.dumps({x: row.get(x) for x in ("k", "method", "seconds", "total_volume",
                                                       "max_send", "peak_rss_mib", "failed",
                                                       "timed_out")}), flush=True)
-            out.with_suffix(".json").write_text(json.dumps(dict(rows=rows), indent=1))
+            write_text_atomic(out.with_suffix(".json"), json.dumps(dict(rows=rows), indent=1))
         if args.write and not any(r["k"] == k and r.get("write_method") for r in rows):
             row = dict(graph=stem.name, k=k, method="write",
                        **write_and_read(stem, k, args.write_method))
             rows.append(row)
             print(json.dumps(row), flush=True)
-            out.with_suffix(".json").write_text(json.dumps(dict(rows=rows), indent=1))
+            write_text_atomic(out.with_suffix(".json"), json.dumps(dict(rows=rows), indent=1))
     return 0
 
 

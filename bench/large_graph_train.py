@@ -150,7 +150,9 @@ def main(argv=None) -> int:
         rec = json.loads(json_out.read_text())
         row["train"]["record"] = {key: rec[key] for key in rec if key != "epochs"}
         row["train"]["epochs"] = rec.get("epochs")
-    Path(args.out).write_text(json.dumps(row, indent=1))
+    from spmmgnn.atomic import write_text_atomic
+
+    write_text_atomic(Path(args.out), json.dumps(row, indent=1))
     print(json.dumps({x: row[x] for x in row if x != "train"}), flush=True)
     print(json.dumps(row["train"], indent=1)[:4000], flush=True)
     return 0
