@@ -45,6 +45,10 @@ def main(argv: list[str]) -> int:
     else:
         A = sbm(spec["sbm_n"], spec["sbm_communities"], avg_degree=16.0, mixing=0.2,
                 seed=spec["seed"])
+    if spec.get("coarsen_above") is not None:  # KaMinPar on the contraction from this n x k
+        from spmmgnn.partitioners import contract
+
+        contract.COARSEN_ABOVE = int(spec["coarsen_above"])
     for warm in ("metis-vol+multilevel", "kaminpar", "default"):  # deadline paths too
         if warm in METHODS or warm == "default":
             partition(grid3d(8), 2, method=warm, threads=spec["threads"])

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from ..errors import SpmmgnnError
 from ..machine import available_bytes, format_bytes
 from .budget import DEFAULT_BUDGET, DEFAULT_MIN_BUDGET
+from .contract import coarsened
 
 # ``default`` runs KaMinPar alone from this many non-zeros on: at R-MAT 2^22 (5.7e7
 # non-zeros) KaMinPar took 653 s at 8.0 GB and METIS-vol had not finished after 16 min
@@ -67,6 +68,14 @@ MEASURED: tuple[tuple[str, int, int, int, float | None, float], ...] = (
     # killer (2026-11-26, load 4)
     ("kaminpar", 16_777_216, 230_906_302, 64, None, 21650.0),
 )
+# KaMinPar on the contraction (``contract``: n x k above COARSEN_ABOVE), the same columns
+MEASURED_COARSE: tuple[tuple[str, int, int, int, float | None, float], ...] = (
+    # R-MAT 2^22 with the contraction forced (COARSEN_ABOVE 0; 2026-11-26, load ~3 beside
+    # the test suite)
+    ("kaminpar", 4_194_304, 57_234_642, 64, 137.1, 2399.6),
+    # R-MAT 2^24 (nice 5 beside the test suite: most of its 28 minutes without a core)
+    ("kaminpar", 16_777_216, 230_906_302, 64, 1662.2, 8308.7),
+)
 # how far above its last peak an unfinished run is assumed to go
 UNFINISHED_MARGIN = 1.25
 
@@ -101,7 +110,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
-def _fit(method: str) -> tuple[float, float, float, float, float]:
+def _fit(method: str, measured=MEASURED) -> tuple[float, float, float, float, float]:
     """(fixed bytes, bytes per non-zero, bytes per vertex, c, a) of ``method`` from its rows.
 
     Memory is affine in nnz: the slope is the secant through the method's two largest
@@ -109,7 +118,7 @@ def _fit(method: str) -> tuple[float, float, float, float, float]:
     bytes per non-zero), the fixed part the smallest that puts every finished row at or
     under the line (an unfinished row bounds the estimate from below: ``estimate``). A
     method with one row: its bytes per non-zero above ``BASE_BYTES``."""
-    rows = [r for r in MEASURED if r[0] == method]
+    rows = [r for r in measured if r[0] == method]
     done = [r for r in rows if r[4] is not None]  # an unfinished row's peak is a bound only
     big = sorted(done if len(done) >= 2 else rows, key=lambda r: r[2])[-2:]
     if len(big) == 2 and big[1][2] > big[0][2]:
@@ -151,13 +160,16 @@ def estimate(method: str, n: int, nnz: int, k: int) -> Estimate:
         key = base
     else:
         key = None
+    rows = MEASURED
+    if key == "kaminpar" and coarsened(n, k):
+        rows = MEASURED_COARSE  # KaMinPar on the contraction: its own rows
     scale = max(1.0, math.log2(max(k, 2)) / 6.0)
     if key is not None:
-        fixed, per_nnz, per_n, c, a = _fit(key)
+        fixed, per_nnz, per_n, c, a = _fit(key, rows)
         peak = fixed + per_nnz * nnz + per_n * n
         # a run stopped before it finished still needed more than its last peak: on a graph
         # at least as large, at least that (``UNFINISHED_MARGIN`` times)
-        peak = max([peak] + [UNFINISHED_MARGIN * r[5] * MIB for r in MEASURED
+        peak = max([peak] + [UNFINISHED_MARGIN * r[5] * MIB for r in rows
                              if r[0] == key and r[4] is None and r[2] <= nnz])
         seconds = c * max(nnz, 1) ** a * scale
         if key == "default":  # its time rule: 3x METIS-vol's time, at least 2 s
