@@ -77,6 +77,8 @@ MEASURED_COARSE: tuple[tuple[str, int, int, int, float | None, float], ...] = (
     ("kaminpar", 16_777_216, 230_906_302, 64, 1662.2, 8308.7),
     # the same at k = 256 (nice 10 beside the test suite)
     ("kaminpar", 16_777_216, 230_906_302, 256, 1239.0, 8820.2),
+    # and at k = 1,024 (nice 15 beside the test suite)
+    ("kaminpar", 16_777_216, 230_906_302, 1024, 917.6, 9596.9),
 )
 # how far above its last peak an unfinished run is assumed to go
 UNFINISHED_MARGIN = 1.25
