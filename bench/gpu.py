@@ -283,7 +283,9 @@ def pytest_gpu(quick: bool, forced: bool, log: Path) -> str:
                                "tests"], capture_output=True, text=True, cwd=ROOT, timeout=240)
     except subprocess.TimeoutExpired:
         return "timed out after 240 s"
-    log.write_text(proc.stdout + proc.stderr)
+    from spmmgnn.atomic import write_text_atomic
+
+    write_text_atomic(log, proc.stdout + proc.stderr)
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     return (lines[-1] if lines else "no output") + f" (exit {proc.returncode})"
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit import njit
+from .multilevel import _transpose
 
 # coarsen when n x k exceeds this: R-MAT 2^22 at k = 64 (2^28) ran KaMinPar directly at
 # 2.7-7 GB; 2^24 at k = 64 did not fit 24 GB
@@ -99,23 +100,6 @@ def lp_clusters(indptr: np.ndarray, indices: np.ndarray, weights: np.ndarray,
 
 
 @njit(cache=True)
-def _members(cluster, nc):
-    """CSR of the vertices of each cluster (counting sort)."""
-    ptr = np.zeros(nc + 1, dtype=np.int64)
-    for v in range(cluster.size):
-        ptr[cluster[v] + 1] += 1
-    for c in range(nc):
-        ptr[c + 1] += ptr[c]
-    at = ptr[:-1].copy()
-    out = np.empty(cluster.size, dtype=np.int64)
-    for v in range(cluster.size):
-        c = cluster[v]
-        out[at[c]] = v
-        at[c] += 1
-    return ptr, out
-
-
-@njit(cache=True)
 def _coarse_rows(indptr, indices, cluster, mptr, members, cptr, cidx, fill):
     """Per cluster c, the other clusters adjacent to it, once each (``fill`` False: only
     their count into cptr[c + 1]; True: them into cidx[cptr[c]:], sorted)."""
@@ -143,7 +127,8 @@ def contract_graph(indptr: np.ndarray, indices: np.ndarray, cluster: np.ndarray,
                    nc: int) -> tuple[np.ndarray, np.ndarray]:
     """(indptr int64, indices int32) of the cluster graph: clusters c != d adjacent when a
     vertex of c has a neighbour in d, one entry each way, rows sorted, no diagonal."""
-    mptr, members = _members(cluster, nc)
+    # the vertices of each cluster: the transpose of the vertex -> cluster map
+    mptr, members = _transpose(np.arange(cluster.size + 1), cluster, nc)
     cptr = np.zeros(nc + 1, dtype=np.int64)
     _coarse_rows(indptr, indices, cluster, mptr, members, cptr, np.empty(0, np.int32), False)
     np.cumsum(cptr, out=cptr)

@@ -115,12 +115,12 @@ def _run(graph: list, w, k: int, cap: int, seed: int, threads: int,
     try:
         write_parhip_arrays(graph[0], graph[1], w, path)
         graph.clear()
-        graph = kaminpar.load_graph(path, kaminpar.GraphFileFormat.PARHIP)
+        loaded = kaminpar.load_graph(path, kaminpar.GraphFileFormat.PARHIP)
     finally:
         os.unlink(path)
     kaminpar.reseed(int(seed) & 0x7FFFFFFF)
     try:
-        parts = _instance(threads, context).compute_partition(graph, [int(cap)] * k)
+        parts = _instance(threads, context).compute_partition(loaded, [int(cap)] * k)
     except Exception as exc:  # KaMinPar reports failures as generic errors
         raise SpmmgnnError(f"KaMinPar failed: {exc}") from None
     return np.asarray(parts, dtype=np.int64)
