@@ -67,6 +67,11 @@ def worker(args) -> None:
     from spmmgnn.training import TrainConfig, Trainer, distribute_graph
 
     comm = MPI.COMM_WORLD
+    if args.copy_shared:  # the A/B: windows whose readers copy the rows (stop 52's path)
+        from spmmgnn import node_exchange
+        init = node_exchange.NodePlan.__init__
+        node_exchange.NodePlan.__init__ = (
+            lambda self, *a, **k: init(self, *a, **{**k, "in_place": False}))
     spmmgnn.set_threads(args.threads)
     torch.set_num_threads(args.threads)
     s = json.loads(args.size)
@@ -189,6 +194,7 @@ def main() -> None:
     ap.add_argument("--size", help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
     ap.add_argument("--exchange", default="node", help=argparse.SUPPRESS)
+    ap.add_argument("--copy-shared", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         return worker(args)

@@ -288,38 +288,46 @@ def move_rows(x, src, out, dst):
             out[d, t] = x[s, t]
 
 
+NO_SEL = np.zeros(0, dtype=np.int64)  # ``scatter_add``'s ``sel`` left out: row i of src
+
+
 def scatter_add(src: np.ndarray, idx: np.ndarray, out: np.ndarray, n_par: int,
-                n_rp: int = 0) -> None:
+                n_rp: int = 0, sel: np.ndarray = NO_SEL) -> None:
     """out[idx[i]] += src[i] (idx may repeat), race-free: ``n_par`` feature ranges times
     ``n_rp`` destination-row ranges (1: the former column-only split, serial below 16
     columns; 0: automatic, enough ranges to use every thread from 4 columns on; at f < 4
     each task's scan of idx costs as much as its share of the adds, measured no faster; and
-    the serial twin below ``SERIAL_WORK`` entries)."""
+    the serial twin below ``SERIAL_WORK`` entries). With ``sel``: out[idx[i]] +=
+    src[sel[i]], the same adds in the same order as gathering ``src[sel]`` first, without
+    the gathered copy (rows read in place out of a shared window)."""
     if n_rp <= 0:
         if idx.shape[0] * src.shape[1] < SERIAL_WORK:
-            scatter_add_serial(src, idx, out)
+            scatter_add_serial(src, idx, out, sel)
             return
         n_rp = row_split(n_par) if src.shape[1] >= 4 else 1
-    scatter_add_kernel(src, idx, out, n_par, n_rp)
+    scatter_add_kernel(src, idx, out, n_par, n_rp, sel)
 
 
 @njit(**_SERIAL)
-def scatter_add_serial(src, idx, out):
+def scatter_add_serial(src, idx, out, sel):
     """The serial twin of ``scatter_add_kernel`` (each row's adds in the same order)."""
     f = src.shape[1]
+    gathered = sel.shape[0] > 0
     for i in range(idx.shape[0]):
         d = idx[i]
+        s = sel[i] if gathered else i
         for t in range(f):
-            out[d, t] += src[i, t]
+            out[d, t] += src[s, t]
 
 
 @njit(**_JIT)
-def scatter_add_kernel(src, idx, out, n_par, n_rp):
+def scatter_add_kernel(src, idx, out, n_par, n_rp, sel):
     """The scatter-add loop: task (p, q) adds feature range p of the rows bound for range q."""
     f = src.shape[1]
     n_out = out.shape[0]
     width = (f + n_par - 1) // n_par
     span = (n_out + n_rp - 1) // n_rp
+    gathered = sel.shape[0] > 0
     for task in prange(n_par * n_rp):
         p = task // n_rp
         q = task - p * n_rp
@@ -330,8 +338,9 @@ def scatter_add_kernel(src, idx, out, n_par, n_rp):
         for i in range(idx.shape[0]):
             d = idx[i]
             if d >= d_lo and d < d_hi:
+                s = sel[i] if gathered else i
                 for t in range(lo, hi):
-                    out[d, t] += src[i, t]
+                    out[d, t] += src[s, t]
 
 
 _EXPONENT = {4: (np.uint32, np.uint32(0x7F800000)),

@@ -40,6 +40,7 @@ class LocalCSR:
 
     kernel: str | None = None
     kernel_t: str | None = None
+    keeps_order = False  # a ``renamed`` matrix: its columns are not in increasing order
     sample_rows: np.ndarray | None = None  # set on a row sample: its rows in the matrix
 
     def __init__(self, m: sp.csr_array | sp.csr_matrix):
@@ -59,6 +60,21 @@ class LocalCSR:
         self._blocked: dict[int, _ColumnBlocks] = {}
         self._col_cum: np.ndarray | None = None
         self.choices: dict[tuple, Choice] = {}
+
+    def renamed(self, new_col: np.ndarray, n_cols: int) -> LocalCSR:
+        """This matrix with column j renamed ``new_col[j]`` (of ``n_cols``), each row's terms
+        kept in this matrix's order, not re-sorted: its products are this one's bit for bit
+        (so never column-blocked, which would regroup them). Shares the row pointers and
+        values."""
+        out = LocalCSR.__new__(LocalCSR)
+        out.__dict__.update(self.__dict__)
+        out.shape = (self.shape[0], int(n_cols))
+        idx_type = np.int32 if max(out.shape) < 2**31 - 1 else np.int64
+        out.indices = new_col[self.indices].astype(idx_type)
+        out.gather_indices = unsigned(out.indices)
+        out.keeps_order = True
+        out._t, out._blocked, out._col_cum, out.choices = None, {}, None, {}
+        return out
 
     def data(self, dtype) -> np.ndarray:
         found = self._data.get(dtype)  # the fast path: a numpy dtype already cached
@@ -114,12 +130,14 @@ class LocalCSR:
         blocks at the cache model's count and half of it when x does not fit in a quarter of
         the last-level cache."""
         out = ["vector", "plain", "unrolled"] if f == 1 else ["plain", "unrolled"]
+        if self.keeps_order:
+            return out
         n = min(self.llc_blocks(f, itemsize), self.nnz // max(1, self.shape[0]))
         out += [f"blocked:{b}" for b in sorted({max(2, n // 2), n}) if n >= 2]
         return out
 
     def _rule(self, f: int, itemsize: int) -> str:
-        n = self.col_blocks(f, itemsize)
+        n = 1 if self.keeps_order else self.col_blocks(f, itemsize)
         if n > 1:
             return f"blocked:{n}"
         # unrolled was at least as fast as plain in all 15 cases of bench/kernel_choice.py;
@@ -127,6 +145,8 @@ class LocalCSR:
         return "vector" if f == 1 else "unrolled"
 
     def _forced(self, setting: str, f: int, itemsize: int) -> str:
+        if setting == "blocked" and self.keeps_order:
+            return "unrolled"
         if setting == "blocked":
             return f"blocked:{max(2, self.llc_blocks(f, itemsize))}"
         if setting == "vector" and f != 1:

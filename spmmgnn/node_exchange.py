@@ -54,7 +54,7 @@ from .errors import agree
 from .halo import NO_INDEX, HaloPlan, Route, check_ghosts, displacements, encode_rows
 from .hashing import mix64
 from .nodes import NodeMap, carriers
-from .shared import SharedRoute, shares_memory
+from .shared import SharedRoute, Window, shares_memory
 from .stats import CommStats
 
 EXCHANGES = ("flat", "node", "auto")
@@ -83,6 +83,10 @@ def _peers(counts_out: np.ndarray, counts_in: np.ndarray, me: int) -> int:
     return int(max(out.sum(), got.sum()))
 
 
+def _same_start(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+
+
 class NodePlan:
     """The node-aware halo plan (module docstring); collective over ``comm`` to build, with
     the arguments of ``HaloPlan`` and ``nodes`` (a ``NodeMap`` of ``comm``, required)."""
@@ -93,7 +97,7 @@ class NodePlan:
                  stats: CommStats | None = None, codec: Codec | None = None,
                  codec_backward: Codec | None = None, seed: int = 0,
                  stream: int | None = None, nodes: NodeMap | None = None,
-                 shared: bool | None = None):
+                 shared: bool | None = None, in_place: bool | None = None):
         self.comm = comm
         self.stats = CommStats() if stats is None else stats
         self.codec, self.codec_backward = codec, codec_backward
@@ -156,13 +160,50 @@ class NodePlan:
         if self.shared:
             self.share1, self.share3 = SharedRoute(self.leg1), SharedRoute(self.leg3)
             self.sel_send2 = self.leg2.send_idx
+        self.reads_in_place = self.shared and (True if in_place is None else bool(in_place))
+        if self.reads_in_place:
+            self._place_rows(owner_local)
+        # leg 1's rows (``request``) are my ghosts in order: the partial sums of a reduce
+        # can be made where leg 1 backwards reads them (``reduce_partials``)
+        self._partials_in_place = (self.pos_direct.size == self.n_ghost
+                                   and self.leg1.n_recv == self.n_ghost)
+
+    def _place_rows(self, owner_local: np.ndarray) -> None:
+        """The node's rows window of the in-place bcast (``start_bcast_in_place``): rank q's
+        segment holds the distinct rows of its block that the node's ranks asked for
+        (``published``, in increasing order) and then q's own ghost rows from other nodes
+        (in ``pos_far`` order). ``ghost_slots[g]``: where ghost g sits in a half of it."""
+        l1, local = self.leg1, self.comm_local
+        self.published = np.unique(l1.send_idx)
+        # each asker learns where its rows sit among their owner's published rows
+        where = np.searchsorted(self.published, l1.send_idx).astype(np.int64)
+        got = np.empty(l1.n_recv, dtype=np.int64)
+        local.Alltoallv([where, (l1.send_counts, l1.send_displs), MPI.INT64_T],
+                        [got, (l1.recv_counts, l1.recv_displs), MPI.INT64_T])
+        counts = np.empty((local.Get_size(), 2), dtype=np.int64)
+        local.Allgather(np.array([self.published.size, self.pos_far.size], dtype=np.int64),
+                        counts)
+        self.node_rows = counts.sum(axis=1)
+        start = displacements(self.node_rows)
+        me = local.Get_rank()
+        at = start[owner_local] + got        # each requested row (``request`` order)
+        self.ghost_slots = np.empty(self.n_ghost, dtype=np.int64)
+        self.ghost_slots[self.pos_direct] = at[self.sel_direct]
+        self.ghost_slots[self.pos_far] = start[me] + counts[me, 0] + np.arange(self.pos_far.size)
+        self.slots_send2 = at[self.leg2.send_idx]
+        self.rows_total = int(self.node_rows.sum())
+        # rows read out of other ranks' segments per call: leg 1's, as through ``share1``
+        self._read_others = int(l1.n_recv - l1.recv_counts[me])
+        self._rows_windows: dict[tuple, Window] = {}
 
     def close(self) -> None:
         """Collective over the node: free the shared windows (the plan then sends)."""
         if self.shared:
             self.share1.close()
             self.share3.close()
-            self.shared = False
+            for window in getattr(self, "_rows_windows", {}).values():
+                window.close()
+            self.shared = self.reads_in_place = False
 
     # ------------------------------------------------------------ what callers read
     def buffer(self, name: str, rows: int, f: int, dtype, slot: int = 0) -> np.ndarray:
@@ -226,6 +267,65 @@ class NodePlan:
         recv2 = self.buffer("enc_recv2", l2.n_recv, send2.shape[1], np.uint8, slot)
         request = l2.post(send2, recv2, True, param_bytes=codec.param_bytes)
         return NodeExchange(self, request, recv2, codec, ghost, True, (recv1, slot))
+
+    def _rows_window(self, f: int, dtype, slot: int) -> Window:
+        key = (f, np.dtype(dtype).str, slot)
+        window = self._rows_windows.get(key)
+        if window is None:  # collective: every rank of the node makes its first call here
+            window = self._rows_windows[key] = Window(self.comm_local, self.node_rows, f, dtype)
+        return window
+
+    def start_bcast_in_place(self, x_local: np.ndarray, key: int = 0,
+                             slot: int = 0) -> NodeExchange:
+        """Begin a bcast whose ghost rows are read where they lie (``reads_in_place``): my
+        published rows are stored in my segment of the node's rows window (one copy; no
+        reader copies them again), leg 2 is posted from the window; ``finish()`` places my
+        rows from other nodes in my segment and returns the window's half of this call,
+        whose row ``ghost_slots[g]`` is ghost g, valid until the call on ``slot`` after
+        the next (each half serves every other call; the barrier of call k + 1 follows
+        every rank's reads of call k)."""
+        f, dtype, codec = x_local.shape[1], x_local.dtype, self.codec
+        l2, stats = self.leg2, self.stats
+        stats.node_exchanges += 1
+        window = self._rows_window(f, dtype, slot)
+        half = window.calls % 2
+        window.calls += 1
+        rows = window.half(half)
+        if self.rows_total:
+            with stats.timing("seconds_exchange"):
+                if self.published.size:
+                    kernels.gather_rows(x_local, self.published,
+                                        window.segment(half)[:self.published.size])
+                window.sync()
+        stats.count_exchange(0, 0, legs=self.leg1.legs)
+        stats.bytes_shared_read += self._read_others * f * x_local.itemsize
+        far = window.segment(half)[self.published.size:]
+        if not self._coded(codec, dtype):
+            send2 = self.buffer("send2", l2.n_send, f, dtype, slot)
+            recv2 = self.buffer("recv2", l2.n_recv, f, dtype, slot)
+            with stats.timing("seconds_exchange"):
+                kernels.gather_rows(rows, self.slots_send2, send2)
+            request = self._post2(send2, recv2, True)
+            return NodeExchange(self, request, recv2, None, rows, True, (far, slot), True)
+        send2 = self._encode(codec, rows, self.slots_send2, l2.n_send, "enc_send2", key, slot)
+        recv2 = self.buffer("enc_recv2", l2.n_recv, send2.shape[1], np.uint8, slot)
+        request = l2.post(send2, recv2, True, param_bytes=codec.param_bytes)
+        return NodeExchange(self, request, recv2, codec, rows, True, (far, slot), True)
+
+    def land_in_place(self, recv2: np.ndarray, codec: Codec | None, far: np.ndarray,
+                      slot: int, keep: bool) -> None:
+        """Leg 3 of an in-place bcast: decode, distribute inside the node, and (``keep``)
+        store my rows from other nodes in ``far``, my segment's tail."""
+        l2, l3 = self.leg2, self.leg3
+        if codec is not None:
+            rows2 = self.buffer("recv2", l2.n_recv, far.shape[1], far.dtype, slot)
+            with self.stats.timing("seconds_codec"):
+                codec.decode(recv2, rows2, NO_INDEX, accumulate=False)
+            recv2 = rows2
+        rows, index = self.share3.exchange(recv2, l3.send_idx, True, slot)
+        if keep and far.shape[0]:
+            with self.stats.timing("seconds_exchange"):
+                kernels.gather_rows(rows, index, far)
 
     def _leg1(self, x_local: np.ndarray, ghost: np.ndarray, slot: int):
         """Leg 1 of a bcast: (rows, index) with ``rows[index]`` leg 2's send rows; through
@@ -305,6 +405,16 @@ class NodePlan:
         request = l2.post(enc, got2, False, param_bytes=codec.param_bytes)
         return NodeExchange(self, request, got2, codec, out_local, False, (ghost_partial, slot))
 
+    def reduce_partials(self, f: int, dtype, slot: int = 0) -> np.ndarray | None:
+        """Where a reduce's partial sums (ghost order) can be computed in place, or None:
+        my segment of the window leg 1 backwards reads, when its rows are my ghosts in
+        order (all on my node, so none is staged only). Collective over the node on its
+        first call at each width, dtype and slot (it may make the window)."""
+        if not self.shared:
+            return None
+        segment = self.share1.segment(False, f, dtype, slot)
+        return segment if self._partials_in_place else None
+
     def land_reduce(self, got2: np.ndarray, codec: Codec | None, partial: np.ndarray,
                     slot: int, out: np.ndarray | None) -> None:
         """Leg 1 backwards of a reduce whose leg 2 arrived (``out`` None: take part and
@@ -315,20 +425,23 @@ class NodePlan:
         acc1 = (self.share1.segment(False, f, dtype, slot) if self.shared else
                 self.buffer("acc1", l1.n_recv, f, dtype, slot))
         with self.stats.timing("seconds_exchange"):
-            acc1[...] = 0
-            acc1[self.sel_direct] = partial[self.pos_direct]
+            if not (self.shared and _same_start(acc1, partial)):  # (not made in place)
+                acc1[...] = 0
+                acc1[self.sel_direct] = partial[self.pos_direct]
             if codec is None:
                 l2.scatter_add(got2, acc1)
         if codec is not None:
             with self.stats.timing("seconds_codec"):
                 codec.decode(got2, acc1, l2.send_idx, accumulate=True)
-        got1 = self.buffer("recv1r", l1.n_send, f, dtype, slot)
-        if self.shared:
+        if self.shared:  # the owners add the sums where they lie (no gathered copy)
             rows, index = self.share1.exchange(None, None, False, slot, f, dtype)
-            with self.stats.timing("seconds_exchange"):
-                kernels.gather_rows(rows, index, got1)
-        else:
-            self._blocking(l1, acc1, got1, False)
+            if out is not None:
+                with self.stats.timing("seconds_exchange"):
+                    kernels.scatter_add(rows, l1.send_idx, out, kernels.column_split(f),
+                                        sel=index)
+            return
+        got1 = self.buffer("recv1r", l1.n_send, f, dtype, slot)
+        self._blocking(l1, acc1, got1, False)
         if out is not None:
             with self.stats.timing("seconds_exchange"):
                 l1.scatter_add(got1, out)
@@ -347,9 +460,10 @@ class NodeExchange:
 
     def __init__(self, plan: NodePlan, request: MPI.Request, recv: np.ndarray,
                  codec: Codec | None, destination: np.ndarray | None, forward: bool,
-                 kept: tuple[np.ndarray, int]):
+                 kept: tuple[np.ndarray, int], in_place: bool = False):
         self.plan, self.request, self.recv, self.codec = plan, request, recv, codec
         self.destination, self.forward, self.kept = destination, forward, kept
+        self.in_place = in_place
         self.posted = time.perf_counter()
         self.done = False
 
@@ -361,7 +475,9 @@ class NodeExchange:
     def _land(self, dst: np.ndarray | None) -> None:
         self.done = True
         rows, slot = self.kept
-        if self.forward:
+        if self.in_place:
+            self.plan.land_in_place(self.recv, self.codec, rows, slot, dst is not None)
+        elif self.forward:
             self.plan.land_bcast(self.recv, self.codec, rows, slot, dst)
         else:
             self.plan.land_reduce(self.recv, self.codec, rows, slot, dst)

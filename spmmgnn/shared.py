@@ -37,28 +37,35 @@ def shares_memory(comm: MPI.Comm) -> bool:
 
 
 class Window:
-    """One shared window of ``rows[q]`` rows x ``f`` per rank q, twice (two halves)."""
+    """One shared window of ``rows[q]`` rows x ``f`` per rank q, twice: half h is
+    ``array[h * total : (h + 1) * total]``, every rank's segment in rank order, so a row's
+    place inside a half (``start[q]`` + its row) is the same in both halves."""
 
     def __init__(self, comm: MPI.Comm, rows: np.ndarray, f: int, dtype):
         dtype = np.dtype(dtype)
         self.comm, self.me, self.rows = comm, comm.Get_rank(), rows
-        self.start = 2 * displacements(rows)           # first row of each rank's segment
-        total = 2 * int(rows.sum()) * f * dtype.itemsize
-        self.win = MPI.Win.Allocate_shared(total if self.me == 0 else 0, 1, comm=comm)
+        self.start = displacements(rows)               # first row of each rank's segment
+        self.total = int(rows.sum())
+        size = 2 * self.total * f * dtype.itemsize
+        self.win = MPI.Win.Allocate_shared(size if self.me == 0 else 0, 1, comm=comm)
         buf, _ = self.win.Shared_query(0)
-        self.array = np.frombuffer(buf, dtype=dtype, count=total // dtype.itemsize
-                                   ).reshape(-1, f) if total else np.zeros((0, f), dtype)
+        self.array = np.frombuffer(buf, dtype=dtype, count=size // dtype.itemsize
+                                   ).reshape(-1, f) if size else np.zeros((0, f), dtype)
         self.win.Lock_all(MPI.MODE_NOCHECK)
         self.calls = 0
 
+    def half(self, half: int) -> np.ndarray:
+        """All ranks' rows of this ``half``."""
+        return self.array[half * self.total:(half + 1) * self.total]
+
     def segment(self, half: int) -> np.ndarray:
         """My rows of this ``half``."""
-        lo = int(self.start[self.me] + half * self.rows[self.me])
+        lo = half * self.total + int(self.start[self.me])
         return self.array[lo:lo + int(self.rows[self.me])]
 
     def offsets(self, peer: np.ndarray, half: int) -> np.ndarray:
         """Where row 0 of each ``peer``'s segment of ``half`` sits in ``array``."""
-        return self.start[peer] + half * self.rows[peer]
+        return half * self.total + self.start[peer]
 
     def sync(self) -> None:
         """Collective: what every rank stored is visible to every rank."""

@@ -185,6 +185,20 @@ def test_scatter_add_every_split(threads, f):
     assert kernels.row_split(1) == threads and kernels.row_split(threads) == 1
 
 
+@pytest.mark.parametrize("f", [1, 5, 64])
+def test_scatter_add_of_selected_rows_is_gather_then_add(threads, f):
+    """``sel``: the adds of gathering src[sel] first, bit for bit, at every split."""
+    rng = np.random.default_rng(10 + f)
+    idx = rng.integers(0, 900, 5000)
+    sel = rng.integers(0, 300, idx.size)
+    src = rng.standard_normal((300, f))
+    for n_rp in (0, 1, 3):
+        ref, got = np.ones((900, f)), np.ones((900, f))
+        kernels.scatter_add(src[sel], idx, ref, kernels.column_split(f), n_rp)
+        kernels.scatter_add(src, idx, got, kernels.column_split(f), n_rp, sel=sel)
+        np.testing.assert_array_equal(got, ref)
+
+
 def test_column_blocks_layout_and_policy(monkeypatch):
     A = sp.csr_array(np.array([[1, 0, 2, 0, 0, 3],
                                [0, 0, 0, 0, 0, 0],
@@ -337,8 +351,8 @@ def test_serial_twins_give_the_parallel_kernels_bits(threads, monkeypatch, dtype
         assert np.array_equal(packed[kernel], X[rows])
     src = packed[kernels.gather_rows_serial]
     added = []
-    for run in (lambda o: kernels.scatter_add_kernel(src, rows, o, 1, 1),
-                lambda o: kernels.scatter_add_serial(src, rows, o),
+    for run in (lambda o: kernels.scatter_add_kernel(src, rows, o, 1, 1, kernels.NO_SEL),
+                lambda o: kernels.scatter_add_serial(src, rows, o, kernels.NO_SEL),
                 lambda o: kernels.scatter_add(src, rows, o, 1)):  # (the twin: below 2^62)
         out = np.ones_like(X)
         run(out)

@@ -6,9 +6,10 @@ smaller when K does not divide P) and each sparse algorithm (sparse1d, sparse15d
 prepost1d, sparse2d and sparse3d on a grid of P, and the cd-2 delayed views of sparse1d),
 one non-symmetric matrix with uneven blocks (one empty) and hub rows/columns is multiplied
 with exchange="flat", "node" and "auto": ``A @ X`` and ``A.T @ Y`` are compared with scipy
-and with the flat exchange (bitwise where only rows are copied, to rounding where partial
-sums are added in another order), in the worker; ``NodePlan`` through its shared window
-against its messages, bitwise. Rank 0 writes the matrix, the layout and
+and with the flat exchange (bitwise where only rows are copied or read in place, to
+rounding where partial sums are added in another order), in the worker; ``NodePlan``
+through its shared window (copied and read in place) against its messages, bitwise. Rank 0
+writes the matrix, the layout and
 every rank's bytes by tier, per call and direction, for the test to compare with the volume
 model, plus the list of mismatches (empty when all is well).
 """
@@ -86,6 +87,10 @@ class Run:
             t = op.matmul_t(y)
             bwd = tiers(op)
             got[exchange] = (op.gather_rows(z), op.gather_rows(t, side="input"))
+            if exchange == "node" and algorithm in ("sparse1d", "sparse15d"):
+                # ranks sharing memory read their node's ghost rows in place
+                everywhere = comm.allreduce(int(op.product.in_place), op=MPI.MIN)
+                self.check(bool(everywhere), f"{label} {algorithm} K={K}: not in place")
             route = (op.route(F, X.dtype, True) if getattr(type(op), "bounded_by", None)
                      else "sparse")   # sparse2d/3d: the flat exchange may take SUMMA
             ranks[exchange] = comm.gather(dict(fwd=fwd, bwd=bwd, report=op.exchange_report(),
@@ -179,6 +184,14 @@ def window_vs_messages(run: Run, grid, K: int) -> None:
             rows.append((g0, g1, out))
             run.check(np.array_equal(g0, X[ghost_ids]) and np.array_equal(g1, 2 * X[ghost_ids]),
                       f"window K={K} shared={shared}: bcast rows")
+            if shared:  # read in place: two slots in flight, each half of each window
+                a = plan.start_bcast_in_place(X[lo:hi], slot=0)
+                b = plan.start_bcast_in_place(3 * X[lo:hi], slot=1)
+                ra, rb = a.finish(), b.finish()
+                ok = (np.array_equal(ra[plan.ghost_slots], X[ghost_ids])
+                      and np.array_equal(rb[plan.ghost_slots], 3 * X[ghost_ids]))
+                ok = comm.allreduce(int(ok), op=MPI.MIN)
+                run.check(bool(ok), f"window K={K} call {t}: rows read in place")
         got[shared] = rows
         run.check(plan.shared == shared, f"window K={K}: shared={plan.shared}")
         plan.close()
