@@ -37,8 +37,9 @@ def test_label_propagation_is_partition_invariant_and_cache_exact(tmp_path):
 
 
 def test_int2_codec_trains_and_moves_fewer_bytes(tmp_path):
-    base = train(2, tmp_path, "f32", "--no-cache")
+    base = train(2, tmp_path, "f32", "--no-cache", "--exchange", "flat")
     q = train(2, tmp_path, "int2", "--no-cache", "--codec", "int2")
+    assert q["exchange"]["option"] == "flat"  # a codec: the messages it compresses, by default
     sent = sum(r["bytes_sent"] for r in base["ranks"])
     sent_q = sum(r["bytes_sent"] for r in q["ranks"])
     assert 0 < sent_q < sent / 5

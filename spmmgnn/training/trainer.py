@@ -591,6 +591,7 @@ class Trainer:
                         bytes_received=stats["bytes_received"], kernels=stats["kernels"],
                         allreduce_bytes=stats["allreduce_bytes"],
                         bytes_sent_by_tier=stats["bytes_sent_by_tier"],
+                        bytes_shared_read=stats.get("bytes_shared_read", 0),
                         bytes_received_by_tier=stats["bytes_received_by_tier"],
                         bytes_sent_by_phase=stats["bytes_sent_by_phase"],
                         train_bytes_per_epoch=float(np.mean([r["bytes_sent"] for r in ran]))
