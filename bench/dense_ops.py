@@ -33,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from common import RESULTS, machine, write_json
+from spmmgnn.atomic import write_text_atomic
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import RESULTS, machine, write_json
 
 
 def _median_ms(fn, repeat: int) -> float:
@@ -170,12 +170,12 @@ def main() -> int:
         rows.append(dict(threads=t, **step, ops=ops, ops_sum=sum(ops.values())))
         print(f"T={t}: step {step['step']:.1f} dense {step['dense']:.1f} ops alone "
               f"{rows[-1]['ops_sum']:.1f} ms", flush=True)
-    data = dict(when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine=machine(),
-                load=[load0, os.getloadavg()[0]], args=vars(args), rows=rows)
-    write_json(Path(args.out).with_suffix(".json"), data)
-    from spmmgnn.atomic import write_text_atomic
-
-    write_text_atomic(Path(args.out).with_suffix(".md"), markdown(data))
+        # written after each T: a run stopped at its time limit keeps what it measured
+        data = dict(when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                    machine=machine(), load=[load0, os.getloadavg()[0]], args=vars(args),
+                    rows=rows)
+        write_json(Path(args.out).with_suffix(".json"), data)
+        write_text_atomic(Path(args.out).with_suffix(".md"), markdown(data))
     print(markdown(data))
     return 0
 
