@@ -546,6 +546,10 @@ class AutoPlan:
                 + tiers.intra_seconds(net, t[:, 12], np.maximum(t[:, 13], t[:, 14]) * raw))
         return float(flat.max(initial=0.0)), float(node.max(initial=0.0))
 
+    def choose(self, forward: bool, x: np.ndarray):
+        """The plan a call of this direction on ``x`` runs (the same on every rank)."""
+        return self._pick(forward, x)
+
     def _pick(self, forward: bool, x: np.ndarray):
         codec = self.codec if forward else self.codec_backward
         raw = x.shape[1] * x.itemsize

@@ -54,11 +54,12 @@ class GhostProduct:
                                   stream)
         self.stats = stats
         self.codec, self.codec_backward = codec, codec_backward
-        # a node plan sharing memory: the ghost block reads its rows where they lie in the
-        # node's window (same terms, same order: the same bits as through ``ghost``)
-        self.in_place = bool(getattr(self.plan, "reads_in_place", False))
-        if self.in_place:
-            self.ghost_rows = self.ghost.renamed(self.plan.ghost_slots, self.plan.rows_total)
+        # a node plan sharing memory (or ``auto``'s, when it picks it): the ghost block reads
+        # its rows where they lie in the node's window (same terms, same order: the same
+        # bits as through ``ghost``)
+        node = getattr(self.plan, "node", self.plan)
+        self.in_place = bool(getattr(node, "reads_in_place", False))
+        self._ghost_rows = None  # ``ghost`` renamed into the window, made at its first use
         # one rank with a flat plan: nothing crosses ranks, so no exchange machinery runs
         # (the call still counts its empty exchange, as the plan would)
         self.alone = comm.Get_size() == 1 and isinstance(self.plan, HaloPlan)
@@ -70,6 +71,11 @@ class GhostProduct:
     def matrices(self) -> list:
         return [self.diag, self.ghost]
 
+    def _chosen(self, forward: bool, x: np.ndarray):
+        """The plan this call runs: ``auto``'s pick, or the one plan."""
+        return self.plan.choose(forward, x) if self.in_place and hasattr(
+            self.plan, "choose") else self.plan
+
     def matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
         """out = A x: post the ghost fetch, multiply the owned block, land ghosts, add."""
         stats = self.stats
@@ -78,14 +84,17 @@ class GhostProduct:
             with stats.timing("seconds_multiply"):
                 self.diag.matmul(x, out, accumulate=False)
             return
-        if self.in_place:
-            pending = self.plan.start_bcast_in_place(x, key)
+        plan = self._chosen(True, x)
+        if getattr(plan, "reads_in_place", False):
+            pending = plan.start_bcast_in_place(x, key)
             t0 = perf_counter()
             self.diag.matmul(x, out, accumulate=False)
             t1 = perf_counter()
             rows = pending.finish()
             t2 = perf_counter()
-            self.ghost_rows.matmul(rows, out, accumulate=True)
+            if self._ghost_rows is None:
+                self._ghost_rows = self.ghost.renamed(plan.ghost_slots, plan.rows_total)
+            self._ghost_rows.matmul(rows, out, accumulate=True)
             stats.seconds_multiply += (t1 - t0) + (perf_counter() - t2)
             return
         ghost_x = self.plan.buffer("ghost", self.plan.n_ghost, x.shape[1], x.dtype)
@@ -107,7 +116,9 @@ class GhostProduct:
             with stats.timing("seconds_multiply"):
                 self.diag.t_matmul(y, out, accumulate=False)
             return
-        partial = self.plan.reduce_partials(y.shape[1], y.dtype) if self.in_place else None
+        plan = self._chosen(False, y)
+        partial = (plan.reduce_partials(y.shape[1], y.dtype)
+                   if getattr(plan, "reads_in_place", False) else None)
         if partial is None:
             partial = self.plan.buffer("ghost", self.plan.n_ghost, y.shape[1], y.dtype)
         with stats.timing("seconds_multiply"):
