@@ -16,7 +16,7 @@ import scipy.sparse as sp
 
 from . import kernels
 from .errors import SpmmgnnError
-from .jit import numba_pool
+from .jit import njit, numba_pool
 from .threads import get_threads
 
 
@@ -47,14 +47,33 @@ class LocalCSR:
         m = sp.csr_array(m)
         m.sum_duplicates()
         m.sort_indices()
-        self.shape = m.shape
-        self.nnz = int(m.nnz)
-        self.work = self.nnz + self.shape[0]  # entries one column of a product touches
-        self.indptr = m.indptr.astype(np.int64)
         idx_type = np.int32 if max(m.shape) < 2**31 - 1 else np.int64
-        self.indices = m.indices.astype(idx_type)
+        self._set(m.shape, m.indptr.astype(np.int64), m.indices.astype(idx_type),
+                  m.data.astype(_source_dtype(m.data.dtype)))
+
+    @classmethod
+    def from_parts(cls, shape: tuple[int, int], indptr: np.ndarray, indices: np.ndarray,
+                   data: np.ndarray) -> LocalCSR:
+        """A LocalCSR that takes ownership of arrays already in canonical form (each row's
+        columns sorted and distinct; int64 ``indptr``, int32 ``indices`` below 2^31 - 1
+        columns, float32/float64 ``data``): no copy, no check (``split_columns`` builds
+        them so; ``__init__`` would copy each once more)."""
+        self = cls.__new__(cls)
+        self._set(tuple(int(s) for s in shape), indptr, indices, data)
+        return self
+
+    def _set(self, shape: tuple[int, int], indptr: np.ndarray, indices: np.ndarray,
+             data: np.ndarray) -> None:
+        self.shape = shape
+        self.nnz = int(indices.size)
+        self.work = self.nnz + self.shape[0]  # entries one column of a product touches
+        self.indptr = indptr
+        self.indices = indices
         self.gather_indices = unsigned(self.indices)
-        self._data = {np.dtype(np.float64): m.data.astype(np.float64)}
+        # the values as given (float32 or float64): the source every other dtype is cast
+        # from, so a float32 matrix never holds a float64 copy
+        self._source = data.dtype
+        self._data = {data.dtype: data}
         self._chunks: dict[int, np.ndarray] = {}
         self._t: LocalCSR | None = None
         self._blocked: dict[int, _ColumnBlocks] = {}
@@ -81,9 +100,22 @@ class LocalCSR:
         if found is None:
             dtype = np.dtype(dtype)
             if dtype not in self._data:
-                self._data[dtype] = self._data[np.dtype(np.float64)].astype(dtype)
+                self._data[dtype] = self._data[self._source].astype(dtype)
             found = self._data[dtype]
         return found
+
+    def keep_values(self, dtype) -> None:
+        """Keep the values in ``dtype`` only (cast once more if not yet cached) and free the
+        other copies, in the transposed CSR and the column blocks too: a float32 training
+        run needs no float64 values after the symmetry probe (8 bytes per non-zero). A
+        later call in another dtype casts from these values (exact when widening)."""
+        dtype = np.dtype(dtype)
+        kept = self.data(dtype)
+        self._data, self._source = {dtype: kept}, dtype
+        for b in self._blocked.values():
+            b.keep_values(dtype)
+        if self._t is not None:
+            self._t.keep_values(dtype)
 
     def chunks(self, threads: int | None = None) -> np.ndarray:
         """Row ranges of near-equal work, four per thread (``threads``: the current count,
@@ -258,7 +290,13 @@ class LocalCSR:
     def transpose(self) -> LocalCSR:
         """The transposed CSR (built once, kept)."""
         if self._t is None:
-            self._t = LocalCSR(self.to_scipy().T.tocsr())
+            rows, cols = self.shape
+            indptr = np.zeros(cols + 1, dtype=np.int64)
+            indices = np.empty(self.nnz, dtype=_index_dtype(cols, rows))
+            data = self._data[self._source]
+            values = np.empty_like(data)
+            _transpose_into(self.indptr, self.indices, data, indptr, indices, values)
+            self._t = LocalCSR.from_parts((cols, rows), indptr, indices, values)
             self._t.kernel = self.kernel
         return self._t
 
@@ -343,7 +381,7 @@ class LocalCSR:
         return rows
 
     def to_scipy(self) -> sp.csr_array:
-        return sp.csr_array((self._data[np.dtype(np.float64)], self.indices, self.indptr),
+        return sp.csr_array((self._data[self._source], self.indices, self.indptr),
                             shape=self.shape)
 
 
@@ -407,16 +445,15 @@ class _ColumnBlocks:
 
     def __init__(self, m: LocalCSR, n_blocks: int):
         n_rows, n_cols = m.shape
-        width = -(-n_cols // n_blocks)
-        rows = np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(m.indptr))
-        block = m.indices.astype(np.int64) // max(1, width)
-        self.perm = np.argsort(block * n_rows + rows, kind="stable")
+        width = max(1, -(-n_cols // n_blocks))
+        # a stable counting sort of the non-zeros by (column block, row): the order of a
+        # stable argsort of block * n_rows + row, without its int64 keys per non-zero
+        self.indptr2 = np.zeros((n_blocks, n_rows + 1), dtype=np.int64)
+        _count_blocks(m.indptr, m.indices, width, self.indptr2)
+        self.perm = np.empty(m.nnz, dtype=np.int64)
+        _place_blocks(m.indptr, m.indices, width, self.indptr2[:, :-1].copy(), self.perm)
         self.indices = m.indices[self.perm]
         self.gather_indices = unsigned(self.indices)
-        counts = np.bincount(block * n_rows + rows, minlength=n_blocks * n_rows)
-        self.indptr2 = np.zeros((n_blocks, n_rows + 1), dtype=np.int64)
-        self.indptr2[:, 1:] = np.cumsum(counts).reshape(n_blocks, n_rows)
-        self.indptr2[1:, 0] = self.indptr2[:-1, -1]
         self._m = m
         self._data: dict[np.dtype, np.ndarray] = {}
         self._chunks: dict[int, np.ndarray] = {}
@@ -427,12 +464,70 @@ class _ColumnBlocks:
             self._data[dtype] = self._m.data(dtype)[self.perm]
         return self._data[dtype]
 
+    def keep_values(self, dtype) -> None:
+        """Free the values in every dtype but ``dtype`` (see ``LocalCSR.keep_values``)."""
+        self._data = {k: v for k, v in self._data.items() if k == np.dtype(dtype)}
+
     def chunks(self) -> np.ndarray:
         t = get_threads()
         if t not in self._chunks:
             self._chunks[t] = np.stack([kernels.row_chunks(p - p[0], 4 * t)
                                         for p in self.indptr2])
         return self._chunks[t]
+
+
+@njit(cache=True, nogil=True)
+def _transpose_into(indptr, indices, data, t_indptr, t_indices, t_values):
+    """The transposed CSR (scipy's ``csr_tocsc``: each column's rows in increasing order,
+    so canonical) into the given arrays, ``t_indptr`` zeroed, of one more than the
+    columns."""
+    for t in range(indices.size):
+        t_indptr[indices[t] + 1] += 1
+    for j in range(t_indptr.size - 1):
+        t_indptr[j + 1] += t_indptr[j]
+    for i in range(indptr.size - 1):
+        for t in range(indptr[i], indptr[i + 1]):
+            j = indices[t]
+            p = t_indptr[j]
+            t_indices[p] = i
+            t_values[p] = data[t]
+            t_indptr[j] = p + 1
+    for j in range(t_indptr.size - 1, 0, -1):  # each start moved to the next: shift back
+        t_indptr[j] = t_indptr[j - 1]
+    t_indptr[0] = 0
+
+
+@njit(cache=True, nogil=True)
+def _count_blocks(indptr, indices, width, indptr2):
+    """Row pointers per column block: the non-zeros of row i in block b counted at
+    indptr2[b, i + 1], then summed in (block, row) order."""
+    for i in range(indptr.size - 1):
+        for t in range(indptr[i], indptr[i + 1]):
+            indptr2[indices[t] // width, i + 1] += 1
+    total = 0  # then the running sum over (block, row): block b starts where b - 1 ends
+    for b in range(indptr2.shape[0]):
+        indptr2[b, 0] = total
+        for i in range(1, indptr2.shape[1]):
+            total += indptr2[b, i]
+            indptr2[b, i] = total
+
+
+@njit(cache=True, nogil=True)
+def _place_blocks(indptr, indices, width, next_slot, perm):
+    """perm[p] = t for each non-zero t at its slot p of (column block, row), taken in row
+    order, each row's non-zeros in order (``next_slot``: each row's first slot per block)."""
+    for i in range(indptr.size - 1):
+        for t in range(indptr[i], indptr[i + 1]):
+            b = indices[t] // width
+            perm[next_slot[b, i]] = t
+            next_slot[b, i] += 1
+
+
+def _source_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype a matrix's values are kept in: float32 and float64 as given, anything else
+    as float64 (every cast is then exact or the one the training dtype makes anyway)."""
+    return dtype if dtype in (np.dtype(np.float32), np.dtype(np.float64)) else np.dtype(
+        np.float64)
 
 
 def unsigned(indices: np.ndarray) -> np.ndarray:
@@ -447,9 +542,88 @@ def split_columns(block_row: sp.csr_array, lo: int, hi: int):
 
     Returns ``(diag, ghost, ghost_ids)``: diag has columns shifted by -lo, ghost has the
     non-empty other columns renumbered 0..g-1 in increasing global order, ghost_ids the
-    global id of each ghost column.
+    global id of each ghost column. A canonical block row (sorted, no duplicates: what the
+    normalizations make) is split by two numba passes straight into the two CSRs, holding
+    nothing per non-zero but their arrays; the values keep their dtype (float32 or float64).
     """
     m = sp.csr_array(block_row)
+    if not m.has_canonical_format:
+        return _split_columns_coo(m, lo, hi)
+    indices = m.indices
+    ghost_ids = ghost_columns(indices, lo, hi, m.shape[1])
+    diag_ptr = np.zeros(m.shape[0] + 1, dtype=np.int64)
+    ghost_ptr = np.zeros(m.shape[0] + 1, dtype=np.int64)
+    _count_split(m.indptr, indices, lo, hi, diag_ptr[1:], ghost_ptr[1:])
+    np.cumsum(diag_ptr, out=diag_ptr)
+    np.cumsum(ghost_ptr, out=ghost_ptr)
+    data = m.data.astype(_source_dtype(m.data.dtype), copy=False)
+    diag_idx = np.empty(int(diag_ptr[-1]), dtype=_index_dtype(m.shape[0], hi - lo))
+    ghost_idx = np.empty(int(ghost_ptr[-1]), dtype=_index_dtype(m.shape[0], ghost_ids.size))
+    diag_val = np.empty(diag_idx.size, dtype=data.dtype)
+    ghost_val = np.empty(ghost_idx.size, dtype=data.dtype)
+    _fill_split(m.indptr, indices, data, lo, hi, ghost_ids, diag_ptr, diag_idx, diag_val,
+                ghost_ptr, ghost_idx, ghost_val)
+    diag = LocalCSR.from_parts((m.shape[0], hi - lo), diag_ptr, diag_idx, diag_val)
+    ghost = LocalCSR.from_parts((m.shape[0], ghost_ids.size), ghost_ptr, ghost_idx, ghost_val)
+    return diag, ghost, ghost_ids
+
+
+def _index_dtype(rows: int, cols: int) -> type:
+    """LocalCSR's column index type for a rows x cols block (as ``__init__`` picks it)."""
+    return np.int32 if max(rows, cols) < 2**31 - 1 else np.int64
+
+
+def ghost_columns(indices: np.ndarray, lo: int, hi: int, n_cols: int) -> np.ndarray:
+    """The distinct column ids outside [lo, hi) among ``indices``, sorted (int64): one pass
+    marking a byte per column, so no sort and no copy of the non-zeros."""
+    seen = np.zeros(n_cols, dtype=np.bool_)
+    _mark_outside(indices, lo, hi, seen)
+    return np.flatnonzero(seen).astype(np.int64, copy=False)
+
+
+@njit(cache=True, nogil=True)
+def _mark_outside(indices, lo, hi, seen):
+    for t in range(indices.size):
+        j = indices[t]
+        if j < lo or j >= hi:
+            seen[j] = True
+
+
+@njit(cache=True, nogil=True)
+def _count_split(indptr, indices, lo, hi, diag_count, ghost_count):
+    """Per row: how many non-zeros fall in [lo, hi) and how many outside."""
+    for i in range(indptr.size - 1):
+        d = 0
+        for t in range(indptr[i], indptr[i + 1]):
+            j = indices[t]
+            if lo <= j < hi:
+                d += 1
+        diag_count[i] = d
+        ghost_count[i] = indptr[i + 1] - indptr[i] - d
+
+
+@njit(cache=True, nogil=True)
+def _fill_split(indptr, indices, data, lo, hi, ghost_ids, diag_ptr, diag_idx, diag_val,
+                ghost_ptr, ghost_idx, ghost_val):
+    """Each non-zero to its block in row order: owned columns shifted by -lo, the others
+    as their position in ``ghost_ids`` (a binary search; both stay sorted)."""
+    for i in range(indptr.size - 1):
+        d, g = diag_ptr[i], ghost_ptr[i]
+        for t in range(indptr[i], indptr[i + 1]):
+            j = indices[t]
+            if lo <= j < hi:
+                diag_idx[d] = j - lo
+                diag_val[d] = data[t]
+                d += 1
+            else:
+                ghost_idx[g] = np.searchsorted(ghost_ids, j)
+                ghost_val[g] = data[t]
+                g += 1
+
+
+def _split_columns_coo(m: sp.csr_array, lo: int, hi: int):
+    """``split_columns`` of a block row with unsorted or duplicate entries: through COO
+    (duplicates summed as scipy sums them), holding int64 rows and columns per non-zero."""
     rows = np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
     cols = m.indices.astype(np.int64)
     own = (cols >= lo) & (cols < hi)

@@ -642,6 +642,14 @@ class DistSpMM(RowAlgebra):
                 self.device_path.drop_transposes()
         return self.symmetric
 
+    def keep_values(self, dtype) -> None:
+        """Keep the local matrices' values in ``dtype`` only (``LocalCSR.keep_values``): a
+        float32 training run, once ``probe_symmetry`` has run in float64, frees the float64
+        values (8 bytes per non-zero). A later call in float64 still works, on the float32
+        values widened (exact casts, but the float32-rounded matrix)."""
+        for m in self.local_matrices():
+            m.keep_values(dtype)
+
     # ---------------------------------------------------------------- reporting
     def comm_stats(self) -> dict:
         """This rank's cumulative counters (bytes, calls, seconds) as a dict, with

@@ -3,7 +3,8 @@
 What each term counts follows the code that allocates it:
 
 * ``matrix``: the rank's ``LocalCSR`` blocks (``local_matrix``): row pointers (int64), column
-  indices (int32 below 2^31 columns), the float64 values and their copy in the training dtype;
+  indices (int32 below 2^31 columns), the values in the training dtype (the float64 ones of
+  the symmetry probe are freed before training, ``DistSpMM.keep_values``);
   on a non-symmetric A also the transposed CSRs ``matmul_t`` builds (the ``transpose``
   kernel; ``scan`` keeps none). A symmetric A runs its backward as ``A y`` and keeps none.
   ``sparse2d``/``sparse3d`` also hold SUMMA's tiles (and its buffers at those widths) when
@@ -50,9 +51,9 @@ COMPONENTS = ("matrix", "halo", "buffers", "codec", *DENSE)
 
 
 def _csr(rows: np.ndarray, nnz: np.ndarray, index_bytes: int, itemsize: int) -> np.ndarray:
-    """A ``LocalCSR`` with its values in float64 and in the training dtype."""
-    values = 8 + (itemsize if itemsize != 8 else 0)
-    return 8 * (rows + 1) + nnz * (index_bytes + values)
+    """A ``LocalCSR`` with its values in the training dtype (the trainer frees the float64
+    values its symmetry probe used: ``DistSpMM.keep_values``)."""
+    return 8 * (rows + 1) + nnz * (index_bytes + itemsize)
 
 
 def _index_bytes(n: int) -> int:
@@ -168,10 +169,9 @@ def _grid_sparse_held(algorithm: str, layout: Layout, P: int, c: int, itemsize: 
     fiber = layout.sizes.reshape(-1, shape3[2]).sum(axis=1).repeat(shape3[2])  # own rows
     n_c = layout.sizes.astype(np.int64)
     pointers = 8 * (2 * (fiber + 1) + 2 * (g_r + 1))
-    matrix = pointers + nnz * (ib + 8 + (itemsize if itemsize != 8 else 0))
+    matrix = pointers + nnz * (ib + itemsize)   # values in the training dtype only
     if not symmetric:
-        matrix = matrix + 8 * (2 * (n_c + 1) + 2 * (g_c + 1)) + \
-            nnz * (ib + 8 + (itemsize if itemsize != 8 else 0))
+        matrix = matrix + 8 * (2 * (n_c + 1) + 2 * (g_c + 1)) + nnz * (ib + itemsize)
     bufs = [(g_c, "dense"), (s_c, "wire_out"), (g_c, "wire_in"),              # expand
             (g_c, "back_dense"), (s_c, "back_in"), (g_c, "back_out"),
             (g_r, "dense"), (s_r, "wire_out"), (g_r, "wire_in"),              # fold

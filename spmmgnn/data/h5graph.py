@@ -204,11 +204,16 @@ def _adjacency(h: h5py.File, path, n: int, lo: int, hi: int) -> sp.csr_array:
     if np.any(np.diff(indptr) < 0) or indptr[0] < 0 or indptr[-1] > nnz:
         raise SpmmgnnError(f"{path}: adj/indptr is not a valid CSR row pointer")
     a, b = int(indptr[0]), int(indptr[-1])
-    indices = h["adj/indices"][a:b].astype(np.int64)
-    data = (_dataset(h, path, "adj/data", nnz)[a:b] if "adj/data" in h else np.ones(b - a))
-    if indices.size and (indices.min() < 0 or indices.max() >= n):
+    # the indices as stored (int32 below 2^31 columns) and the pointers in their type, so
+    # scipy keeps both without a copy; the values read once, as float64
+    index = np.int32 if n < 2**31 - 1 and b - a < 2**31 - 1 else np.int64
+    indices = h["adj/indices"][a:b]
+    data = (np.asarray(_dataset(h, path, "adj/data", nnz)[a:b], dtype=np.float64)
+            if "adj/data" in h else np.ones(b - a))
+    if indices.size and (indices.min() < 0 or indices.max() >= n):  # before any narrowing
         raise SpmmgnnError(f"{path}: column index out of range in rows {lo}:{hi}")
-    return sp.csr_array((data.astype(np.float64), indices, indptr - a), shape=(hi - lo, n))
+    indices = indices.astype(index, copy=False)
+    return sp.csr_array((data, indices, (indptr - a).astype(index)), shape=(hi - lo, n))
 
 
 def _block_row(h: h5py.File, path, lo, hi, block, whole_perm: bool) -> BlockRow:

@@ -76,16 +76,36 @@ def weight_scale(max_abs: float) -> float:
 
 
 def _max_abs(A: sp.csr_array) -> float:
-    finite = np.abs(A.data[np.isfinite(A.data)])
-    return float(finite.max(initial=0.0))
+    """The largest magnitude among the finite values (0.0 if none), in one pass."""
+    return float(_finite_max_abs(A.data)) if A.nnz else 0.0
+
+
+@njit(cache=True, nogil=True)
+def _finite_max_abs(data):
+    best = 0.0
+    for v in data:
+        a = abs(v)
+        if a > best and a != np.inf:  # (NaN compares false)
+            best = a
+    return best
+
+
+@njit(cache=True, nogil=True)
+def _rows_with_nonzero(indptr, data):
+    """True for each row holding a value != 0."""
+    out = np.zeros(indptr.size - 1, dtype=np.bool_)
+    for i in range(indptr.size - 1):
+        for t in range(indptr[i], indptr[i + 1]):
+            if data[t] != 0:
+                out[i] = True
+                break
+    return out
 
 
 def _degrees(A: sp.csr_array, scale: float) -> tuple[np.ndarray, np.ndarray]:
     """(row sums of A / scale, rows whose sum is <= 0 although they hold a non-zero)."""
     deg = np.asarray(_scaled(A, scale).sum(axis=1), dtype=np.float64).ravel()
-    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
-    nonzero = np.bincount(rows[A.data != 0], minlength=A.shape[0]) > 0
-    return deg, (deg <= 0) & nonzero
+    return deg, (deg <= 0) & _rows_with_nonzero(A.indptr, A.data)
 
 
 def _degree_error(kind: str, count: int, vertex: int, degree: float) -> str:
@@ -239,21 +259,109 @@ def gcn_norm_block_row(block: sp.csr_array, offsets: np.ndarray, comm: MPI.Comm,
     grid's ``across_block_rows``); ``block`` holds rows lo:hi with global column ids.
     ``ids``: the vertex id of each row for the error (default lo, lo+1, ...). The weight
     scale (see the module docstring) is agreed over the ranks in the same reduction as the
-    degree check.
+    degree check. Holds the block row with its loops (int32 indices below 2^31, float64
+    values) and nothing else per non-zero: the ghost columns' degrees are fetched once per
+    distinct column and the scaling runs in place.
     """
     b = comm.Get_rank() if block_index is None else block_index
-    lo = int(offsets[b])
+    lo, hi = int(offsets[b]), int(offsets[b + 1])
     ids = np.arange(lo, lo + block.shape[0]) if ids is None else ids
-    B = _add_remaining_self_loops(block, lo)
+    B = _with_self_loops(block, lo)
     max_abs = _max_abs(B)
     deg, bad = _degrees(B, weight_scale(max_abs))  # the sign does not depend on the scale
     scale = weight_scale(_agree_on_degrees(comm, "gcn", deg, bad, ids, max_abs))
     if scale != 1.0:
         deg = _degrees(B, scale)[0]
-    col_deg = fetch_owned_values(comm, offsets, deg, B.indices)
-    B = _row_scale(_scaled(B, scale), _inv(deg, 0.5))
-    B.data *= _inv(col_deg, 0.5)
+    from ..local_matrix import ghost_columns
+
+    ghost = ghost_columns(B.indices, lo, hi, B.shape[1])
+    inv_own = _inv(deg, 0.5)
+    inv_ghost = _inv(fetch_owned_values(comm, offsets, deg, ghost), 0.5)
+    _scale_in_place(B.indptr, B.indices, B.data, scale, inv_own, lo, hi, ghost, inv_ghost)
     return B
+
+
+def _with_self_loops(block: sp.csr_array, lo: int) -> sp.csr_array:
+    """``_add_remaining_self_loops`` (a new float64 CSR) without its per-non-zero
+    temporaries: the same float64 view (a copy for other dtypes) with its duplicates summed
+    in place, then two numba passes, like ``gcn_norm_pattern``'s. The result is the same:
+    explicit zeros dropped (scipy's sum with the identity drops them), a unit loop in every
+    row without a diagonal entry."""
+    A = sp.csr_array(block, dtype=np.float64)
+    A.sum_duplicates()  # (sorts each row first)
+    keep = _loop_counts(A.indptr, A.indices, A.data, lo)
+    nnz = int(keep.sum())
+    index = np.int32 if nnz < 2**31 and max(A.shape) < 2**31 else np.int64
+    out_ptr = np.zeros(A.shape[0] + 1, dtype=index)
+    np.cumsum(keep, out=out_ptr[1:])
+    out_idx = np.empty(nnz, dtype=index)
+    out_val = np.empty(nnz, dtype=np.float64)
+    _fill_with_loops(A.indptr, A.indices, A.data, lo, out_ptr, out_idx, out_val)
+    return sp.csr_array((out_val, out_idx, out_ptr), shape=A.shape)
+
+
+@njit(cache=True, nogil=True)
+def _loop_counts(indptr, indices, data, lo):
+    """Per row: its non-zero values, plus one when the row has no diagonal entry."""
+    n = indptr.size - 1
+    out = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        kept, has = 0, False
+        for t in range(indptr[i], indptr[i + 1]):
+            if indices[t] == lo + i:
+                has = True
+            if data[t] != 0:
+                kept += 1
+        out[i] = kept + (0 if has else 1)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _fill_with_loops(indptr, indices, data, lo, out_ptr, out_idx, out_val):
+    """Row i's non-zero values (as float64) with a unit entry at column lo + i inserted
+    in sorted place when the row has no diagonal entry (explicit zero ones included)."""
+    for i in range(indptr.size - 1):
+        has = False
+        for t in range(indptr[i], indptr[i + 1]):
+            if indices[t] == lo + i:
+                has = True
+        k = out_ptr[i]
+        placed = has
+        for t in range(indptr[i], indptr[i + 1]):
+            j = indices[t]
+            if not placed and j > lo + i:
+                out_idx[k] = lo + i
+                out_val[k] = 1.0
+                k += 1
+                placed = True
+            if data[t] != 0:
+                out_idx[k] = j
+                out_val[k] = data[t]
+                k += 1
+        if not placed:
+            out_idx[k] = lo + i
+            out_val[k] = 1.0
+
+
+@njit(cache=True, nogil=True)
+def _scale_in_place(indptr, indices, data, scale, inv_own, lo, hi, ghost, inv_ghost):
+    """data[t] = data[t] / scale * inv_row * inv_col, in the order (and so with the
+    roundings) of ``_row_scale(_scaled(B, scale), inv_row)`` then ``*= inv_col``; a
+    column's factor is ``inv_own[j - lo]`` when owned, else ``inv_ghost`` at its place in
+    ``ghost`` (sorted)."""
+    for i in range(indptr.size - 1):
+        r = inv_own[i]
+        for t in range(indptr[i], indptr[i + 1]):
+            j = indices[t]
+            v = data[t]
+            if scale != 1.0:
+                v = v / scale
+            v = v * r
+            if lo <= j < hi:
+                v = v * inv_own[j - lo]
+            else:
+                v = v * inv_ghost[np.searchsorted(ghost, j)]
+            data[t] = v
 
 
 def mean_norm_block_row(block: sp.csr_array, comm: MPI.Comm | None = None,

@@ -23,7 +23,7 @@ from mpi4py import MPI
 
 from ..algorithms.base import DistSpMM
 from ..data.graph import Graph
-from ..data.normalize import fetch_owned_values, normalize, normalize_block_row
+from ..data.normalize import normalize, normalize_block_row
 from ..data.pyg import graph_from_pyg
 from ..data.splits import SPLITS, SplitPlan, SplitWarning, complete_split
 from ..device import to_device, to_host
@@ -31,8 +31,8 @@ from ..errors import SpmmgnnError, agree, check_on_root
 from ..grid import ProcessGrid
 from ..layout import Partition
 from ..wire import bcast_json
-from .fingerprint import fingerprint, reduce_sum, structure_sum
-from .validate import check_training_rows
+from .fingerprint import block_structure_sum, fingerprint, reduce_sum, structure_sum
+from .validate import check_training_rows, nonfinite_rows
 
 
 @dataclass
@@ -60,15 +60,18 @@ class LocalData:
 def _local_data(op: DistSpMM, grid: ProcessGrid, name: str, vertex_ids: np.ndarray,
                 features: np.ndarray, labels: np.ndarray, given: dict[str, np.ndarray],
                 plan: SplitPlan, num_classes: int | None, n: int, nnz: int, info: dict,
-                structure: int, adjacency=None, normalized=None) -> LocalData:
+                structure: int, bad_weights: np.ndarray | None = None,
+                bad_normalized: np.ndarray | None = None) -> LocalData:
     """Complete the split, validate this rank's rows (collective) and wrap them up.
-    ``structure``: the global structure sum of the fingerprint."""
+    ``structure``: the global structure sum of the fingerprint; ``bad_weights`` /
+    ``bad_normalized``: this rank's rows with NaN or Inf values before and after
+    normalization (``validate.nonfinite_rows``), when the rank normalized them."""
     vertex_ids = np.ascontiguousarray(vertex_ids, dtype=np.int64)
     labels = np.asarray(labels, dtype=np.int64)
     masks, unlabelled = complete_split(vertex_ids, labels, given, plan.seed)
     rows_comm = grid.across_block_rows
     classes, counts = check_training_rows(rows_comm, name, vertex_ids, features, labels, masks,
-                                          num_classes, adjacency, normalized)
+                                          num_classes, bad_weights, bad_normalized)
     note = plan.note(name, int(rows_comm.allreduce(unlabelled, op=MPI.SUM)))
     if note and grid.comm.Get_rank() == 0:
         warnings.warn(note, SplitWarning, stacklevel=3)
@@ -206,19 +209,24 @@ def load_h5_distributed(path, grid: ProcessGrid, normalization: str,
         error = str(exc)
     agree(comm, error)
     check_perm_distributed(grid.across_block_rows, path, block.ids, n)
-    A_hat = normalize_block_row(block.adj, normalization, partition.offsets,
-                                grid.across_block_rows, ids=block.ids)
+    rows_comm = grid.across_block_rows
+    adj, block.adj = block.adj, None   # freed once normalized: A_hat is all that is kept
+    bad_weights = nonfinite_rows(adj)
+    A_hat = normalize_block_row(adj, normalization, partition.offsets, rows_comm,
+                                ids=block.ids)
+    del adj
+    vertex_ids = block.ids
+    nnz = int(rows_comm.allreduce(int(A_hat.nnz), op=MPI.SUM))
+    # the source ids of the columns come from their owners (no rank reads all of perm),
+    # once per distinct ghost column
+    structure = reduce_sum(rows_comm, block_structure_sum(rows_comm, partition.offsets, b,
+                                                          A_hat, vertex_ids))
+    bad_normalized = nonfinite_rows(A_hat)
     op = DistSpMM.from_block_row(A_hat, grid, partition, algorithm=algorithm, validate=False,
                                  **op_options)
-    vertex_ids = block.ids
+    del A_hat   # the operator holds its own split of it
     np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
     given = {s: block.masks[s] for s in SPLITS if s in block.masks}
-    nnz = int(grid.across_block_rows.allreduce(int(A_hat.nnz), op=MPI.SUM))
-    # the source ids of the columns come from their owners (no rank reads all of perm)
-    col_ids = fetch_owned_values(grid.across_block_rows, partition.offsets, vertex_ids,
-                                 A_hat.indices)
-    structure = reduce_sum(grid.across_block_rows, structure_sum(A_hat, vertex_ids, col_ids,
-                                                                 per_nonzero=True))
     return _local_data(
         op, grid, Path(path).stem, vertex_ids,
         np.ascontiguousarray(block.features, dtype=np_dtype), block.labels, given,
@@ -227,4 +235,4 @@ def load_h5_distributed(path, grid: ProcessGrid, normalization: str,
              partition=(f"file:{block.partition_method or 'unrecorded'}" if file_blocks == k
                         else "contiguous"),
              sizes=partition.sizes.tolist()),
-        structure, adjacency=block.adj, normalized=A_hat)
+        structure, bad_weights=bad_weights, bad_normalized=bad_normalized)

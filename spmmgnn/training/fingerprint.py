@@ -36,6 +36,43 @@ def structure_sum(A, row_ids: np.ndarray, col_ids: np.ndarray | None = None,
     return int(keyed_sum(rows, cols, _SEEDS["structure"]))
 
 
+STRUCTURE_CHUNK = 1 << 22  # non-zeros hashed at a time by ``block_structure_sum``
+
+
+def block_structure_sum(rows_comm: MPI.Comm, offsets: np.ndarray, block: int, A,
+                        row_ids: np.ndarray) -> int:
+    """Collective over ``rows_comm`` (rank b owning rows offsets[b]:offsets[b+1]): this
+    block row's share of the structure part, ``A`` holding rows of ``block`` with global
+    columns in the relabelled numbering and ``row_ids`` the source id of each row (as
+    ``structure_sum(A, row_ids, col_ids, per_nonzero=True)`` with each column's source id
+    fetched from its owner). Fetches the ids once per distinct ghost column and hashes the
+    non-zeros ``STRUCTURE_CHUNK`` at a time (the sum is taken mod 2^64, so the chunks add
+    up to the same value), instead of an int64 id array of every non-zero."""
+    from ..data.normalize import fetch_owned_values
+    from ..local_matrix import ghost_columns
+
+    A = sp.csr_array(A)
+    lo, hi = int(offsets[block]), int(offsets[block + 1])
+    row_ids = np.asarray(row_ids, dtype=np.int64)
+    ghost = ghost_columns(A.indices, lo, hi, A.shape[1])
+    ghost_src = fetch_owned_values(rows_comm, offsets, row_ids, ghost)
+    total = 0
+    indptr = A.indptr
+    start = 0
+    while start < A.shape[0]:
+        stop = int(np.searchsorted(indptr, indptr[start] + STRUCTURE_CHUNK, side="right")) - 1
+        stop = min(max(stop, start + 1), A.shape[0])
+        a, b = int(indptr[start]), int(indptr[stop])
+        rows = np.repeat(row_ids[start:stop], np.diff(indptr[start:stop + 1]))
+        cols = A.indices[a:b].astype(np.int64)
+        own = (cols >= lo) & (cols < hi)
+        cols[own] = row_ids[cols[own] - lo]
+        cols[~own] = ghost_src[np.searchsorted(ghost, cols[~own])]
+        total += int(keyed_sum(rows, cols, _SEEDS["structure"]))
+        start = stop
+    return total & (2**64 - 1)
+
+
 def fingerprint(rows_comm: MPI.Comm, vertex_ids: np.ndarray, features: np.ndarray,
                 labels: np.ndarray, masks: dict[str, np.ndarray], structure: int) -> dict:
     """Collective over ``rows_comm`` (one rank per block row). ``structure``: the global

@@ -182,6 +182,8 @@ class Trainer:
         if op.symmetric is None:  # a lossy codec keeps its own backward direction
             lossy = getattr(op, "codec", None) or getattr(op, "codec_backward", None)
             op.symmetric = False if lossy else op.probe_symmetry()
+        if self.device is None:  # the products run in the training dtype from here on
+            op.keep_values(torch.empty(0, dtype=self.dtype).numpy().dtype)
         self._label_propagation_split()
         self.delayed, self.layer_ops = None, None
         if config.staleness or config.drop_remote:

@@ -25,35 +25,42 @@ def _first(vertex_ids: np.ndarray, bad: np.ndarray) -> int:
     return int(vertex_ids[bad].min()) if bad.any() else NONE
 
 
-def _rows_of(indptr: np.ndarray, bad_entries: np.ndarray) -> np.ndarray:
-    """Rows of a CSR block row holding at least one flagged entry."""
+def nonfinite_rows(block) -> np.ndarray:
+    """Rows of a CSR block row holding a NaN or Inf value (bool per row), in chunks of the
+    values so that no flag array of every non-zero is made at once."""
+    indptr, data = block.indptr, block.data
     rows = np.zeros(indptr.size - 1, dtype=bool)
-    if bad_entries.any():
-        rows[np.searchsorted(indptr, np.flatnonzero(bad_entries), side="right") - 1] = True
+    step = 1 << 22
+    for a in range(0, data.size, step):
+        bad = np.flatnonzero(~np.isfinite(data[a:a + step]))
+        if bad.size:
+            rows[np.searchsorted(indptr, bad + a, side="right") - 1] = True
     return rows
 
 
 def check_training_rows(rows_comm: MPI.Comm, name: str,
                         vertex_ids: np.ndarray, features: np.ndarray, labels: np.ndarray,
                         masks: dict[str, np.ndarray], num_classes: int | None,
-                        adjacency=None, normalized=None) -> tuple[int, dict[str, int]]:
+                        bad_weights: np.ndarray | None = None,
+                        bad_normalized: np.ndarray | None = None) -> tuple[int, dict[str, int]]:
     """Collective over ``rows_comm`` (one rank per block row; every replica group of a 1.5D
     grid reduces the same rows, so all ranks reach the same verdict).
 
-    ``adjacency`` / ``normalized``: this rank's block row (CSR) before and after
-    normalization, when the rank holds it (the HDF5 path); None when root checked the whole
-    matrix. ``num_classes``: the data's declared class count, or None to take the largest
-    label + 1. Returns (num_classes, global count per split); raises the same SpmmgnnError on
-    every rank when anything is wrong.
+    ``bad_weights`` / ``bad_normalized``: this rank's rows with NaN or Inf values in its
+    block row before and after normalization (``nonfinite_rows``), when the rank normalized
+    them (the HDF5 path); None when root checked the whole matrix. ``num_classes``: the
+    data's declared class count, or None to take the largest label + 1. Returns
+    (num_classes, global count per split); raises the same SpmmgnnError on every rank when
+    anything is wrong.
     """
     ids = np.asarray(vertex_ids, dtype=np.int64)
     labels = np.asarray(labels, dtype=np.int64)
     bad_x = ~np.isfinite(features).all(axis=1) if features.size else np.zeros(ids.size, bool)
     bad_w = bad_n = np.zeros(ids.size, dtype=bool)
-    if adjacency is not None:
-        bad_w = _rows_of(adjacency.indptr, ~np.isfinite(adjacency.data))
-    if normalized is not None:
-        bad_n = _rows_of(normalized.indptr, ~np.isfinite(normalized.data))
+    if bad_weights is not None:
+        bad_w = bad_weights
+    if bad_normalized is not None:
+        bad_n = bad_normalized
     low = labels < -1
     declared = NONE if num_classes is None else int(num_classes)
     high = labels >= declared if num_classes is not None else np.zeros(ids.size, bool)
