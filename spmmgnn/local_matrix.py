@@ -75,6 +75,7 @@ class LocalCSR:
         self._source = data.dtype
         self._data = {data.dtype: data}
         self._chunks: dict[int, np.ndarray] = {}
+        self._twins: list[LocalCSR] = []  # ``renamed`` copies sharing the values
         self._t: LocalCSR | None = None
         self._blocked: dict[int, _ColumnBlocks] = {}
         self._col_cum: np.ndarray | None = None
@@ -84,7 +85,7 @@ class LocalCSR:
         """This matrix with column j renamed ``new_col[j]`` (of ``n_cols``), each row's terms
         kept in this matrix's order, not re-sorted: its products are this one's bit for bit
         (so never column-blocked, which would regroup them). Shares the row pointers and
-        values."""
+        the values (``keep_values`` on this matrix applies to it too)."""
         out = LocalCSR.__new__(LocalCSR)
         out.__dict__.update(self.__dict__)
         out.shape = (self.shape[0], int(n_cols))
@@ -92,7 +93,8 @@ class LocalCSR:
         out.indices = new_col[self.indices].astype(idx_type)
         out.gather_indices = unsigned(out.indices)
         out.keeps_order = True
-        out._t, out._blocked, out._col_cum, out.choices = None, {}, None, {}
+        out._t, out._blocked, out._col_cum, out.choices, out._twins = None, {}, None, {}, []
+        self._twins.append(out)
         return out
 
     def data(self, dtype) -> np.ndarray:
@@ -111,7 +113,10 @@ class LocalCSR:
         later call in another dtype casts from these values (exact when widening)."""
         dtype = np.dtype(dtype)
         kept = self.data(dtype)
-        self._data, self._source = {dtype: kept}, dtype
+        self._data.clear()  # in place: the ``renamed`` twins share this dict
+        self._data[dtype] = kept
+        for m in (self, *self._twins):
+            m._source = dtype
         for b in self._blocked.values():
             b.keep_values(dtype)
         if self._t is not None:

@@ -361,3 +361,32 @@ def test_serial_twins_give_the_parallel_kernels_bits(threads, monkeypatch, dtype
     np.add.at(ref, rows, src)
     np.testing.assert_allclose(added[0], ref, rtol=tol, atol=tol * 10)
     assert all(np.array_equal(a, added[0]) for a in added)
+
+
+def test_renamed_matrix_multiplies_bit_for_bit_and_follows_keep_values(threads):
+    """``LocalCSR.renamed``: columns moved to other rows of a bigger x, terms in the same
+    order, so the product equals the original's bit for bit (no column blocking, even when
+    forced); ``keep_values`` on the original frees the twin's other dtypes too."""
+    rng = np.random.default_rng(5)
+    A = sp.random(300, 200, density=0.05, random_state=6, format="csr")
+    m = LocalCSR(A)
+    new_col = rng.permutation(500)[:200]          # not increasing: rows' order must stay
+    x = rng.standard_normal((200, 16))
+    big = np.zeros((500, 16))
+    big[new_col] = x
+    twin = m.renamed(new_col, 500)
+    for setting in ("auto", "blocked", "plain"):
+        m.kernel = twin.kernel = setting
+        m.choices.clear()
+        twin.choices.clear()
+        want, got = np.empty((300, 16)), np.empty((300, 16))
+        m.matmul(x, want, accumulate=False)
+        twin.matmul(big, got, accumulate=False)
+        np.testing.assert_array_equal(got, want)
+        assert not any(c.variant.startswith("blocked") for c in twin.choices.values())
+    m.keep_values(np.float32)
+    assert list(twin._data) == [np.dtype(np.float32)] and twin._source == np.float32
+    got32, want32 = np.empty((300, 16), np.float32), np.empty((300, 16), np.float32)
+    m.matmul(x.astype(np.float32), want32, accumulate=False)
+    twin.matmul(big.astype(np.float32), got32, accumulate=False)
+    np.testing.assert_array_equal(got32, want32)
