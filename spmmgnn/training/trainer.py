@@ -184,6 +184,7 @@ class Trainer:
             op.symmetric = False if lossy else op.probe_symmetry()
         if self.device is None:  # the products run in the training dtype from here on
             op.keep_values(torch.empty(0, dtype=self.dtype).numpy().dtype)
+            op.release_exchange_buffers()  # (every rank here: the probe is collective)
         self._label_propagation_split()
         self.delayed, self.layer_ops = None, None
         if config.staleness or config.drop_remote:
