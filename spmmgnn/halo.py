@@ -173,6 +173,17 @@ class Route:
         self._posts: dict[tuple, tuple] = {}
         self._persistent = Owned(self) if available() else None
 
+    def release_buffers(self) -> None:
+        """Free the pooled work arrays and the persistent exchanges made on them (local:
+        freeing a request is). Every rank must call it at the same point of its sequence:
+        the next posts then make their requests again, collectively, in the same order on
+        every rank, as the first posts did. For widths and dtypes that will not run again
+        (the float64 symmetry probe's): ghost rows, send rows, partial sums."""
+        if self._persistent is not None:
+            self._persistent.free()
+        self._posts.clear()
+        self.buffers = BufferPool()
+
     def buffer(self, name: str, rows: int, f: int, dtype, slot: int = 0) -> np.ndarray:
         """A reusable (rows x f) buffer of the plan's pool."""
         return self.buffers.get(name, (rows, f), dtype, slot)

@@ -101,13 +101,21 @@ def format_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
-def memory_problem(need: float, what: str, ranks: int = 1) -> str | None:
+def memory_problem(need: float, what: str, ranks: int = 1,
+                   node_need: float | None = None) -> str | None:
     """The one-line refusal of ``what`` when it needs more than ``need`` bytes on each of
     ``ranks`` ranks of this node than the node has available (None: it fits, or the
-    available memory is unknown)."""
+    available memory is unknown). ``node_need``: what the node's ranks need together when
+    their needs differ (``node_total``: a rank holding many more rows than the others must
+    not stand for all of them); default ``need`` x ``ranks``."""
     have = available_bytes()
-    if have is None or need * ranks <= have:
+    total = need * ranks if node_need is None else node_need
+    if have is None or total <= have:
         return None
+    if total != need * ranks:
+        return (f"{what} needs about {format_bytes(need)} on this rank and "
+                f"{format_bytes(total)} for the {ranks} ranks on this node, and this node has "
+                f"{format_bytes(have)} available")
     per = f" per rank x {ranks} ranks on this node" if ranks > 1 else ""
     return (f"{what} needs about {format_bytes(need)}{per} and this node has "
             f"{format_bytes(have)} available")
@@ -142,6 +150,16 @@ def llc_bytes() -> int:
         if digits.isdigit():
             best = max(best, int(digits) * scale)
     return best or 32 * 2**20
+
+
+def node_total(comm: MPI.Comm, value: int) -> tuple[int, int]:
+    """Collective: the sum of ``value`` over the ranks of ``comm`` on this node, and how
+    many they are."""
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return int(node.allreduce(int(value), op=MPI.SUM)), node.Get_size()
+    finally:
+        node.Free()
 
 
 def ranks_on_this_node(comm: MPI.Comm = MPI.COMM_WORLD) -> int:

@@ -57,6 +57,10 @@ class Owned:
         self.requests: list[MPI.Prequest] = []
         weakref.finalize(owner, _free, self.requests)
 
+    def free(self) -> None:
+        """Free every request now (their owner makes new ones if it posts again)."""
+        _free(self.requests)
+
     def alltoallv(self, comm: MPI.Comm, send_spec: list, recv_spec: list) -> MPI.Prequest:
         """Collective: a persistent ``Alltoallv`` of ``send_spec`` into ``recv_spec``
         (mpi4py buffer specifications)."""

@@ -213,3 +213,23 @@ def test_block_layout_preflight_refuses_in_one_line(flags, words):
     rows = [f for f in flags if f not in ("--grid-layout", "--plexus-blocks", "2")]
     proc = run_cli(4, *args, *rows, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_model_preflight_sums_the_node(monkeypatch):
+    """The model's preflight compares what the node's ranks need together with the memory
+    the node has (``node_need``), not its largest rank times the ranks: R-MAT 2^24 at
+    P = 16 has a block row of 5.9M rows (its isolated vertices) beside ones of 0.6M, and
+    the product refused a run that fitted. Equal ranks keep the per-rank message."""
+    from spmmgnn.machine import memory_problem
+    from spmmgnn.nn.memory import ModelShape, model_bytes, model_problem
+
+    monkeypatch.setenv("SPMMGNN_AVAILABLE_MEMORY", str(10 * 2**30))
+    gib = 2**30
+    assert memory_problem(2 * gib, "x", 16, node_need=6 * gib) is None
+    assert "per rank x 16 ranks on this node" in memory_problem(2 * gib, "x", 16)
+    text = memory_problem(2 * gib, "x", 16, node_need=12 * gib)
+    assert "on this rank and 12.0 GiB for the 16 ranks on this node" in text, text
+    shape = ModelShape(features=8, hidden=16, classes=8)
+    big, small = model_bytes(shape, 5_857_593), model_bytes(shape, 600_000)
+    assert model_problem(shape, 5_857_593, 16) is not None  # 16 x the largest rank
+    assert model_problem(shape, 5_857_593, 16, big + 15 * small) is None

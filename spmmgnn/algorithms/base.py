@@ -650,6 +650,15 @@ class DistSpMM(RowAlgebra):
         for m in self.local_matrices():
             m.keep_values(dtype)
 
+    def release_exchange_buffers(self) -> None:
+        """Collective in effect (every rank at the same point): free the pooled buffers of
+        the flat row exchange and their persistent requests (``Route.release_buffers``);
+        the trainer drops the float64 probe's this way (3 arrays of ghost or send rows x 2
+        float64). The next calls allocate what they use again."""
+        for plan in self.exchange_plans():
+            if hasattr(plan, "release_buffers"):
+                plan.release_buffers()
+
     # ---------------------------------------------------------------- reporting
     def comm_stats(self) -> dict:
         """This rank's cumulative counters (bytes, calls, seconds) as a dict, with

@@ -59,17 +59,24 @@ def dense_bytes(shape: ModelShape, rows) -> dict:
                 gradients=rows * transient * s, parameters=2 * weights, optimizer=2 * weights)
 
 
-def model_problem(shape: ModelShape, rows: int, ranks: int = 1) -> str | None:
-    """``machine.memory_problem`` of the model's part of a run (all of ``dense_bytes`` but
-    the features, which are loaded already) on a rank of ``rows`` rows, ``ranks`` ranks on
-    this node; None when it fits."""
+def model_bytes(shape: ModelShape, rows: int) -> int:
+    """The model's part of a run on a rank of ``rows`` rows: all of ``dense_bytes`` but the
+    features, which are loaded already."""
+    return sum(v for k, v in dense_bytes(shape, int(rows)).items() if k != "features")
+
+
+def model_problem(shape: ModelShape, rows: int, ranks: int = 1,
+                  node_need: int | None = None) -> str | None:
+    """``machine.memory_problem`` of ``model_bytes`` on a rank of ``rows`` rows, ``ranks``
+    ranks on this node (``node_need``: their ``model_bytes`` summed, when their rows
+    differ); None when it fits."""
     from ..machine import memory_problem
 
-    need = sum(v for k, v in dense_bytes(shape, int(rows)).items() if k != "features")
+    need = model_bytes(shape, rows)
     model = (f"{shape.layers} layers {shape.features} -> {shape.hidden} -> {shape.classes}"
              if shape.layers > 1 else f"1 layer {shape.features} -> {shape.classes}")
     return memory_problem(need, f"the model ({model}: weights, Adam's moments, activations "
-                          f"and gradients of {rows} rows)", ranks)
+                          f"and gradients of {rows} rows)", ranks, node_need)
 
 
 @dataclass

@@ -34,10 +34,10 @@ from ..collectives import allreduce_rows
 from ..device import describe, synchronizer
 from ..errors import SpmmgnnError, agree, collective_error
 from ..hashing import uniform_by_id
-from ..machine import peak_rss_bytes, ranks_on_this_node
+from ..machine import node_total, peak_rss_bytes, ranks_on_this_node
 from ..nn.grid_model import GRID_ALGORITHMS, GridForward
 from ..nn.grid_model import block_place as grid_place
-from ..nn.memory import ModelShape, block_problem, model_problem
+from ..nn.memory import ModelShape, block_problem, model_bytes, model_problem
 from ..nn.models import build_model
 from ..nn.plexus_model import PlexusGCN
 from ..nn.plexus_model import block_place as plexus_place
@@ -184,6 +184,7 @@ class Trainer:
             op.symmetric = False if lossy else op.probe_symmetry()
         if self.device is None:  # the products run in the training dtype from here on
             op.keep_values(torch.empty(0, dtype=self.dtype).numpy().dtype)
+            op.release_exchange_buffers()  # (every rank here: the probe is collective)
         self._label_propagation_split()
         self.delayed, self.layer_ops = None, None
         if config.staleness or config.drop_remote:
@@ -274,15 +275,20 @@ class Trainer:
 
     def _check_model_memory(self) -> None:
         """Collective: one error on every rank, before the model is built, when its weights,
-        Adam's moments, activations and gradients (``nn.memory``) do not fit in the memory
-        this node has for its ranks (``--hidden 1000000000`` is not an OOM kill); on a
+        Adam's moments, activations and gradients (``nn.memory``), summed over this node's
+        ranks (in the row layout; a block layout's largest rank times its ranks), do not fit
+        in the memory this node has (``--hidden 1000000000`` is not an OOM kill); on a
         device grid also when they and the operator's blocks do not fit the device's free
         memory (``training.on_device.memory_problem``)."""
         shape = self._model_shape()
         place = self._block_place()
-        ranks = ranks_on_this_node(self.comm)
-        problem = model_problem(shape, self.data.op.n_local, ranks) if place is None else \
-            block_problem(shape, place, ranks, self.config.cache_input_aggregation)
+        if place is None:  # the node's ranks together: their rows may differ a lot
+            rows = self.data.op.n_local
+            node_need, ranks = node_total(self.comm, model_bytes(shape, rows))
+            problem = model_problem(shape, rows, ranks, node_need)
+        else:
+            problem = block_problem(shape, place, ranks_on_this_node(self.comm),
+                                    self.config.cache_input_aggregation)
         agree(self.comm, problem and f"{problem}: lower --hidden or --layers, or use more nodes")
         if self.device is not None:
             agree(self.comm, on_device.memory_problem(self.data.op, shape, self.comm))
