@@ -205,6 +205,19 @@ class NodePlan:
                 window.close()
             self.shared = self.reads_in_place = False
 
+    def release_buffers(self) -> None:
+        """``Route.release_buffers`` for the three legs, and the shared windows freed
+        (collective over the node, as every rank calls it at the same point; the next calls
+        make what they use again, in the same order on every rank)."""
+        for leg in (self.leg1, self.leg2, self.leg3):
+            leg.release_buffers()
+        if self.shared:
+            self.share1.close()
+            self.share3.close()
+        for window in getattr(self, "_rows_windows", {}).values():
+            window.close()
+        getattr(self, "_rows_windows", {}).clear()
+
     # ------------------------------------------------------------ what callers read
     def buffer(self, name: str, rows: int, f: int, dtype, slot: int = 0) -> np.ndarray:
         """A reusable (rows x f) buffer of the plan's pool."""
@@ -564,6 +577,11 @@ class AutoPlan:
 
     def buffer(self, name: str, rows: int, f: int, dtype, slot: int = 0) -> np.ndarray:
         return self.flat.buffer(name, rows, f, dtype, slot)
+
+    def release_buffers(self) -> None:
+        """Both plans' (``NodePlan.release_buffers``: collective over the node)."""
+        self.flat.release_buffers()
+        self.node.release_buffers()
 
     def send_volume(self) -> int:
         return self.flat.send_volume()

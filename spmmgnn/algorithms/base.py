@@ -652,7 +652,8 @@ class DistSpMM(RowAlgebra):
 
     def release_exchange_buffers(self) -> None:
         """Collective in effect (every rank at the same point): free the pooled buffers of
-        the flat row exchange and their persistent requests (``Route.release_buffers``);
+        the row exchanges and their persistent requests (``Route.release_buffers``; a
+        node-aware plan's shared windows too);
         the trainer drops the float64 probe's this way (3 arrays of ghost or send rows x 2
         float64). The next calls allocate what they use again."""
         for plan in self.exchange_plans():
