@@ -47,8 +47,7 @@ class LocalCSR:
         m = sp.csr_array(m)
         m.sum_duplicates()
         m.sort_indices()
-        idx_type = np.int32 if max(m.shape) < 2**31 - 1 else np.int64
-        self._set(m.shape, m.indptr.astype(np.int64), m.indices.astype(idx_type),
+        self._set(m.shape, m.indptr.astype(np.int64), m.indices.astype(_index_dtype(*m.shape)),
                   m.data.astype(_source_dtype(m.data.dtype)))
 
     @classmethod
@@ -89,8 +88,7 @@ class LocalCSR:
         out = LocalCSR.__new__(LocalCSR)
         out.__dict__.update(self.__dict__)
         out.shape = (self.shape[0], int(n_cols))
-        idx_type = np.int32 if max(out.shape) < 2**31 - 1 else np.int64
-        out.indices = new_col[self.indices].astype(idx_type)
+        out.indices = new_col[self.indices].astype(_index_dtype(*out.shape))
         out.gather_indices = unsigned(out.indices)
         out.keeps_order = True
         out._t, out._blocked, out._col_cum, out.choices, out._twins = None, {}, None, {}, []

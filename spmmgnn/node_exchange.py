@@ -161,6 +161,7 @@ class NodePlan:
             self.share1, self.share3 = SharedRoute(self.leg1), SharedRoute(self.leg3)
             self.sel_send2 = self.leg2.send_idx
         self.reads_in_place = self.shared and (True if in_place is None else bool(in_place))
+        self._rows_windows: dict[tuple, Window] = {}  # (f, dtype, slot): the rows windows
         if self.reads_in_place:
             self._place_rows(owner_local)
         # leg 1's rows (``request``) are my ghosts in order: the partial sums of a reduce
@@ -194,16 +195,21 @@ class NodePlan:
         self.rows_total = int(self.node_rows.sum())
         # rows read out of other ranks' segments per call: leg 1's, as through ``share1``
         self._read_others = int(l1.n_recv - l1.recv_counts[me])
-        self._rows_windows: dict[tuple, Window] = {}
 
-    def close(self) -> None:
-        """Collective over the node: free the shared windows (the plan then sends)."""
+    def _free_windows(self) -> None:
+        """Collective over the node: free every shared window (each is made again at its
+        next use, in the same order on every rank)."""
         if self.shared:
             self.share1.close()
             self.share3.close()
-            for window in getattr(self, "_rows_windows", {}).values():
-                window.close()
-            self.shared = self.reads_in_place = False
+        for window in self._rows_windows.values():
+            window.close()
+        self._rows_windows.clear()
+
+    def close(self) -> None:
+        """Collective over the node: free the shared windows (the plan then sends)."""
+        self._free_windows()
+        self.shared = self.reads_in_place = False
 
     def release_buffers(self) -> None:
         """``Route.release_buffers`` for the three legs, and the shared windows freed
@@ -211,12 +217,7 @@ class NodePlan:
         make what they use again, in the same order on every rank)."""
         for leg in (self.leg1, self.leg2, self.leg3):
             leg.release_buffers()
-        if self.shared:
-            self.share1.close()
-            self.share3.close()
-        for window in getattr(self, "_rows_windows", {}).values():
-            window.close()
-        getattr(self, "_rows_windows", {}).clear()
+        self._free_windows()
 
     # ------------------------------------------------------------ what callers read
     def buffer(self, name: str, rows: int, f: int, dtype, slot: int = 0) -> np.ndarray:
@@ -265,21 +266,34 @@ class NodePlan:
                     slot: int = 0) -> NodeExchange:
         """Begin ghost[:] = the rows of X named by my ghost columns: leg 1 (blocking), then
         leg 2 posted; ``finish()`` lands them (leg 3)."""
-        f, dtype, codec = x_local.shape[1], x_local.dtype, self.codec
-        l2 = self.leg2
         self.stats.node_exchanges += 1
         recv1, idx2 = self._leg1(x_local, ghost, slot)
+        request, recv2, codec = self._start_leg2(recv1, idx2, key, slot)
+        return NodeExchange(self, request, recv2, codec, ghost, True, (recv1, slot))
+
+    def _start_leg2(self, rows: np.ndarray, idx: np.ndarray, key: int, slot: int):
+        """Post leg 2 of a bcast with ``rows[idx]`` (encoded under a codec): (request, its
+        receive buffer, the codec or None)."""
+        f, dtype, codec, l2 = rows.shape[1], rows.dtype, self.codec, self.leg2
         if not self._coded(codec, dtype):
             send2 = self.buffer("send2", l2.n_send, f, dtype, slot)
             recv2 = self.buffer("recv2", l2.n_recv, f, dtype, slot)
             with self.stats.timing("seconds_exchange"):
-                kernels.gather_rows(recv1, idx2, send2)
-            request = self._post2(send2, recv2, True)
-            return NodeExchange(self, request, recv2, None, ghost, True, (recv1, slot))
-        send2 = self._encode(codec, recv1, idx2, l2.n_send, "enc_send2", key, slot)
+                kernels.gather_rows(rows, idx, send2)
+            return self._post2(send2, recv2, True), recv2, None
+        send2 = self._encode(codec, rows, idx, l2.n_send, "enc_send2", key, slot)
         recv2 = self.buffer("enc_recv2", l2.n_recv, send2.shape[1], np.uint8, slot)
-        request = l2.post(send2, recv2, True, param_bytes=codec.param_bytes)
-        return NodeExchange(self, request, recv2, codec, ghost, True, (recv1, slot))
+        return l2.post(send2, recv2, True, param_bytes=codec.param_bytes), recv2, codec
+
+    def _decoded2(self, recv2: np.ndarray, codec: Codec | None, f: int, dtype,
+                  slot: int) -> np.ndarray:
+        """Leg 2's rows as they arrived, decoded when a codec encoded them."""
+        if codec is None:
+            return recv2
+        rows2 = self.buffer("recv2", self.leg2.n_recv, f, dtype, slot)
+        with self.stats.timing("seconds_codec"):
+            codec.decode(recv2, rows2, NO_INDEX, accumulate=False)
+        return rows2
 
     def _rows_window(self, f: int, dtype, slot: int) -> Window:
         key = (f, np.dtype(dtype).str, slot)
@@ -297,45 +311,29 @@ class NodePlan:
         whose row ``ghost_slots[g]`` is ghost g, valid until the call on ``slot`` after
         the next (each half serves every other call; the barrier of call k + 1 follows
         every rank's reads of call k)."""
-        f, dtype, codec = x_local.shape[1], x_local.dtype, self.codec
-        l2, stats = self.leg2, self.stats
+        f, stats = x_local.shape[1], self.stats
         stats.node_exchanges += 1
-        window = self._rows_window(f, dtype, slot)
+        window = self._rows_window(f, x_local.dtype, slot)
         half = window.calls % 2
         window.calls += 1
-        rows = window.half(half)
+        rows, mine = window.half(half), window.segment(half)
+        n_pub = self.published.size
         if self.rows_total:
             with stats.timing("seconds_exchange"):
-                if self.published.size:
-                    kernels.gather_rows(x_local, self.published,
-                                        window.segment(half)[:self.published.size])
+                if n_pub:
+                    kernels.gather_rows(x_local, self.published, mine[:n_pub])
                 window.sync()
         stats.count_exchange(0, 0, legs=self.leg1.legs)
         stats.bytes_shared_read += self._read_others * f * x_local.itemsize
-        far = window.segment(half)[self.published.size:]
-        if not self._coded(codec, dtype):
-            send2 = self.buffer("send2", l2.n_send, f, dtype, slot)
-            recv2 = self.buffer("recv2", l2.n_recv, f, dtype, slot)
-            with stats.timing("seconds_exchange"):
-                kernels.gather_rows(rows, self.slots_send2, send2)
-            request = self._post2(send2, recv2, True)
-            return NodeExchange(self, request, recv2, None, rows, True, (far, slot), True)
-        send2 = self._encode(codec, rows, self.slots_send2, l2.n_send, "enc_send2", key, slot)
-        recv2 = self.buffer("enc_recv2", l2.n_recv, send2.shape[1], np.uint8, slot)
-        request = l2.post(send2, recv2, True, param_bytes=codec.param_bytes)
-        return NodeExchange(self, request, recv2, codec, rows, True, (far, slot), True)
+        request, recv2, codec = self._start_leg2(rows, self.slots_send2, key, slot)
+        return NodeExchange(self, request, recv2, codec, rows, True, (mine[n_pub:], slot), True)
 
     def land_in_place(self, recv2: np.ndarray, codec: Codec | None, far: np.ndarray,
                       slot: int, keep: bool) -> None:
         """Leg 3 of an in-place bcast: decode, distribute inside the node, and (``keep``)
         store my rows from other nodes in ``far``, my segment's tail."""
-        l2, l3 = self.leg2, self.leg3
-        if codec is not None:
-            rows2 = self.buffer("recv2", l2.n_recv, far.shape[1], far.dtype, slot)
-            with self.stats.timing("seconds_codec"):
-                codec.decode(recv2, rows2, NO_INDEX, accumulate=False)
-            recv2 = rows2
-        rows, index = self.share3.exchange(recv2, l3.send_idx, True, slot)
+        recv2 = self._decoded2(recv2, codec, far.shape[1], far.dtype, slot)
+        rows, index = self.share3.exchange(recv2, self.leg3.send_idx, True, slot)
         if keep and far.shape[0]:
             with self.stats.timing("seconds_exchange"):
                 kernels.gather_rows(rows, index, far)
@@ -362,12 +360,8 @@ class NodePlan:
         """Leg 3 of a bcast whose leg 2 arrived: decode, distribute inside the node, place
         (``ghost`` None: take part in leg 3 and discard)."""
         f, dtype = recv1.shape[1], recv1.dtype
-        l2, l3 = self.leg2, self.leg3
-        if codec is not None:
-            rows2 = self.buffer("recv2", l2.n_recv, f, dtype, slot)
-            with self.stats.timing("seconds_codec"):
-                codec.decode(recv2, rows2, NO_INDEX, accumulate=False)
-            recv2 = rows2
+        l3 = self.leg3
+        recv2 = self._decoded2(recv2, codec, f, dtype, slot)
         if self.shared:
             rows, index = self.share3.exchange(recv2, l3.send_idx, True, slot)
             if ghost is not None:
