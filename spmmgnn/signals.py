@@ -7,7 +7,10 @@ printed as "Exception ignored" and the work goes on: ``spmmgnn datasets`` once f
 write and exited 0 after a SIGTERM. So the handler also remembers the signal:
 
 - ``install()`` (done by ``spmmgnn.cli.main``): SIGTERM raises ``Terminated``, SIGINT
-  ``KeyboardInterrupt``, and either is remembered (``pending()``);
+  ``KeyboardInterrupt``, and either is remembered (``pending()``). Python's "Exception
+  ignored" report of such a swallowed exception (a traceback on stderr: CI once saw one
+  from numba's object-cache callback) is silenced while installed, since the command ends
+  with its own one line; every other unraisable exception is reported as before;
 - ``check()`` raises the remembered signal's exception: ``atomic.atomic_path`` calls it
   before it replaces a target (a swallowed signal never commits a file) and the command line
   after a command returns (exit 143 / 130, not 0);
@@ -20,6 +23,7 @@ write and exited 0 after a SIGTERM. So the handler also remembers the signal:
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +33,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _pending: int | None = None
 _deferred = 0
 _installed = False
+_previous_hook = None
 
 
 class Terminated(BaseException):
@@ -50,15 +55,27 @@ def _handler(signum, frame) -> None:
 def install() -> dict:
     """Handle SIGINT and SIGTERM here (main thread only); returns the previous handlers,
     for ``uninstall``."""
-    global _pending, _installed
+    global _pending, _installed, _previous_hook
     _pending, _installed = None, True
+    if _previous_hook is None:
+        _previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable
     return {s: signal.signal(s, _handler) for s in SIGNALS}
 
 
 def uninstall(previous: dict) -> None:
-    global _pending, _installed
+    global _pending, _installed, _previous_hook
     _restore(previous)
+    if _previous_hook is not None:
+        sys.unraisablehook, _previous_hook = _previous_hook, None
     _pending, _installed = None, False
+
+
+def _unraisable(info) -> None:
+    """Drop the report of our own signal exception swallowed by a callback or finalizer
+    (remembered in ``_pending``, raised again by ``check``); pass on everything else."""
+    if _pending is not None and isinstance(info.exc_value, (Terminated, KeyboardInterrupt)):
+        return
+    (_previous_hook or sys.__unraisablehook__)(info)
 
 
 def _restore(previous: dict) -> None:

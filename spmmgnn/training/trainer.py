@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
+from .. import signals
 from ..algorithms.delayed import BACKWARDS, DelayedRemote
 from ..algorithms.plexus3d import Plexus3D
 from ..collectives import allreduce_rows
@@ -560,6 +561,7 @@ class Trainer:
                 if on_epoch_end is not None:
                     on_epoch_end(epoch, row, self)
                 row["wall_seconds"] = time.perf_counter() - t_epoch
+                signals.check()  # a signal swallowed by a callback (numba's cache) ends here
         finally:
             progress.close()
         if self.delayed is not None:
