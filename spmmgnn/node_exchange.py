@@ -528,6 +528,7 @@ class AutoPlan:
                flat.send_counts[far].sum(), flat.recv_counts[far].sum()]
         for _, m, s, r in node.volumes():
             row += [m, s, r]
+        row += self._in_place_leg1(node)
         mine = np.array(row, dtype=np.float64)
         self.table = np.empty((flat.comm.Get_size(), mine.size), dtype=np.float64)
         flat.comm.Allgather(mine, self.table)
@@ -535,9 +536,29 @@ class AutoPlan:
         self.choices: dict[str, str] = {}
         self._chosen: dict[tuple, AutoPlan | HaloPlan | NodePlan] = {}
 
-    def seconds(self, raw: int, coded: int) -> tuple[float, float]:
+    @staticmethod
+    def _in_place_leg1(node: NodePlan) -> list[float]:
+        """Leg 1 of a bcast and of a reduce read in place (``GhostProduct`` on a node plan
+        that ``reads_in_place``), as ``volumes`` rows (messages, rows copied, rows
+        received): the window's synchronisation priced as leg 1's messages; the bcast
+        copies each published row once into the window (not once per asker), the reduce
+        copies nothing when its partial sums are made in the window (else my direct
+        ghosts' partials); what the owners and readers then read in place is read as the
+        flat plan reads its received rows, so it is not a copy."""
+        _, m, s, r = node.volumes()[0]
+        if not node.reads_in_place:
+            return [m, s, r, m, s, r]
+        l1, me = node.leg1, node.comm_local.Get_rank()   # others only, as ``volumes``
+        others = np.ones(l1.send_idx.size, dtype=bool)
+        others[l1.send_displs[me]:l1.send_displs[me] + l1.send_counts[me]] = False
+        back = 0 if node._partials_in_place else node.pos_direct.size
+        return [m, np.unique(l1.send_idx[others]).size, 0, m, back, 0]
+
+    def seconds(self, raw: int, coded: int, in_place: bool | None = None) -> tuple[float, float]:
         """(flat, node): the slowest rank's predicted seconds of one exchange with ``raw``
-        bytes per uncompressed row and ``coded`` per row on the wire of a codec."""
+        bytes per uncompressed row and ``coded`` per row on the wire of a codec;
+        ``in_place``: a bcast (True) or reduce (False) read in place (``_in_place_leg1``),
+        None for one that copies its rows out of the node's windows."""
         t, net = self.table, self.net
         K = int(np.bincount(self.node_of).max())
 
@@ -548,24 +569,28 @@ class AutoPlan:
 
         flat = np.maximum(tiers.intra_seconds(net, t[:, 0], np.maximum(t[:, 1], t[:, 2]) * coded),
                           inter(t[:, 3], t[:, 4], t[:, 5]))
-        node = (tiers.intra_seconds(net, t[:, 6], np.maximum(t[:, 7], t[:, 8]) * raw)
+        leg1 = 6 if in_place is None else 15 if in_place else 18
+        node = (tiers.intra_seconds(net, t[:, leg1], np.maximum(t[:, leg1 + 1],
+                                                                t[:, leg1 + 2]) * raw)
                 + inter(t[:, 9], t[:, 10], t[:, 11])
                 + tiers.intra_seconds(net, t[:, 12], np.maximum(t[:, 13], t[:, 14]) * raw))
         return float(flat.max(initial=0.0)), float(node.max(initial=0.0))
 
     def choose(self, forward: bool, x: np.ndarray):
-        """The plan a call of this direction on ``x`` runs (the same on every rank)."""
-        return self._pick(forward, x)
+        """The plan a call of this direction on ``x`` runs when the caller reads the node
+        plan's rows in place (``GhostProduct``; the same on every rank)."""
+        return self._pick(forward, x, self.node.reads_in_place)
 
-    def _pick(self, forward: bool, x: np.ndarray):
+    def _pick(self, forward: bool, x: np.ndarray, in_place: bool = False):
         codec = self.codec if forward else self.codec_backward
         raw = x.shape[1] * x.itemsize
         coded = raw if HaloPlan.passthrough(codec, x.dtype) else int(codec.row_bytes(x.shape[1]))
-        key = (forward, raw, coded)
+        key = (forward, raw, coded, in_place)
         if key not in self._chosen:
-            flat, node = self.seconds(raw, coded)
+            flat, node = self.seconds(raw, coded, forward if in_place else None)
             self._chosen[key] = self.node if node < flat else self.flat
-            label = f"{'bcast' if forward else 'reduce'} {coded} B/row"
+            label = (f"{'bcast' if forward else 'reduce'} {coded} B/row"
+                     + (" in place" if in_place else ""))
             self.choices[label] = self._chosen[key].exchange
         return self._chosen[key]
 

@@ -72,7 +72,8 @@ class GhostProduct:
         return [self.diag, self.ghost]
 
     def _chosen(self, forward: bool, x: np.ndarray):
-        """The plan this call runs: ``auto``'s pick, or the one plan."""
+        """The plan this call runs: ``auto``'s pick for a product that reads in place (the
+        flat or the node plan itself, so the call runs what was priced), or the one plan."""
         return self.plan.choose(forward, x) if self.in_place and hasattr(
             self.plan, "choose") else self.plan
 
@@ -97,8 +98,8 @@ class GhostProduct:
             self._ghost_rows.matmul(rows, out, accumulate=True)
             stats.seconds_multiply += (t1 - t0) + (perf_counter() - t2)
             return
-        ghost_x = self.plan.buffer("ghost", self.plan.n_ghost, x.shape[1], x.dtype)
-        pending = self.plan.start_bcast(x, ghost_x, key)
+        ghost_x = plan.buffer("ghost", plan.n_ghost, x.shape[1], x.dtype)
+        pending = plan.start_bcast(x, ghost_x, key)
         t0 = perf_counter()  # (two reads a product instead of a context manager each)
         self.diag.matmul(x, out, accumulate=False)
         t1 = perf_counter()
@@ -120,10 +121,10 @@ class GhostProduct:
         partial = (plan.reduce_partials(y.shape[1], y.dtype)
                    if getattr(plan, "reads_in_place", False) else None)
         if partial is None:
-            partial = self.plan.buffer("ghost", self.plan.n_ghost, y.shape[1], y.dtype)
+            partial = plan.buffer("ghost", plan.n_ghost, y.shape[1], y.dtype)
         with stats.timing("seconds_multiply"):
             self.ghost.t_matmul(y, partial, accumulate=False)
-        pending = self.plan.start_reduce(partial, out, key)
+        pending = plan.start_reduce(partial, out, key)  # (auto: the plan chosen above)
         with stats.timing("seconds_multiply"):
             self.diag.t_matmul(y, out, accumulate=False)
         pending.finish()

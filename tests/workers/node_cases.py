@@ -91,6 +91,20 @@ class Run:
                 # ranks sharing memory read their node's ghost rows in place
                 everywhere = comm.allreduce(int(op.product.in_place), op=MPI.MIN)
                 self.check(bool(everywhere), f"{label} {algorithm} K={K}: not in place")
+            if exchange == "auto" and algorithm in ("sparse1d", "sparse15d"):
+                # the model prices what the product does: reads in place cost no more than
+                # copies, and the choice is labelled as made for an in-place read
+                rb = F * X.itemsize
+                for plan in op.exchange_plans():
+                    if plan.node.reads_in_place:
+                        fwd_ip, bwd_ip = plan.seconds(rb, rb, True), plan.seconds(rb, rb, False)
+                        copy = plan.seconds(rb, rb)
+                        self.check(fwd_ip[1] <= copy[1] and bwd_ip[1] <= copy[1]
+                                   and fwd_ip[0] == copy[0],
+                                   f"{label} {algorithm} K={K}: in-place model {fwd_ip} "
+                                   f"{bwd_ip} vs copies {copy}")
+                        self.check(all(k.endswith(" in place") for k in plan.choices),
+                                   f"{label} {algorithm} K={K}: choices {plan.choices}")
             route = (op.route(F, X.dtype, True) if getattr(type(op), "bounded_by", None)
                      else "sparse")   # sparse2d/3d: the flat exchange may take SUMMA
             ranks[exchange] = comm.gather(dict(fwd=fwd, bwd=bwd, report=op.exchange_report(),
