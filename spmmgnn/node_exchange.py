@@ -538,7 +538,7 @@ class AutoPlan:
 
     @staticmethod
     def _in_place_leg1(node: NodePlan) -> list[float]:
-        """Leg 1 of a bcast and of a reduce read in place (``GhostProduct`` on a node plan
+        """Leg 1 of a bcast and of a reduce read in place (``GhostBlock`` on a node plan
         that ``reads_in_place``), as ``volumes`` rows (messages, rows copied, rows
         received): the window's synchronisation priced as leg 1's messages; the bcast
         copies each published row once into the window (not once per asker), the reduce
@@ -578,7 +578,7 @@ class AutoPlan:
 
     def choose(self, forward: bool, x: np.ndarray):
         """The plan a call of this direction on ``x`` runs when the caller reads the node
-        plan's rows in place (``GhostProduct``; the same on every rank)."""
+        plan's rows in place (``ghost.GhostBlock``; the same on every rank)."""
         return self._pick(forward, x, self.node.reads_in_place)
 
     def _pick(self, forward: bool, x: np.ndarray, in_place: bool = False):

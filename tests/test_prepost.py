@@ -85,3 +85,25 @@ def test_prepost_with_codecs_agrees_with_sparse1d(P, mpi_json):
             if r["codec"].startswith("int"):
                 scale = (ours * exact).sum() / (exact * exact).sum()
                 assert abs(scale - 1) < 0.1, (label, scale)
+
+
+def test_training_on_one_node_reads_in_place_with_the_flat_numbers(tmp_path):
+    """``spmmgnn train --algorithm prepost1d`` without ``--exchange`` on one machine: the node
+    exchange reads the received rows (``M_recv``'s) in place, sends no message, and trains
+    to the flat exchange's losses bit for bit."""
+    import json
+
+    from .mpi import run_cli
+
+    runs = {}
+    for name, extra in (("default", ()), ("flat", ("--exchange", "flat"))):
+        out = tmp_path / f"{name}.json"
+        proc = run_cli(2, "train", "--algorithm", "prepost1d", "--csbm-n", "1500",
+                       "--epochs", "4", "--hidden", "16", "--quiet", "--json", str(out), *extra)
+        assert proc.returncode == 0, proc.stderr
+        runs[name] = json.loads(out.read_text())
+    node, flat = runs["default"], runs["flat"]
+    assert node["exchange"]["option"] == "node" and flat["exchange"]["option"] == "flat"
+    assert all(r["bytes_sent"] == 0 and r["bytes_shared_read"] > 0 for r in node["ranks"])
+    assert all(r["bytes_sent"] > 0 for r in flat["ranks"])
+    assert [h["loss"] for h in node["history"]] == [h["loss"] for h in flat["history"]]

@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from .. import device_quantize
+from .. import device_quantize, kernels
 from ..codecs import CastCodec
 from ..convert import mpi_float_type
 from ..device import to_device, to_host
@@ -157,8 +157,10 @@ class DeviceProduct:
         self.ghost = DeviceBlock(getattr(product, "ghost", None) or op.M_recv, self.device)
         self.pre = DeviceBlock(op.M_send, self.device) if product is op else None
         self.codec, self.codec_backward = product.codec, product.codec_backward
-        # the node-aware (and auto) exchange: its plan's own verbs on host copies
+        # the node-aware (and auto) exchange: its plan's own verbs on host copies, through
+        # the numpy path's ``GhostBlock`` (the same choices, reads and bytes)
         self.via_host = self.plan.exchange != "flat"
+        self.reader = op.received if product is op else product.block
         self.send_idx = (None if self.via_host else
                          torch.from_numpy(self.plan.send_idx).to(self.device))
         self.route = DeviceRoute(self.plan, self.stats, self.device)
@@ -204,12 +206,15 @@ class DeviceProduct:
         stats, plan, f = self.stats, self.plan, x.shape[1]
         with stats.timing("seconds_exchange"):
             host = to_host(src, stats)
-        ghost = self.staging.host_buffer("dev_ghost", (plan.n_ghost, f), host.dtype)
-        pending = plan.start_bcast(host, ghost, key)
+        started = self.reader.start_bcast(host, key)
         with stats.timing("seconds_multiply"):
             out = self.diag.matmul(x)
-        pending.finish()
+        ghost = self.reader.land(started)
         with stats.timing("seconds_exchange"):
+            if started[2] is None:  # read in place: the ghost rows out of the node's window
+                rows = ghost
+                ghost = self.staging.host_buffer("dev_ghost", (plan.n_ghost, f), host.dtype)
+                kernels.gather_rows(rows, started[0].ghost_slots, ghost)
             ghost_x = to_device(ghost, self.device, stats)
         with stats.timing("seconds_multiply"):
             return self.ghost.matmul(ghost_x, out=out)
@@ -218,13 +223,15 @@ class DeviceProduct:
         """A^T y with a plan that is not the flat one: the ghost rows' partial sums staged
         to the host, the plan's ``start_reduce`` adds what peers send into a host copy of
         the send side's rows, which comes back and is added (prepost1d: through M_send^T)."""
-        stats, plan, f = self.stats, self.plan, y.shape[1]
+        stats, f = self.stats, y.shape[1]
         with stats.timing("seconds_exchange"):
             host = to_host(partial, stats)
+            plan, sums = self.reader.partials(f, host.dtype)  # (a node's window, in place)
+            sums[...] = host
         rows = self.pre.block.shape[0] if self.pre is not None else self.op.n_local_in
         acc = self.staging.host_buffer("dev_acc", (rows, f), host.dtype)
         acc[...] = 0
-        pending = plan.start_reduce(host, acc, key)
+        pending = plan.start_reduce(sums, acc, key)
         with stats.timing("seconds_multiply"):
             out = self.diag.matmul(y, transposed=True)
         pending.finish()

@@ -27,6 +27,7 @@ from mpi4py import MPI
 from ..halo import HaloPlan
 from ..local_matrix import LocalCSR
 from ..stats import CommStats
+from .ghost import GhostBlock
 
 
 def split_tile(tile: sp.csr_array, rows: tuple[int, int], cols: tuple[int, int]):
@@ -74,6 +75,12 @@ class ExpandFold:
         self.fold = make_plan(row_comm, row_offsets, ghost_rows, codec_backward, codec, seed,
                               2 * stream + 1)
         self.stats = stats
+        b = self.blocks
+        # the expanded rows multiply the ghost-column blocks (read in place inside a node
+        # sharing memory); the fold's partial sums are made where its reduce reads them
+        self.expanded = GhostBlock([b["ghost", "ghost"], b["own", "ghost"]], self.expand, stats,
+                               ("ghost", "partial"))
+        self.folded = GhostBlock([], self.fold, stats, ("ghost", "partial"))
 
     @property
     def nnz(self) -> int:
@@ -101,34 +108,33 @@ class ExpandFold:
 
     def matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
         """out = A x for my own rows (``x``: my own columns' rows of X)."""
-        b, stats, f = self.blocks, self.stats, x.shape[1]
-        ghost_x = self.expand.buffer("ghost", self.expand.n_ghost, f, x.dtype)
-        partial = self.fold.buffer("partial", self.fold.n_ghost, f, x.dtype)
-        expand = self.expand.start_bcast(x, ghost_x, key)
+        b, stats = self.blocks, self.stats
+        fold_plan, partial = self.folded.partials(x.shape[1], x.dtype)
+        expand = self.expanded.start_bcast(x, key)
         with stats.timing("seconds_multiply"):
             b["ghost", "own"].matmul(x, partial, accumulate=False)
             b["own", "own"].matmul(x, out, accumulate=False)
-        expand.finish()
-        with stats.timing("seconds_multiply"):
-            b["ghost", "ghost"].matmul(ghost_x, partial, accumulate=True)
-        fold = self.fold.start_reduce(partial, out, key)
-        with stats.timing("seconds_multiply"):
-            b["own", "ghost"].matmul(ghost_x, out, accumulate=True)
+        ghost_x = self.expanded.land(expand)
+        self.expanded.times(0, expand, ghost_x, partial)     # + A[ghost, ghost] X_ghost
+        fold = fold_plan.start_reduce(partial, out, key)
+        self.expanded.times(1, expand, ghost_x, out)         # + A[own, ghost] X_ghost
         fold.finish()
 
     def matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
-        """out = A^T y for my own columns (``y``: my own rows' rows of Y)."""
-        b, stats, f = self.blocks, self.stats, y.shape[1]
-        ghost_y = self.fold.buffer("ghost", self.fold.n_ghost, f, y.dtype)
-        partial = self.expand.buffer("partial", self.expand.n_ghost, f, y.dtype)
-        spread = self.fold.start_bcast(y, ghost_y, key)
+        """out = A^T y for my own columns (``y``: my own rows' rows of Y). The spread rows
+        of Y land in the fold plan's ghost buffer (its blocks multiply them transposed,
+        whose terms a renaming would reorder); the partial sums of the gather are made
+        where its reduce reads them."""
+        b, stats = self.blocks, self.stats
+        expand_plan, partial = self.expanded.partials(y.shape[1], y.dtype)
+        spread = self.folded.start_bcast(y, key, in_place=False)
         with stats.timing("seconds_multiply"):
             b["own", "ghost"].t_matmul(y, partial, accumulate=False)
             b["own", "own"].t_matmul(y, out, accumulate=False)
-        spread.finish()
+        ghost_y = self.folded.land(spread)
         with stats.timing("seconds_multiply"):
             b["ghost", "ghost"].t_matmul(ghost_y, partial, accumulate=True)
-        gather = self.expand.start_reduce(partial, out, key)
+        gather = expand_plan.start_reduce(partial, out, key)
         with stats.timing("seconds_multiply"):
             b["ghost", "own"].t_matmul(ghost_y, out, accumulate=True)
         gather.finish()

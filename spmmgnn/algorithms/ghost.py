@@ -54,15 +54,14 @@ class GhostProduct:
                                   stream)
         self.stats = stats
         self.codec, self.codec_backward = codec, codec_backward
-        # a node plan sharing memory (or ``auto``'s, when it picks it): the ghost block reads
-        # its rows where they lie in the node's window (same terms, same order: the same
-        # bits as through ``ghost``)
-        node = getattr(self.plan, "node", self.plan)
-        self.in_place = bool(getattr(node, "reads_in_place", False))
-        self._ghost_rows = None  # ``ghost`` renamed into the window, made at its first use
+        self.block = GhostBlock([self.ghost], self.plan, stats)
         # one rank with a flat plan: nothing crosses ranks, so no exchange machinery runs
         # (the call still counts its empty exchange, as the plan would)
         self.alone = comm.Get_size() == 1 and isinstance(self.plan, HaloPlan)
+
+    @property
+    def in_place(self) -> bool:
+        return self.block.in_place
 
     @property
     def nnz(self) -> int:
@@ -70,12 +69,6 @@ class GhostProduct:
 
     def matrices(self) -> list:
         return [self.diag, self.ghost]
-
-    def _chosen(self, forward: bool, x: np.ndarray):
-        """The plan this call runs: ``auto``'s pick for a product that reads in place (the
-        flat or the node plan itself, so the call runs what was priced), or the one plan."""
-        return self.plan.choose(forward, x) if self.in_place and hasattr(
-            self.plan, "choose") else self.plan
 
     def matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
         """out = A x: post the ghost fetch, multiply the owned block, land ghosts, add."""
@@ -85,28 +78,11 @@ class GhostProduct:
             with stats.timing("seconds_multiply"):
                 self.diag.matmul(x, out, accumulate=False)
             return
-        plan = self._chosen(True, x)
-        if getattr(plan, "reads_in_place", False):
-            pending = plan.start_bcast_in_place(x, key)
-            t0 = perf_counter()
-            self.diag.matmul(x, out, accumulate=False)
-            t1 = perf_counter()
-            rows = pending.finish()
-            t2 = perf_counter()
-            if self._ghost_rows is None:
-                self._ghost_rows = self.ghost.renamed(plan.ghost_slots, plan.rows_total)
-            self._ghost_rows.matmul(rows, out, accumulate=True)
-            stats.seconds_multiply += (t1 - t0) + (perf_counter() - t2)
-            return
-        ghost_x = plan.buffer("ghost", plan.n_ghost, x.shape[1], x.dtype)
-        pending = plan.start_bcast(x, ghost_x, key)
-        t0 = perf_counter()  # (two reads a product instead of a context manager each)
+        started = self.block.start_bcast(x, key)
+        t0 = perf_counter()  # (two reads instead of a context manager: the per-call cost)
         self.diag.matmul(x, out, accumulate=False)
-        t1 = perf_counter()
-        pending.finish()
-        t2 = perf_counter()
-        self.ghost.matmul(ghost_x, out, accumulate=True)
-        stats.seconds_multiply += (t1 - t0) + (perf_counter() - t2)
+        stats.seconds_multiply += perf_counter() - t0
+        self.block.finish_bcast(started, out)
 
     def matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
         """out = A^T y: partial sums for ghost columns first, post their reduce, multiply the
@@ -117,14 +93,83 @@ class GhostProduct:
             with stats.timing("seconds_multiply"):
                 self.diag.t_matmul(y, out, accumulate=False)
             return
-        plan = self._chosen(False, y)
-        partial = (plan.reduce_partials(y.shape[1], y.dtype)
-                   if getattr(plan, "reads_in_place", False) else None)
-        if partial is None:
-            partial = plan.buffer("ghost", plan.n_ghost, y.shape[1], y.dtype)
-        with stats.timing("seconds_multiply"):
-            self.ghost.t_matmul(y, partial, accumulate=False)
-        pending = plan.start_reduce(partial, out, key)  # (auto: the plan chosen above)
+        pending = self.block.start_reduce(y, out, key)
         with stats.timing("seconds_multiply"):
             self.diag.t_matmul(y, out, accumulate=False)
         pending.finish()
+
+
+class GhostBlock:
+    """Blocks multiplied by rows that other ranks own (``ghosts``: each block's columns
+    numbered as the plan's ghosts) and the halo plan that fetches them: read where they lie
+    in the node's rows window when the plan reads in place (``NodePlan.reads_in_place``;
+    ``auto`` where it picks the node plan), else landed in a ghost buffer. A block renamed
+    into the window (columns = the rows' places, terms in order) multiplies to the same
+    bits. The reduce's partial sums (ghost order) are made where the node's reduce reads
+    them when it can (``partials``). ``names``: the plan buffers of the landed rows and of
+    the partial sums."""
+
+    def __init__(self, ghosts: list, plan, stats: CommStats,
+                 names: tuple[str, str] = ("ghost", "ghost")):
+        self.ghosts, self.plan, self.stats, self.names = ghosts, plan, stats, names
+        node = getattr(plan, "node", plan)
+        self.in_place = bool(getattr(node, "reads_in_place", False))
+        self._renamed: list = [None] * len(ghosts)  # made at their first use
+
+    def _chosen(self, forward: bool, x: np.ndarray):
+        """The plan this call runs: ``auto``'s pick for a call that reads in place (the
+        flat or the node plan itself, so the call runs what was priced), or the one plan."""
+        return self.plan.choose(forward, x) if self.in_place and hasattr(
+            self.plan, "choose") else self.plan
+
+    def start_bcast(self, x: np.ndarray, key: int, in_place: bool = True) -> tuple:
+        """Post the fetch of the ghost rows of ``x`` (the plan's owned rows); the caller
+        multiplies its own block meanwhile, then ``land``s them. ``in_place=False``: into
+        the ghost buffer whatever the plan (for blocks that cannot read from the window)."""
+        plan = self._chosen(True, x) if in_place else self.plan
+        if in_place and getattr(plan, "reads_in_place", False):
+            return plan, plan.start_bcast_in_place(x, key), None
+        ghost_x = plan.buffer(self.names[0], plan.n_ghost, x.shape[1], x.dtype)
+        return plan, plan.start_bcast(x, ghost_x, key), ghost_x
+
+    def land(self, started: tuple) -> np.ndarray:
+        """Wait for the rows of ``start_bcast``: the window's half holding them, or the
+        ghost buffer (what ``times`` multiplies)."""
+        _, pending, ghost_x = started
+        rows = pending.finish()
+        return rows if ghost_x is None else ghost_x
+
+    def times(self, i: int, started: tuple, rows: np.ndarray, out: np.ndarray) -> None:
+        """out += ghosts[i] @ the landed ``rows`` (timed as multiplying)."""
+        t0 = perf_counter()
+        if started[2] is None:
+            if self._renamed[i] is None:
+                plan = started[0]
+                self._renamed[i] = self.ghosts[i].renamed(plan.ghost_slots, plan.rows_total)
+            self._renamed[i].matmul(rows, out, accumulate=True)
+        else:
+            self.ghosts[i].matmul(rows, out, accumulate=True)
+        self.stats.seconds_multiply += perf_counter() - t0
+
+    def finish_bcast(self, started: tuple, out: np.ndarray) -> None:
+        """``land`` and add ``ghosts[0] @ rows`` into ``out``."""
+        self.times(0, started, self.land(started), out)
+
+    def partials(self, f: int, dtype) -> tuple:
+        """(plan, buffer): the plan a reduce of (n_ghost x f) partial sums runs and where
+        to make them (the node's window when its reduce reads them there)."""
+        plan = self._chosen(False, np.empty((0, f), dtype))
+        partial = (plan.reduce_partials(f, dtype)
+                   if getattr(plan, "reads_in_place", False) else None)
+        if partial is None:
+            partial = plan.buffer(self.names[1], plan.n_ghost, f, dtype)
+        return plan, partial
+
+    def start_reduce(self, y: np.ndarray, out: np.ndarray, key: int):
+        """Post the partial sums ``ghosts[0]^T y`` to be added into their owners' ``out``
+        by the returned exchange's ``finish()``; ``out`` may be written before then (the
+        sums are added)."""
+        plan, partial = self.partials(y.shape[1], y.dtype)
+        with self.stats.timing("seconds_multiply"):
+            self.ghosts[0].t_matmul(y, partial, accumulate=False)
+        return plan.start_reduce(partial, out, key)  # (auto: the plan chosen above)

@@ -16,7 +16,8 @@ the post-aggregation, each X row once whatever the number of receivers that need
 the moved non-zeros of the pre-aggregation, grouped by receiver) and
 p finishes with ``Z_p = A_pp X_p + M_recv R`` where R holds what it received (A's values
 at the post rows, identity at the pre rows). The exchange is a halo plan over the send
-buffers' rows, so codecs, byte counts and overlap are the same machinery as ``sparse1d``.
+buffers' rows, so codecs, byte counts, overlap and the node exchange's reads in place
+(``ghost.GhostBlock``, with ``M_recv`` as its block) are the same machinery as ``sparse1d``.
 ``matmul_t`` is the mirror plan: p sends ``M_recv^T Y_p`` (partial sums at the post
 columns, its own rows of Y at the pre rows), q finishes with ``A_qq^T Y_q + M_send^T S'``.
 """
@@ -31,7 +32,7 @@ from ..halo import displacements
 from ..local_matrix import LocalCSR, split_columns
 from ..wire import allgather_json
 from .base import DistSpMM
-from .ghost import resolve_codecs
+from .ghost import GhostBlock, resolve_codecs
 from .on_device import attach_device
 from .vertex_cover import min_vertex_cover
 
@@ -79,6 +80,9 @@ class PrePost1D(DistSpMM):
         self._build(comm, ghost.to_scipy().tocoo(), ghost_ids)
         self.plan = self.halo_plan(comm, self._virtual_offsets, self._ghost_virtual,
                                    self.codec, self.codec_backward, codec_seed, grid.rank)
+        # M_recv multiplies the received rows (read in place inside a node sharing memory)
+        self.received = GhostBlock([self.M_recv], self.plan, self.stats,
+                                   ("pre_recv", "post_partial"))
         attach_device(self)
 
     # ------------------------------------------------------------ plan (pattern only)
@@ -172,24 +176,18 @@ class PrePost1D(DistSpMM):
     def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
         f, plan, stats = x.shape[1], self.plan, self.stats
         send = plan.buffer("pre_send", plan.n_send, f, x.dtype)
-        recv = plan.buffer("pre_recv", plan.n_ghost, f, x.dtype)
         with stats.timing("seconds_multiply"):
             self.M_send.matmul(x, send, accumulate=False)  # X rows + pre-aggregated sums
-        pending = plan.start_bcast(send, recv, key)
+        started = self.received.start_bcast(send, key)
         with stats.timing("seconds_multiply"):
             self.diag.matmul(x, out, accumulate=False)
-        pending.finish()
-        with stats.timing("seconds_multiply"):
-            self.M_recv.matmul(recv, out, accumulate=True)
+        self.received.finish_bcast(started, out)  # + M_recv R
 
     def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
         f, plan, stats = y.shape[1], self.plan, self.stats
-        partial = plan.buffer("post_partial", plan.n_ghost, f, y.dtype)
         back = plan.buffer("pre_back", plan.n_send, f, y.dtype)
-        with stats.timing("seconds_multiply"):
-            self.M_recv.t_matmul(y, partial, accumulate=False)
         back[:] = 0
-        pending = plan.start_reduce(partial, back, key)
+        pending = self.received.start_reduce(y, back, key)  # M_recv^T Y_p to the senders
         with stats.timing("seconds_multiply"):
             self.diag.t_matmul(y, out, accumulate=False)
         pending.finish()

@@ -79,9 +79,9 @@ def add_parser(sub) -> None:
     r.add_argument("--ranks-per-node", type=count_arg(1), metavar="K", help=RANKS_PER_NODE_HELP)
     r.add_argument("--exchange", choices=["flat", "node", "auto"], default=None,
                    help=EXCHANGE_HELP + "; default: 'node' where every rank shares one "
-                        "node's memory and reads the rows in place (sparse1d and sparse15d on "
-                        "the host, without a codec, delayed views or --ranks-per-node), "
-                        "'flat' otherwise")
+                        "node's memory and reads the rows in place (sparse1d, sparse15d and "
+                        "prepost1d on the host, without a codec, delayed views or "
+                        "--ranks-per-node), 'flat' otherwise")
     r.add_argument("--partitioner", default="none",
                    help="'none' (contiguous near-equal blocks) or a spmmgnn.partitioners method, "
                         "e.g. metis-vol+maxsend")

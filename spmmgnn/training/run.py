@@ -166,7 +166,7 @@ def grid_of(spec: RunSpec, comm: MPI.Comm) -> ProcessGrid:
                                                spec.ranks_per_node, device=spec.device)
 
 
-IN_PLACE = ("sparse1d", "sparse15d")  # their ghost products read a node's rows in place
+IN_PLACE = ("sparse1d", "sparse15d", "prepost1d")  # they read a node's rows in place
 
 
 def default_exchange(spec: RunSpec, grid: ProcessGrid) -> str:

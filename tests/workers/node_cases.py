@@ -58,6 +58,16 @@ def tiers(op) -> dict:
                 shared=s["bytes_shared_read"], sent_intra=s["bytes_sent_by_tier"]["intra"])
 
 
+IN_PLACE = ("sparse1d", "sparse15d", "prepost1d", "sparse2d", "sparse3d")
+
+
+def _reader(op):
+    """The ``GhostBlock`` whose rows the node exchange lets the operator read in place."""
+    if op.name == "prepost1d":
+        return op.received
+    return op.product.expanded if op.name in ("sparse2d", "sparse3d") else op.product.block
+
+
 class Run:
     def __init__(self):
         self.errors: list[str] = []
@@ -87,23 +97,27 @@ class Run:
             t = op.matmul_t(y)
             bwd = tiers(op)
             got[exchange] = (op.gather_rows(z), op.gather_rows(t, side="input"))
-            if exchange == "node" and algorithm in ("sparse1d", "sparse15d"):
+            if exchange == "node" and algorithm in IN_PLACE:
                 # ranks sharing memory read their node's ghost rows in place
-                everywhere = comm.allreduce(int(op.product.in_place), op=MPI.MIN)
+                everywhere = comm.allreduce(int(_reader(op).in_place), op=MPI.MIN)
                 self.check(bool(everywhere), f"{label} {algorithm} K={K}: not in place")
-            if exchange == "auto" and algorithm in ("sparse1d", "sparse15d"):
+            if exchange == "auto" and algorithm in IN_PLACE:
                 # the model prices what the product does: reads in place cost no more than
                 # copies, and the choice is labelled as made for an in-place read
                 rb = F * X.itemsize
-                for plan in op.exchange_plans():
-                    if plan.node.reads_in_place:
+                fold = getattr(getattr(op, "product", None), "fold", None)
+                for plan in (_reader(op).plan, fold):   # (not sparse3d's fiber plan)
+                    if plan is not None and plan.node.reads_in_place:
                         fwd_ip, bwd_ip = plan.seconds(rb, rb, True), plan.seconds(rb, rb, False)
                         copy = plan.seconds(rb, rb)
                         self.check(fwd_ip[1] <= copy[1] and bwd_ip[1] <= copy[1]
                                    and fwd_ip[0] == copy[0],
                                    f"{label} {algorithm} K={K}: in-place model {fwd_ip} "
                                    f"{bwd_ip} vs copies {copy}")
-                        self.check(all(k.endswith(" in place") for k in plan.choices),
+                        # (the fold's spread of Y is multiplied transposed: landed)
+                        copies = plan is fold
+                        self.check(all(k.endswith(" in place") or copies and k.startswith("bcast")
+                                       for k in plan.choices),
                                    f"{label} {algorithm} K={K}: choices {plan.choices}")
             route = (op.route(F, X.dtype, True) if getattr(type(op), "bounded_by", None)
                      else "sparse")   # sparse2d/3d: the flat exchange may take SUMMA
