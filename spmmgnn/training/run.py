@@ -176,8 +176,9 @@ def default_exchange(spec: RunSpec, grid: ProcessGrid) -> str:
     (a codec compresses only between nodes, delayed views keep their own buffers,
     ``--ranks-per-node`` simulates nodes). Otherwise "flat". Measured 1.8-1.9x faster at
     16 x 1 on 16 cores, and the same at 2 x 1 on 2 cores
-    (bench/results/node-scaling-16cores.md); on one node its numbers are the flat
-    exchange's bit for bit."""
+    (bench/results/node-scaling-16cores.md), 0.97-1.00x flat's epoch at P = 2 on R-MAT and
+    SBM graphs with and without METIS (bench/results/node-default.md); on one node its
+    numbers are the flat exchange's bit for bit."""
     plain = (spec.algorithm in IN_PLACE and spec.device is None and spec.codec == "none"
              and spec.codec_backward in ("same", "none") and not spec.staleness
              and not spec.drop_remote and spec.ranks_per_node is None
