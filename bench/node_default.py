@@ -40,7 +40,9 @@ from common import RESULTS, machine, mpiexec, write_json
 
 GRAPHS = ("csbm", "rmat", "rmat-metis", "sbm-metis")
 EXCHANGES = ("flat", "node", "default")
-SPMMGNN = str(Path(sys.executable).parent / "spmmgnn")  # this environment's command
+# this environment's command (``python -m spmmgnn.cli`` where the package is not installed)
+_SCRIPT = Path(sys.executable).parent / "spmmgnn"
+SPMMGNN = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "spmmgnn.cli"]
 
 
 def cpu_model() -> str:
@@ -75,7 +77,7 @@ def train(path: Path, P: int, exchange: str, hidden: int, epochs: int) -> dict:
     """One ``spmmgnn train`` run; its median epoch after the first two and what it ran."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
-        cmd = [mpiexec(), "-n", str(P), SPMMGNN, "train", "--dataset", str(path),
+        cmd = [mpiexec(), "-n", str(P), *SPMMGNN, "train", "--dataset", str(path),
                "--no-cache", "--hidden", str(hidden), "--epochs", str(epochs),
                "--eval-every", "0", "--threads", "1", "--quiet", "--json", str(out)]
         if exchange != "default":
