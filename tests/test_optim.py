@@ -10,10 +10,14 @@ import torch
 from spmmgnn.threads import get_threads, set_threads
 from spmmgnn.training.optim import Adam
 
+# a weight below kernels.SERIAL_WORK elements (the serial twin) and one above (parallel)
+SMALL, LARGE = (37, 5), (300, 230)
 
-def _run(make_opt, dtype, steps: int = 6, wd: float = 5e-4, threads: int | None = None):
+
+def _run(make_opt, dtype, steps: int = 6, wd: float = 5e-4, threads: int | None = None,
+         shape=SMALL):
     gen = torch.Generator().manual_seed(3)
-    params = [torch.randn(37, 5, dtype=dtype, generator=gen).requires_grad_(),
+    params = [torch.randn(*shape, dtype=dtype, generator=gen).requires_grad_(),
               torch.randn(5, dtype=dtype, generator=gen).requires_grad_()]
     grads = [[torch.randn(p.shape, dtype=dtype, generator=gen) for p in params]
              for _ in range(steps)]
@@ -31,11 +35,12 @@ def _run(make_opt, dtype, steps: int = 6, wd: float = 5e-4, threads: int | None 
     return [p.detach().clone() for p in params], opt
 
 
+@pytest.mark.parametrize("shape", [SMALL, LARGE])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("wd", [0.0, 5e-4])
-def test_fused_adam_is_torchs_to_rounding(dtype, wd):
-    got, opt = _run(Adam, dtype, wd=wd)
-    want, ref = _run(torch.optim.Adam, dtype, wd=wd)
+def test_fused_adam_is_torchs_to_rounding(dtype, wd, shape):
+    got, opt = _run(Adam, dtype, wd=wd, shape=shape)
+    want, ref = _run(torch.optim.Adam, dtype, wd=wd, shape=shape)
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1e-12,
                                                                          atol=1e-13)
     for a, b in zip(got, want, strict=True):
@@ -47,9 +52,29 @@ def test_fused_adam_is_torchs_to_rounding(dtype, wd):
 
 
 def test_fused_adam_does_not_depend_on_the_threads():
-    one, _ = _run(Adam, torch.float32, threads=1)
-    two, _ = _run(Adam, torch.float32, threads=2)
-    assert all(torch.equal(a, b) for a, b in zip(one, two, strict=True))
+    for shape in (SMALL, LARGE):
+        one, _ = _run(Adam, torch.float32, threads=1, shape=shape)
+        two, _ = _run(Adam, torch.float32, threads=2, shape=shape)
+        assert all(torch.equal(a, b) for a, b in zip(one, two, strict=True))
+
+
+def test_the_serial_twin_is_the_parallel_kernel_bit_for_bit():
+    import numpy as np
+
+    from spmmgnn.kernels import SERIAL_WORK
+    from spmmgnn.training.optim import _adam_kernel, _adam_serial
+
+    assert SMALL[0] * SMALL[1] < SERIAL_WORK <= LARGE[0] * LARGE[1]
+    rng = np.random.default_rng(1)
+    for dtype in (np.float32, np.float64):
+        arrays = [rng.standard_normal(LARGE[0] * LARGE[1]).astype(dtype) for _ in range(4)]
+        arrays[3] = np.abs(arrays[3])  # the second moment
+        scalars = [dtype(v) for v in (0.1, 0.999, 0.001, 5e-4, 1e-8, 0.05, 0.02)]
+        a, b = [x.copy() for x in arrays], [x.copy() for x in arrays]
+        _adam_kernel(*a, *scalars)
+        _adam_serial(*b, *scalars)
+        assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+        assert not np.array_equal(a[0], arrays[0])  # it did update
 
 
 def test_a_non_contiguous_parameter_takes_the_tensor_path():
