@@ -526,9 +526,10 @@ class AutoPlan:
                flat.send_counts[near].sum(), flat.recv_counts[near].sum(),
                _peers(flat.send_counts * far, flat.recv_counts * far, me),
                flat.send_counts[far].sum(), flat.recv_counts[far].sum()]
-        for _, m, s, r in node.volumes():
+        volumes = node.volumes()
+        for _, m, s, r in volumes:
             row += [m, s, r]
-        row += self._in_place_leg1(node)
+        row += self._in_place_leg1(node, volumes[0])
         mine = np.array(row, dtype=np.float64)
         self.table = np.empty((flat.comm.Get_size(), mine.size), dtype=np.float64)
         flat.comm.Allgather(mine, self.table)
@@ -537,15 +538,16 @@ class AutoPlan:
         self._chosen: dict[tuple, AutoPlan | HaloPlan | NodePlan] = {}
 
     @staticmethod
-    def _in_place_leg1(node: NodePlan) -> list[float]:
+    def _in_place_leg1(node: NodePlan, leg1: tuple) -> list[float]:
         """Leg 1 of a bcast and of a reduce read in place (``GhostBlock`` on a node plan
         that ``reads_in_place``), as ``volumes`` rows (messages, rows copied, rows
         received): the window's synchronisation priced as leg 1's messages; the bcast
         copies each published row once into the window (not once per asker), the reduce
         copies nothing when its partial sums are made in the window (else my direct
         ghosts' partials); what the owners and readers then read in place is read as the
-        flat plan reads its received rows, so it is not a copy."""
-        _, m, s, r = node.volumes()[0]
+        flat plan reads its received rows, so it is not a copy. ``leg1``: leg 1's
+        ``volumes`` row."""
+        _, m, s, r = leg1
         if not node.reads_in_place:
             return [m, s, r, m, s, r]
         l1, me = node.leg1, node.comm_local.Get_rank()   # others only, as ``volumes``

@@ -138,6 +138,14 @@ def test_temporaries_of_killed_writers_are_removed_live_ones_kept(tmp_path):
     assert live.exists() and elsewhere.exists() and longer.exists()
 
 
+class _SigtermOnDelete:
+    """SIGTERM to this process from a finalizer, where Python swallows the handler's
+    exception (as it does in a C callback)."""
+
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def test_a_swallowed_signal_keeps_the_old_file(tmp_path, capfd, monkeypatch):
     """SIGTERM handled inside a finalizer is swallowed by Python ("Exception ignored"); the
     write must still not replace the target, the signal must still end the command, and no
@@ -147,17 +155,13 @@ def test_a_swallowed_signal_keeps_the_old_file(tmp_path, capfd, monkeypatch):
     target = tmp_path / "out.json"
     target.write_bytes(OLD)
 
-    class Finalized:
-        def __del__(self):
-            os.kill(os.getpid(), signal.SIGTERM)
-
     monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)  # Python's, not pytest's
     previous = signals.install()
     try:
         with pytest.raises(signals.Terminated):
             with atomic_path(target) as tmp:
                 tmp.write_text("new")
-                Finalized()  # the handler's exception is swallowed by __del__
+                _SigtermOnDelete()  # the handler's exception is swallowed by __del__
                 time.sleep(0.05)
         assert target.read_bytes() == OLD and not _no_temps(tmp_path, "out.json")
         with pytest.raises(signals.Terminated):
@@ -258,16 +262,12 @@ def test_a_swallowed_signal_ends_training_after_its_epoch(tmp_path, monkeypatch)
     epoch's compilation, in CI) stops training at the end of that epoch, not after all."""
     from spmmgnn import signals
 
-    class Finalized:
-        def __del__(self):
-            os.kill(os.getpid(), signal.SIGTERM)
-
     epochs = []
 
     def on_epoch_end(epoch, row, trainer):
         epochs.append(epoch)
         if epoch == 2:
-            Finalized()
+            _SigtermOnDelete()
             time.sleep(0.05)
 
     monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)
