@@ -11,13 +11,18 @@ op of that step alone, on arrays of the step's shapes, median of ``--repeat`` ca
 - forward: layer 1's product ``(A X) W1`` (n x 128 @ 128 x 128), the fused bias + ReLU +
   dropout, layer 2's product ``H1 W2`` (n x 128 @ 128 x C), its bias add, the loss over the
   training rows;
-- backward, each through autograd on its own graph (``retain_graph``): the loss, the bias
+- backward, each through ``torch.autograd.grad`` on its own graph (``retain_graph``; the
+  gradients are returned, none is added into a leaf's ``.grad``): the loss, the bias
   add, layer 2's product (the input gradient and the weight gradient), ReLU + dropout (with
   the bias gradient), layer 1's product (the weight gradient only: X needs none);
 - Adam (the library's fused kernel) on the four parameters.
 
+Each op is timed twice: called again and again (its arrays stay in the cache when they fit)
+and with the caches evicted before each call (``op_times(cold=True)``), since in the step an
+op's inputs were written by earlier work and need not be cached.
+
 Writes ``bench/results/dense-ops.{json,md}`` (``--out`` to change the stem): per T the step's
-dense part, the sum of the ops, their ratio, and every op.
+dense part, the sum of the ops (both ways), their ratios, and every op.
 
     python bench/dense_ops.py --n 1000000 --threads 1 2 4 8 16   # the issue's graph
     python bench/dense_ops.py --n 90000                           # this machine's cores
@@ -38,18 +43,35 @@ from spmmgnn.atomic import write_text_atomic
 from common import RESULTS, machine, write_json
 
 
-def _median_ms(fn, repeat: int) -> float:
+def last_level_cache_bytes() -> int:
+    """The largest CPU cache's size (sysfs; 32 MiB when it does not say)."""
+    sizes = []
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = f.read_text().strip()
+        unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        sizes.append(int(text.rstrip("KMG")) * unit)
+    return max(sizes, default=32 << 20)
+
+
+def _timed(fn, repeat: int, evict=None) -> float:
     fn()  # the first call compiles or loads kernels
     times = []
     for _ in range(repeat):
+        if evict is not None:
+            evict()  # untimed
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
     return 1e3 * float(np.median(times))
 
 
-def op_times(n: int, features: int, hidden: int, classes: int, repeat: int) -> dict:
-    """Each dense op of the GCN step alone, ms (the running threads: the caller's setting)."""
+def op_times(n: int, features: int, hidden: int, classes: int, repeat: int,
+             cold: bool = False) -> dict:
+    """Each dense op of the GCN step alone, ms (the running threads: the caller's setting).
+    ``cold``: before each timed call, read a buffer of twice the last-level cache, so the
+    op finds none of its arrays cached (in the step each op's inputs were written by
+    earlier work; called again and again alone, an op finds them in the cache when they
+    fit, as 46 MB arrays do in a large server's L3)."""
     import torch
 
     from spmmgnn.nn.dropout import relu_dropout
@@ -71,6 +93,12 @@ def op_times(n: int, features: int, hidden: int, classes: int, repeat: int) -> d
     h1_in = h1.detach().requires_grad_()
     t2 = linear(h1_in, w2).detach().requires_grad_()
     logits = (t2 + b2).detach().requires_grad_()
+    flush = np.ones(2 * last_level_cache_bytes() // 8) if cold else None
+    evict = (lambda: float(flush.sum())) if cold else None
+
+    def _median_ms(fn, repeat: int) -> float:
+        return _timed(fn, repeat, evict)
+
     out = {}
     with torch.enable_grad():
         out["forward: layer 1 product"] = _median_ms(lambda: linear(z1, w1), repeat)
@@ -80,24 +108,29 @@ def op_times(n: int, features: int, hidden: int, classes: int, repeat: int) -> d
         out["forward: layer 2 bias"] = _median_ms(lambda: t2 + b2, repeat)
         out["forward: loss"] = _median_ms(lambda: rows_loss_sum(logits, labels, rows), repeat)
 
-        def backward(y: torch.Tensor, grad: torch.Tensor | None = None):
-            return lambda: y.backward(grad, retain_graph=True)
+        def backward(y: torch.Tensor, inputs: tuple, grad: torch.Tensor | None = None):
+            # the gradients returned, not added into .grad: the step passes an activation's
+            # gradient on and sets each parameter's once, so a leaf's accumulation (a full
+            # extra pass over n x 128 for h1_in, y1) is no op of the step
+            return lambda: torch.autograd.grad(y, inputs, grad, retain_graph=True)
 
         loss = rows_loss_sum(logits, labels, rows) / rows.numel()
-        out["backward: loss"] = _median_ms(backward(loss), repeat)
+        out["backward: loss"] = _median_ms(backward(loss, (logits,)), repeat)
         g_logits = torch.randn(n, classes)
-        out["backward: layer 2 bias"] = _median_ms(backward(t2 + b2, g_logits), repeat)
-        out["backward: layer 2 product"] = _median_ms(backward(linear(h1_in, w2), g_logits),
-                                                      repeat)
+        out["backward: layer 2 bias"] = _median_ms(backward(t2 + b2, (t2, b2), g_logits),
+                                                   repeat)
+        out["backward: layer 2 product"] = _median_ms(
+            backward(linear(h1_in, w2), (h1_in, w2), g_logits), repeat)
         g_h1 = torch.randn(n, hidden)
         out["backward: bias + ReLU + dropout"] = _median_ms(
-            backward(relu_dropout(y1, ids, 0.5, 0, 1, 1, bias=b1), g_h1), repeat)
-        out["backward: layer 1 product"] = _median_ms(backward(linear(z1, w1), g_h1), repeat)
+            backward(relu_dropout(y1, ids, 0.5, 0, 1, 1, bias=b1), (y1, b1), g_h1), repeat)
+        out["backward: layer 1 product"] = _median_ms(
+            backward(linear(z1, w1), (w1,), g_h1), repeat)
     params = [w1, b1, w2, b2]
     for p in params:
         p.grad = torch.randn_like(p)
     opt = Adam(params, lr=0.01, fused=True)
-    out["Adam"] = _median_ms(opt.step, repeat)
+    out["Adam"] = _timed(opt.step, repeat, evict)
     return out
 
 
@@ -128,18 +161,23 @@ def markdown(data: dict) -> str:
              f"GCN, 2 layers, CSBM n = {a['n']}, {a['features']} features, hidden "
              f"{a['hidden']}, {a['classes']} classes, dropout 0.5, float32, no cache, P = 1; "
              f"medians of {a['steps']} steps after 2 and of {a['repeat']} calls of each op.",
-             "", "| T | step ms | dense ms | ops alone ms | dense / ops |",
-             "|---:|---:|---:|---:|---:|"]
+             f"Ops alone twice: called again and again (their arrays stay in the cache when "
+             f"they fit; this machine's largest cache: {data['cache_mib']} MiB), and with "
+             f"the caches evicted before each call (a read of twice that).",
+             "", "| T | step ms | dense ms | ops alone ms | dense / ops | ops alone, caches "
+             "evicted, ms | dense / ops evicted |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
     for r in data["rows"]:
         lines.append(f"| {r['threads']} | {r['step']:.1f} | {r['dense']:.1f} | "
-                     f"{r['ops_sum']:.1f} | {r['dense'] / r['ops_sum']:.2f} |")
+                     f"{r['ops_sum']:.1f} | {r['dense'] / r['ops_sum']:.2f} | "
+                     f"{r['ops_cold_sum']:.1f} | {r['dense'] / r['ops_cold_sum']:.2f} |")
     names = list(data["rows"][0]["ops"])
-    lines += ["", "Each op alone, ms:", "",
+    lines += ["", "Each op alone, ms (caches evicted in brackets):", "",
               "| op | " + " | ".join(f"T = {r['threads']}" for r in data["rows"]) + " |",
               "|---|" + "---:|" * len(data["rows"])]
     for name in names:
-        lines.append(f"| {name} | " + " | ".join(f"{r['ops'][name]:.2f}"
-                                                 for r in data["rows"]) + " |")
+        lines.append(f"| {name} | " + " | ".join(
+            f"{r['ops'][name]:.2f} ({r['ops_cold'][name]:.2f})" for r in data["rows"]) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -167,12 +205,17 @@ def main() -> int:
         torch.set_num_threads(t)
         step = step_dense(args.n, args.features, args.hidden, args.classes, args.steps)
         ops = op_times(args.n, args.features, args.hidden, args.classes, args.repeat)
-        rows.append(dict(threads=t, **step, ops=ops, ops_sum=sum(ops.values())))
+        cold = op_times(args.n, args.features, args.hidden, args.classes, args.repeat,
+                        cold=True)
+        rows.append(dict(threads=t, **step, ops=ops, ops_sum=sum(ops.values()),
+                         ops_cold=cold, ops_cold_sum=sum(cold.values())))
         print(f"T={t}: step {step['step']:.1f} dense {step['dense']:.1f} ops alone "
-              f"{rows[-1]['ops_sum']:.1f} ms", flush=True)
+              f"{rows[-1]['ops_sum']:.1f} ms, caches evicted {rows[-1]['ops_cold_sum']:.1f}",
+              flush=True)
         # written after each T: a run stopped at its time limit keeps what it measured
         data = dict(when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                     machine=machine(), load=[load0, os.getloadavg()[0]], args=vars(args),
+                    cache_mib=last_level_cache_bytes() >> 20,
                     rows=rows)
         write_json(Path(args.out).with_suffix(".json"), data)
         write_text_atomic(Path(args.out).with_suffix(".md"), markdown(data))

@@ -224,7 +224,8 @@ def main() -> None:
         md = [f"# One node, all its cores ({payload['when']})", "",
               f"`{cmd.strip()}` on {cores} cores ({machine()['processor'] or 'cpu'}); "
               f"1-minute load average {load_start[0]:.1f} at the start, {load_end[0]:.1f} at "
-              "the end (other work shared the machine).", "",
+              "the end (a lagging average: it counts this benchmark's own ranks, its "
+              "spinner and whatever ran just before, not only other work).", "",
               f"CSBM n={size['n']}, degree {size['degree']}, {size['features']} features, "
               f"hidden {size['hidden']}, {size['classes']} classes; 2-layer GCN, float32, no "
               f"cached aggregation, `exchange=node`; median of {args.epochs} steps after "

@@ -38,6 +38,7 @@ from mpi4py import MPI
 
 from .device import resolve_device
 from .errors import SpmmgnnError, agree
+from .machine import shared_node
 from .nodes import NodeMap, group_ranks
 from .wire import allgather_json
 
@@ -210,11 +211,8 @@ def _device(spec, comm: MPI.Comm, node_comm: MPI.Comm, ranks_per_node: int | Non
     node (shared memory), also when ``ranks_per_node`` simulates smaller nodes."""
     if ranks_per_node is None:
         return resolve_device(spec, comm, node_comm)
-    shared = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
-    try:
+    with shared_node(comm) as shared:
         return resolve_device(spec, comm, shared)
-    finally:
-        shared.Free()
 
 
 def _coords(rank: int, shape: tuple[int, ...]) -> tuple[int, ...]:

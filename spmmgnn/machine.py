@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import resource
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from mpi4py import MPI
@@ -152,20 +154,25 @@ def llc_bytes() -> int:
     return best or 32 * 2**20
 
 
+@contextmanager
+def shared_node(comm: MPI.Comm) -> Iterator[MPI.Comm]:
+    """Collective: the communicator of the ranks of ``comm`` that share this rank's memory
+    (``MPI_Comm_split_type(SHARED)``, in ``comm``'s rank order), freed on leaving."""
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+    try:
+        yield node
+    finally:
+        node.Free()
+
+
 def node_total(comm: MPI.Comm, value: int) -> tuple[int, int]:
     """Collective: the sum of ``value`` over the ranks of ``comm`` on this node, and how
     many they are."""
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
+    with shared_node(comm) as node:
         return int(node.allreduce(int(value), op=MPI.SUM)), node.Get_size()
-    finally:
-        node.Free()
 
 
 def ranks_on_this_node(comm: MPI.Comm = MPI.COMM_WORLD) -> int:
     """Number of ranks of ``comm`` that share this node (collective)."""
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
+    with shared_node(comm) as node:
         return node.Get_size()
-    finally:
-        node.Free()

@@ -10,13 +10,13 @@ per socket with threads inside: a rank spanning domains reads remote memory).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from mpi4py import MPI
 
-from .threads import default_threads
+from .machine import shared_node
+from .threads import affinity, default_threads
 from .wire import allgather_json
 
 NUMA_ROOT = Path("/sys/devices/system/node")
@@ -70,12 +70,7 @@ def choose_layout(comm: MPI.Comm = MPI.COMM_WORLD) -> NodeLayout:
     """Collective: the threads per rank (``threads.default_threads``) and the node around
     them. Changes nothing; ``threads.set_threads(layout.threads)`` applies it."""
     threads = default_threads(comm)
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
-    try:
-        mine = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
-            list(range(os.cpu_count() or 1))
-        cores = set().union(*map(set, allgather_json(node, mine)))
+    with shared_node(comm) as node:
+        cores = set().union(*map(set, allgather_json(node, sorted(affinity()))))
         ranks = node.Get_size()
-    finally:
-        node.Free()
     return NodeLayout(ranks, threads, len(cores), len(numa_domains(cores)))

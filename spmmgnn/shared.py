@@ -25,14 +25,14 @@ from mpi4py import MPI
 
 from . import kernels
 from .halo import NO_INDEX, Route, displacements
+from .machine import shared_node
 from .wire import allgather_json
 
 
 def shares_memory(comm: MPI.Comm) -> bool:
     """Collective: True when every rank of ``comm`` can map the others' memory."""
-    sub = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
-    together = sub.Get_size() == comm.Get_size()
-    sub.Free()
+    with shared_node(comm) as sub:
+        together = sub.Get_size() == comm.Get_size()
     return bool(comm.allreduce(int(together), op=MPI.MIN))
 
 

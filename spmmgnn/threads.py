@@ -25,7 +25,7 @@ from mpi4py import MPI
 
 from .errors import SpmmgnnError, agree
 from .jit import numba_pool
-from .machine import core_times
+from .machine import core_times, shared_node
 from .wire import allgather_json
 
 ENV_VAR = "SPMMGNN_THREADS"
@@ -38,7 +38,8 @@ _next_look = 0.0
 _blas: list | None = None    # threadpoolctl's controllers of the loaded BLAS libraries
 
 
-def _affinity() -> set[int]:
+def affinity() -> set[int]:
+    """The cores this process may run on."""
     if hasattr(os, "sched_getaffinity"):
         return set(os.sched_getaffinity(0))
     return set(range(os.cpu_count() or 1))
@@ -56,12 +57,9 @@ def fair_share(mine: set[int], node_sets: list[set[int]]) -> int:
 def default_threads(comm: MPI.Comm = MPI.COMM_WORLD) -> int:
     """``$SPMMGNN_THREADS`` if set, else this rank's fair share of the cores it may run on,
     given the affinity sets of the ranks on its node (``fair_share``). Collective."""
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        mine = _affinity()
+    mine = affinity()
+    with shared_node(comm) as node:
         node_sets = [set(s) for s in allgather_json(node, sorted(mine))]
-    finally:
-        node.Free()
     env = os.environ.get(ENV_VAR, "").strip()
     error = None
     if env:
@@ -189,7 +187,7 @@ def others_busy(a: tuple, b: tuple, cores: int) -> float | None:
 
 
 def _sample() -> tuple | None:
-    times = core_times(_affinity())
+    times = core_times(affinity())
     if times is None:
         return None
     return (time.monotonic(), times[0], times[1], time.process_time())
@@ -207,7 +205,7 @@ def _look() -> None:
     global _running, _last, _next_look
     _next_look = time.monotonic() + LOOK_SECONDS
     fixed = busy_setting()
-    cores = len(_affinity())
+    cores = len(affinity())
     if fixed is not None:  # 0: the chosen threads, however many cores the machine has
         _running = threads_for(_threads, cores, fixed) if fixed else _threads
         return
