@@ -121,3 +121,52 @@ def test_runs_name_the_partition_and_its_seconds(tmp_path):
     assert secs > 0
     assert "partitioner=metis-vol+maxsend (metis-vol+maxsend, " in in_memory.stdout
     assert f"(after partitioning in {secs:.1f} s)" in in_memory.stdout, in_memory.stdout
+
+
+def test_row_weight_from_partition_to_training(tmp_path):
+    """``--row-weight``: ``partition`` prints the rows and the weighted balance; ``train``
+    on a file whose largest block row holds over 1.5x the average rows says so and names
+    the option; the flag without a partitioner, or on a file already partitioned, is one
+    error on every rank."""
+    from spmmgnn.data.generators import rmat
+    from spmmgnn.data.h5graph import write_graph
+
+    from .mpi import one_line_error, run_cli
+
+    A = sp.csr_array(rmat(10, 8, seed=3))
+    n = A.shape[0]
+    rng = np.random.default_rng(0)
+    src = tmp_path / "rmat.h5"
+    write_graph(src, A, features=rng.standard_normal((n, 8)).astype(np.float32),
+                labels=rng.integers(0, 3, n), num_classes=3)
+    plain, weighed = tmp_path / "plain.h5", tmp_path / "weighed.h5"
+    proc = cli(src, "-k", 4, "--method", "mtkahypar", "--threads", 1, "-o", plain)
+    assert proc.returncode == 0, proc.stderr
+    sizes = np.diff(read_offsets(plain))
+    ratio = sizes.max() / sizes.mean()
+    assert ratio > 1.5 and f"largest {ratio:.2f}x the average" in proc.stdout
+    assert "balanced load imbalance" not in proc.stdout
+    proc = cli(src, "-k", 4, "--method", "mtkahypar", "--threads", 1, "--row-weight", 16,
+               "-o", weighed)
+    assert proc.returncode == 0, proc.stderr
+    parts = np.empty(n, dtype=np.int64)
+    w_sizes = np.diff(read_offsets(weighed))
+    parts[read_block_row(weighed).perm] = np.repeat(np.arange(4), w_sizes)
+    loads = np.bincount(parts, weights=np.diff(sp.csr_array(A).indptr) + 16, minlength=4)
+    assert f"balanced load imbalance       {loads.max() / loads.mean() - 1:.1%}" in proc.stdout
+    assert w_sizes.max() < sizes.max()
+
+    run = run_cli(4, "train", "--dataset", str(plain), "--epochs", "1", "--eval-every", "0",
+                  "--hidden", "8")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert f"note: the largest block row holds {ratio:.2f}x the average rows" in run.stdout
+    assert "--row-weight 16" in run.stdout
+
+    one_line_error(run_cli(2, "train", "--dataset", str(plain), "--row-weight", "16",
+                           "--epochs", "1"), "drop --row-weight")
+    one_line_error(run_cli(2, "train", "--row-weight", "16", "--epochs", "1"),
+                   "--partitioner none", "drop --row-weight")
+    proc = cli(src, "-k", 2, "--from-parts", tmp_path / "none.txt", "--row-weight", 4,
+               "-o", tmp_path / "x.h5")
+    assert proc.returncode != 0 and "--row-weight goes with a partitioner" in proc.stderr
+    assert "Traceback" not in proc.stderr

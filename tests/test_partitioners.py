@@ -438,3 +438,51 @@ def test_lean_structures_equal_scipys(n, m):
     for got, want in ((cn.vptr, B.indptr), (cn.vnets, B.indices), (cn.nptr, C.indptr),
                       (cn.npins, C.indices)):
         assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+# ---------------------------------------------------------------- rows and non-zeros
+ROW_WEIGHT_METHODS = ["block", "random", "metis-vol", "metis-vol+maxsend", "kaminpar",
+                      "mtkahypar", DEFAULT_METHOD, "twolevel:metis-vol"]
+
+
+@pytest.fixture(scope="module")
+def power_law():
+    from spmmgnn.data.generators import rmat
+
+    return sp.csr_array(rmat(12, 8, seed=3))
+
+
+@pytest.mark.parametrize("method", ROW_WEIGHT_METHODS)
+def test_row_weight_balances_rows_with_non_zeros(power_law, method):
+    """``row_weight=W``: every part's non-zeros + W x rows, counted here from the part vector,
+    stays under the cap of the weighted loads; on a power-law graph the largest part then
+    holds far fewer rows than with the non-zeros alone."""
+    A, k, W = power_law, 16, 16
+    extra = dict(parts_per_node=4) if method.startswith("twolevel") else {}
+    plain = partition(A, k, method=method, seed=0, threads=1, **extra)
+    weighed = partition(A, k, method=method, seed=0, threads=1, row_weight=W, **extra)
+    check_valid(plain, A, k)
+    degree = np.diff(A.indptr)
+    loads = degree + W
+    got = np.bincount(weighed.parts, weights=loads, minlength=k)
+    assert got.max() <= load_cap(loads.astype(np.int64), k, EPS)
+    rows = np.bincount(weighed.parts, minlength=k)
+    np.testing.assert_array_equal(weighed.metrics.rows, rows)
+    assert weighed.metrics.rows_imbalance == pytest.approx(rows.max() / rows.mean() - 1)
+    assert weighed.metrics.weighted_imbalance(W) == pytest.approx(got.max() / got.mean() - 1)
+    if method not in ("block", "random"):  # those place rows without looking at the graph
+        assert 1 + plain.metrics.rows_imbalance > 1.5     # what the option is for
+        assert rows.max() / rows.mean() < 0.9 * (1 + plain.metrics.rows_imbalance)
+
+
+def test_row_weight_zero_is_the_non_zeros_alone(power_law):
+    a = partition(power_law, 8, method="metis-vol", seed=0)
+    b = partition(power_law, 8, method="metis-vol", seed=0, row_weight=0)
+    np.testing.assert_array_equal(a.parts, b.parts)
+    assert a.metrics.rows_imbalance > 0.5  # the reason for the option: 1.8x the average rows
+
+
+def test_bad_row_weight_is_a_user_error(graph):
+    for bad in (-1, 4097, True, 1.5, "16", None):
+        with pytest.raises(SpmmgnnError, match="row weight"):
+            partition(graph, 2, method="metis-vol", row_weight=bad)

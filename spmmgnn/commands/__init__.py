@@ -78,6 +78,13 @@ def check_parts_per_node(method: str, K: int | None, parts: dict[str, int],
                            f"{', '.join(bad)}")
 
 
+ROW_WEIGHT_HELP = ("with a partitioner: each vertex weighs its row's non-zeros plus this many, "
+                   "so the block rows balance rows as well as non-zeros (a GCN step's dense "
+                   "part costs per row about what 16 non-zeros cost its SpMMs; with 0 a "
+                   "power-law graph's block rows can hold several times the average rows: "
+                   "docs/partitioning.md)")
+
+
 RANKS_PER_NODE_HELP = ("group consecutive ranks K at a time into nodes (a cluster simulated "
                        "on one machine; default: the ranks that share memory); the node-aware "
                        "exchange and the bytes per tier use it")

@@ -22,7 +22,14 @@ from mpi4py import MPI
 from ..atomic import check_not_input, check_writable
 from ..data.csbm import DEFAULTS, MAX_SIGNAL
 from ..errors import check_on_root
-from . import PARTS_PER_NODE_HELP, HelpFormatter, check_parts_per_node, count_arg, real_arg
+from . import (
+    PARTS_PER_NODE_HELP,
+    ROW_WEIGHT_HELP,
+    HelpFormatter,
+    check_parts_per_node,
+    count_arg,
+    real_arg,
+)
 
 
 def add_parser(sub) -> None:
@@ -39,6 +46,8 @@ def add_parser(sub) -> None:
                             "method, e.g. metis-vol+maxsend")
         q.add_argument("--parts-per-node", type=count_arg(1), metavar="K",
                        help=PARTS_PER_NODE_HELP + ", a divisor of --parts")
+        q.add_argument("--row-weight", type=count_arg(0), default=0, metavar="W",
+                       help=ROW_WEIGHT_HELP)
         q.add_argument("--seed", type=int, default=0, help="seed of the graph and partitioner")
 
     w = s.add_parser("wordnet", help="WordNet 3.0 synset graph (needs Debian's wordnet-base)")
@@ -125,19 +134,22 @@ def run(args) -> int:
     comm = MPI.COMM_WORLD
 
     def work():
-        from ..partitioners.api import stderr_progress
+        from ..partitioners.api import check_row_weight_use, stderr_progress
 
         if args.dataset_command == "info":
             return info(args.path)
         check_writable(args.out, "graph file")
         check_parts_per_node(args.partitioner, args.parts_per_node, {"--parts": args.parts},
                              "--partitioner")
+        check_row_weight_use(args.row_weight, args.partitioner, "--partitioner")
         if args.dataset_command == "convert":
             check_not_input(args.input, args.out)
         t0 = time.perf_counter()
         g = _build(args)
         t1 = time.perf_counter()
         extra = {} if args.parts_per_node is None else dict(parts_per_node=args.parts_per_node)
+        if args.row_weight:
+            extra["row_weight"] = args.row_weight
         part = write_partitioned(g, args.out, args.parts, args.partitioner, args.seed,
                                  progress=stderr_progress, **extra)
         return (f"wrote {args.out}: {g.name} n={g.n} nnz={int(g.adj.nnz)} "

@@ -16,7 +16,7 @@ from mpi4py import MPI
 
 from ..atomic import check_writable, write_text_atomic
 from ..errors import SpmmgnnError, check_on_root
-from . import PARTS_PER_NODE_HELP, check_parts_per_node, count_arg
+from . import PARTS_PER_NODE_HELP, ROW_WEIGHT_HELP, check_parts_per_node, count_arg
 
 # input files from this size on announce their reading (it takes seconds)
 LOUD_BYTES = 64 * 2**20
@@ -65,6 +65,8 @@ def add_parser(sub) -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="threads for Mt-KaHyPar and KaMinPar (default: all available cores; "
                    "'default' takes the cores idle at its start, at least one)")
+    p.add_argument("--row-weight", type=count_arg(0), default=0, metavar="W",
+                   help=ROW_WEIGHT_HELP)
     p.add_argument("--volume-slack", type=float, default=None, metavar="S",
                    help="+maxsend (and default): how much total volume (fraction of the "
                    "refined total, default 0.1) may be traded for a lower max send")
@@ -76,6 +78,7 @@ def _partition(args) -> dict:
     from ..data.loaders import load_graph
     from ..data.partitioned import source_perm, write_partitioned
     from ..partitioners.api import CONTIGUOUS, PROGRESS_AFTER, stderr_progress
+    from ..partitioners.metrics import imbalance
 
     if args.parts < 1:
         raise SpmmgnnError(f"-k must be a positive number of parts, got {args.parts}")
@@ -85,9 +88,10 @@ def _partition(args) -> dict:
         raise SpmmgnnError(f"--method {args.method} does not partition; choose a partitioner")
     if args.from_parts is None:
         check_parts_per_node(args.method, args.parts_per_node, {"-k": args.parts}, "--method")
-    elif args.parts_per_node is not None:
-        raise SpmmgnnError("--parts-per-node goes with a twolevel:<method> partitioner, not "
-                           "with --from-parts (the part vector is given)")
+    elif args.parts_per_node is not None or args.row_weight:
+        flag = "--parts-per-node" if args.parts_per_node is not None else "--row-weight"
+        raise SpmmgnnError(f"{flag} goes with a partitioner, not with --from-parts (the part "
+                           "vector is given)")
     for path, what in ((args.output, "graph file"), (args.json, "--json output")):
         if path:
             check_writable(path, what)
@@ -103,6 +107,8 @@ def _partition(args) -> dict:
         refine["parts_per_node"] = args.parts_per_node
     if args.time_budget is not None:
         refine["time_budget"] = args.time_budget
+    if args.row_weight:
+        refine["row_weight"] = args.row_weight
     method, given = args.method, None
     if args.from_parts is not None:
         from ..data.parts_file import read_part_vector
@@ -123,7 +129,11 @@ def _partition(args) -> dict:
     for label, key, fmt in ROWS:
         print(f"  {label:<{width}}  {fmt.format(report[key])}")
     sizes = P.sizes
-    print(f"  {'block rows (vertices)':<{width}}  {int(sizes.min()):,} .. {int(sizes.max()):,}")
+    print(f"  {'block rows (vertices)':<{width}}  {int(sizes.min()):,} .. {int(sizes.max()):,}"
+          f" (largest {1 + imbalance(sizes):.2f}x the average)")
+    if args.row_weight:
+        print(f"  {'balanced load imbalance':<{width}}  {m.weighted_imbalance(args.row_weight):.1%}"
+              f" (non-zeros + {args.row_weight} x rows per part)")
     print(f"wrote {args.output}", flush=True)
     if args.json:
         write_text_atomic(args.json, json.dumps(report, indent=2), "--json output")

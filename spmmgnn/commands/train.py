@@ -15,6 +15,7 @@ from . import (
     EXCHANGE_HELP,
     GRID_HELP,
     RANKS_PER_NODE_HELP,
+    ROW_WEIGHT_HELP,
     HelpFormatter,
     count_arg,
     grid_arg,
@@ -85,6 +86,8 @@ def add_parser(sub) -> None:
     r.add_argument("--partitioner", default="none",
                    help="'none' (contiguous near-equal blocks) or a spmmgnn.partitioners method, "
                         "e.g. metis-vol+maxsend")
+    r.add_argument("--row-weight", type=count_arg(0), default=0, metavar="W",
+                   help=ROW_WEIGHT_HELP)
     r.add_argument("--threads", type=count_arg(0), default=0,
                    help="threads per rank (0 = cores/ranks)")
     r.add_argument("--device", default=None, metavar="{cpu,cuda,cuda:k}",

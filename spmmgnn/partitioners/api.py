@@ -173,6 +173,29 @@ def _base_parts(base: str, A, k: int, loads: np.ndarray, cap: int, epsilon: floa
                            preset="default" if base == "mtkahypar-fast" else "deterministic")
 
 
+ROW_WEIGHT_GCN = 16  # a GCN step's dense work per row, in its SpMMs' non-zeros (measured)
+ROW_WEIGHT_MAX = 4096
+
+
+def check_row_weight(value) -> int:
+    """``row_weight`` as an int in [0, ``ROW_WEIGHT_MAX``], or one readable error."""
+    if (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+            or not 0 <= value <= ROW_WEIGHT_MAX):
+        raise SpmmgnnError(f"the row weight (--row-weight) must be an integer from 0 to "
+                           f"{ROW_WEIGHT_MAX} (the non-zeros one row's other work is worth), "
+                           f"got {value!r}")
+    return int(value)
+
+
+def check_row_weight_use(row_weight: int, method: str, flag: str) -> None:
+    """``--row-weight`` weighs what a partitioner balances: an error without one (``flag``:
+    the option that names the method)."""
+    if row_weight and str(method).strip().lower() in CONTIGUOUS:
+        raise SpmmgnnError(f"--row-weight weighs the rows a partitioner balances; {flag} "
+                           f"{method} makes contiguous blocks of near-equal rows already: "
+                           "give a partitioner or drop --row-weight")
+
+
 def _check_non_negative(name: str, value) -> None:
     if (isinstance(value, bool) or not isinstance(value, (int, float, np.floating))
             or not math.isfinite(value) or value < 0):
@@ -182,7 +205,8 @@ def _check_non_negative(name: str, value) -> None:
 def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, seed: int = 0,
               threads: int | None = None, time_budget: float | None = None,
               progress: Callable[[str], None] | None = None,
-              parts_per_node: int | None = None, **refine_options) -> Partition:
+              parts_per_node: int | None = None, row_weight: int = 0,
+              **refine_options) -> Partition:
     """Partition the rows of square sparse ``A`` (the matrix the SpMM applies; a ``Graph``
     means its ``adj``) into ``k`` block rows of balanced non-zeros, minimizing the total
     communication volume and, with ``+maxsend``, the maximum send volume.
@@ -197,14 +221,20 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
     go to ``maxsend.refine_max_send`` (through ``multilevel.refine_multilevel`` for
     ``+multilevel``).
     ``twolevel:<method>`` partitions into nodes of ``parts_per_node`` parts first
-    (``twolevel``). Before any work the method's peak memory and seconds are estimated
-    from n and nnz (``estimate``; passed to ``progress`` when it expects seconds) and a
-    method that cannot fit in the memory available is refused (SpmmgnnError).
+    (``twolevel``). ``row_weight``: each vertex weighs its row's non-zeros plus this many
+    (``model.row_loads``), so the parts balance rows as well as non-zeros: a GCN step's
+    dense part costs per row what ~16 non-zeros cost its SpMMs (``ROW_WEIGHT_GCN``), and
+    with 0 a power-law graph's parts can hold several times the average rows
+    (docs/partitioning.md, "Rows and non-zeros"). Before any work the method's peak memory
+    and seconds are estimated from n and nnz (``estimate``; passed to ``progress`` when it
+    expects seconds) and a method that cannot fit in the memory available is refused
+    (SpmmgnnError).
     """
+    row_weight = check_row_weight(row_weight)
     if is_two_level(method):
         return two_level(A, k, method, parts_per_node, partition, epsilon=epsilon, seed=seed,
                          threads=threads, time_budget=time_budget, progress=progress,
-                         **refine_options)
+                         row_weight=row_weight, **refine_options)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise SpmmgnnError(f"the number of parts k must be a positive integer, got {k!r}")
     k = int(k)
@@ -235,7 +265,7 @@ def partition(A, k: int, method: str = DEFAULT_METHOD, epsilon: float = 0.03, se
         if progress is not None:
             progress(f"partition default k={k}: {int(A.nnz):,} non-zeros >= "
                      f"{KAMINPAR_ONLY_NNZ:,}: KaMinPar alone (nothing else finishes there)")
-    loads = row_loads(A)
+    loads = row_loads(A, row_weight)
     preset = str(method).strip().lower()
     preset = preset if preset in PRESETS else None
     base, refine = parse_method(METIS_CANDIDATE if preset else method)

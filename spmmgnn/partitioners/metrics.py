@@ -58,11 +58,21 @@ class PartitionMetrics:
     def load_imbalance(self) -> float:
         return imbalance(self.nnz)
 
+    @property
+    def rows_imbalance(self) -> float:
+        """Of the rows per part: a training step's dense part runs at the largest's pace."""
+        return imbalance(self.rows)
+
+    def weighted_imbalance(self, row_weight: int) -> float:
+        """Of the non-zeros + ``row_weight`` x rows per part (what ``partition(row_weight=)``
+        balances)."""
+        return imbalance(self.nnz + int(row_weight) * self.rows)
+
     def as_dict(self, per_part: bool = False) -> dict:
         d = dict(k=self.k, total_volume=int(self.total_volume), max_send=self.max_send,
                  send_imbalance=self.send_imbalance, max_recv=self.max_recv,
                  recv_imbalance=self.recv_imbalance, max_nnz=int(self.nnz.max()),
-                 load_imbalance=self.load_imbalance)
+                 load_imbalance=self.load_imbalance, rows_imbalance=self.rows_imbalance)
         if per_part:
             d.update(send_volume=self.send_volume.tolist(), recv_volume=self.recv_volume.tolist(),
                      nnz=self.nnz.tolist(), rows=self.rows.tolist())

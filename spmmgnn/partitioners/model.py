@@ -33,9 +33,11 @@ def as_square_csr(A) -> sp.csr_array:
     return A
 
 
-def row_loads(A: sp.csr_array) -> np.ndarray:
-    """Compute load per vertex: the stored non-zeros of its row (docs/metrics.md)."""
-    return np.diff(A.indptr).astype(np.int64)
+def row_loads(A: sp.csr_array, row_weight: int = 0) -> np.ndarray:
+    """The weight a partitioner balances per vertex: the stored non-zeros of its row (the
+    compute load of docs/metrics.md), plus ``row_weight`` for the work each row costs
+    whatever its non-zeros (a training step's dense part: ``partition(row_weight=)``)."""
+    return np.diff(A.indptr).astype(np.int64) + int(row_weight)
 
 
 def load_cap(loads: np.ndarray, k: int, epsilon: float) -> int:

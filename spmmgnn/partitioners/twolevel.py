@@ -44,7 +44,7 @@ def is_two_level(method) -> bool:
 
 def two_level(A, k: int, method: str, parts_per_node: int | None,
               partition: Callable[..., Partition], epsilon: float = 0.03, seed: int = 0,
-              **options) -> Partition:
+              row_weight: int = 0, **options) -> Partition:
     """The two-level partition of square ``A`` into k parts (module docstring) with the flat
     ``partition`` (``api.partition``, handed in so this module does not import ``api``,
     which imports it) at both levels; ``options`` go to it."""
@@ -56,15 +56,16 @@ def two_level(A, k: int, method: str, parts_per_node: int | None,
     t0 = time.perf_counter()
     A = as_square_csr(A)
     nodes = k // int(parts_per_node)
-    top = partition(A, nodes, method=base, epsilon=epsilon, seed=seed, **options).parts
+    top = partition(A, nodes, method=base, epsilon=epsilon, seed=seed, row_weight=row_weight,
+                    **options).parts
     parts = np.empty(A.shape[0], dtype=np.int64)
     for b in range(nodes):
         S = np.flatnonzero(top == b)
         sub = sp.csr_array(A[S][:, S])
         inner = partition(sub, int(parts_per_node), method=base, epsilon=epsilon,
-                          seed=seed + b, **options).parts
+                          seed=seed + b, row_weight=row_weight, **options).parts
         parts[S] = b * int(parts_per_node) + inner
-    loads = row_loads(A)
+    loads = row_loads(A, row_weight)
     parts = rebalance(ColumnNet.from_matrix(A), loads, parts, k, load_cap(loads, k, epsilon))[0]
     result = Partition.from_parts(parts, k, method=f"{PREFIX}{base}")
     result.metrics = metrics(A, parts, k)

@@ -98,26 +98,31 @@ def _check_learnable(g: Graph) -> Graph:
     return g
 
 
-def make_partition(A, k: int, method: str, seed: int = 0, parts_per_node: int | None = None):
+def make_partition(A, k: int, method: str, seed: int = 0, parts_per_node: int | None = None,
+                   row_weight: int = 0):
     """A Partition of A's rows into k blocks (``none``: near-equal contiguous blocks;
-    ``parts_per_node``: the block rows of one node, for the ``twolevel:`` methods); a
-    partition that takes more than a few seconds reports its steps on stderr."""
+    ``parts_per_node``: the block rows of one node, for the ``twolevel:`` methods;
+    ``row_weight``: ``partitioners.partition``'s); a partition that takes more than a few
+    seconds reports its steps on stderr."""
     from ..partitioners import partition
-    from ..partitioners.api import stderr_progress
+    from ..partitioners.api import check_row_weight_use, stderr_progress
 
+    check_row_weight_use(row_weight, method, "--partitioner")
     return partition(A, k, method=method, seed=seed, progress=stderr_progress,
-                     parts_per_node=parts_per_node)
+                     parts_per_node=parts_per_node, row_weight=row_weight)
 
 
 def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
                      algorithm: str = "sparse1d", partitioner: str = "none", seed: int = 0,
                      dtype: torch.dtype = torch.float32, root: int = 0,
-                     symmetrize: bool = False, partition=None, **op_options) -> LocalData:
+                     symmetrize: bool = False, partition=None, row_weight: int = 0,
+                     **op_options) -> LocalData:
     """Collective. ``graph`` is used on ``root`` only (others pass None): a ``Graph``, or a
     PyTorch Geometric ``Data`` (or dict of its tensors; see ``data.pyg``).
 
     ``partition`` (root only): a part vector, block sizes or ``Partition`` used instead of
-    ``partitioner``.
+    ``partitioner``; ``row_weight``: what each row weighs beside its non-zeros in the
+    partitioner's balance (``partitioners.partition``).
     """
     comm = grid.comm
     np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
@@ -134,7 +139,7 @@ def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
                                "negative")
         part = (partition if partition is not None
                 else make_partition(A_hat, grid.n_block_rows, partitioner, seed,
-                                    grid.block_rows_per_node))
+                                    grid.block_rows_per_node, row_weight))
         given = [s for s in SPLITS if s in g.masks]
         packed = np.column_stack([g.labels.astype(np.float64)]
                                  + [g.masks[s].astype(np.float64) for s in given])

@@ -70,6 +70,7 @@ class RunSpec:
     ranks_per_node: int | None = None
     exchange: str | None = None  # None: ``default_exchange`` chooses
     partitioner: str = "none"
+    row_weight: int = 0
     threads: int = 0
     device: str | None = _TRAIN.device
     codec: str = "none"
@@ -131,9 +132,11 @@ def load_data(spec: RunSpec, grid: ProcessGrid, normalization: str):
     dtype = DTYPES[spec.dtype]
     ds = spec.dataset
     if ds != "csbm" and Path(ds).suffix.lower() in H5_SUFFIXES:
+        given = " and ".join(flag for flag, on in (
+            ("--partitioner", spec.partitioner not in CONTIGUOUS),
+            ("--row-weight", spec.row_weight)) if on)
         agree(grid.comm, "an HDF5 file is already partitioned when written (spmmgnn datasets "
-              "... --parts K --partitioner M); drop --partitioner"
-              if spec.partitioner not in CONTIGUOUS else
+              f"... --parts K --partitioner M [--row-weight W]); drop {given}" if given else
               "--reorder renumbers block rows while one rank distributes the graph; an HDF5 "
               "file is read block by block: drop --reorder" if spec.reorder != "none" else None)
         return load_h5_distributed(ds, grid, normalization, spec.algorithm, seed=spec.seed,
@@ -151,7 +154,7 @@ def load_data(spec: RunSpec, grid: ProcessGrid, normalization: str):
     graph = check_on_root(grid.comm, 0, make)
     return distribute_graph(graph, grid, normalization, spec.algorithm, spec.partitioner,
                             seed=spec.seed, dtype=dtype, symmetrize=spec.symmetrize,
-                            **op_options(spec))
+                            row_weight=spec.row_weight, **op_options(spec))
 
 
 def grid_of(spec: RunSpec, comm: MPI.Comm) -> ProcessGrid:
@@ -248,6 +251,9 @@ def run_training(spec: RunSpec, comm: MPI.Comm | None = None,
         if layout is not None:   # chosen here, not asked for: say what
             print(layout.line(), flush=True)
         print(header(spec, data, grid, threads), flush=True)
+        note = rows_note(spec, data.info)
+        if note:
+            print(note, flush=True)
     trainer = Trainer(data, config)
     if trainer.start_epoch > config.epochs:  # the same on every rank: no agreement needed
         held = trainer.start_epoch - 1
@@ -309,6 +315,29 @@ def header(spec: RunSpec, data, grid: ProcessGrid, threads: int) -> str:
             + (f" | device={describe(grid.device)}" if grid.device is not None else ""))
 
 
+ROWS_NOTE_RATIO = 1.5  # the largest block row's rows over the average that earn a note
+
+
+def rows_note(spec: RunSpec, info: dict) -> str | None:
+    """A line when one block row holds far more rows than the average: a step's dense part
+    (products, ReLU, dropout, loss, per row) runs at that rank's pace, which a partition
+    that balances non-zeros alone does not see (``--row-weight``)."""
+    from ..partitioners.api import ROW_WEIGHT_GCN
+    from ..partitioners.metrics import imbalance
+
+    sizes = info.get("sizes")
+    ratio = 1 + imbalance(sizes) if sizes else 1.0
+    if ratio < ROWS_NOTE_RATIO:
+        return None
+    hint = (f"--row-weight {ROW_WEIGHT_GCN} balances rows with non-zeros"
+            if not spec.row_weight else f"a larger --row-weight than {spec.row_weight} "
+            "weighs rows more")
+    where = ("" if info.get("path") == "memory" else
+             " (with spmmgnn partition / datasets --parts when the file is written)")
+    return (f"note: the largest block row holds {ratio:.2f}x the average rows, and the dense "
+            f"part of every step runs at its pace; {hint}{where} (docs/partitioning.md)")
+
+
 def partition_label(spec: RunSpec, info: dict) -> str:
     """How the block rows were made: the partitioner asked for (with the method it resolved
     to and its seconds), or ``file:<method>`` as stored by ``spmmgnn partition`` /
@@ -319,7 +348,8 @@ def partition_label(spec: RunSpec, info: dict) -> str:
         return str(info.get("partition", "contiguous"))
     if spec.partitioner in CONTIGUOUS:
         return spec.partitioner
-    return (f"{spec.partitioner} ({info.get('partition')}, "
+    weight = f", row weight {spec.row_weight}" if spec.row_weight else ""
+    return (f"{spec.partitioner} ({info.get('partition')}{weight}, "
             f"{info.get('partition_seconds', 0.0):.1f} s)")
 
 
