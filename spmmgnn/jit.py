@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,19 +56,40 @@ def numba_pool() -> tuple[Callable[[], int], Callable[[int], None]]:
     return _pool
 
 
+_MAKING = threading.RLock()  # one thread makes and binds kernels at a time
+
+
 class Lazy:
-    """A stand-in for a numba object made by ``make()`` on first use (call or ``real``)."""
+    """A stand-in for a numba object made by ``make()`` on first use (call or ``real``).
+
+    Thread-safe: the real object is handed out only once its module's globals are bound.
+    Handed out before (as it once was), a second thread's first call could compile the
+    kernel while the first thread was still binding, and numba met a ``Lazy`` among the
+    kernel's globals (the partitioner's two candidates refine in two threads: ``spmmgnn
+    partition --method metis+maxsend`` on an empty numba cache failed with "Untyped global
+    name 'penalty'")."""
 
     def __init__(self, make: Callable[[], object], name: str, module_globals: dict):
-        self._make, self._real, self._globals = make, None, module_globals
+        self._make, self._made, self._real = make, None, None
+        self._globals = module_globals
         self.__name__ = self.__qualname__ = name
         self.__doc__ = getattr(make, "__doc__", None)
 
     def real(self):
         if self._real is None:
-            numba_pool()  # the pool starts here, not inside a kernel's first call
-            self._real = self._make()
-            bind(self._globals)
+            with _MAKING:  # re-entrant: binding the module asks for this object again
+                if self._real is not None:
+                    return self._real   # made by another thread while this one waited
+                if self._made is not None:
+                    return self._made   # this thread, binding its module: not yet handed out
+                numba_pool()  # the pool starts here, not inside a kernel's first call
+                self._made = self._make()
+                try:
+                    bind(self._globals)
+                except BaseException:
+                    self._made = None  # the next call tries again
+                    raise
+                self._real = self._made
         return self._real
 
     def __call__(self, *args, **kwargs):

@@ -64,3 +64,43 @@ def test_import_loads_no_kernel_compiler():
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split("\n")[:2] == ["[]", "True"]
+
+
+def test_a_lazy_kernel_is_handed_out_only_once_its_module_is_bound():
+    """Two threads' first calls of a kernel that calls another kernel of its module: the
+    second thread must not compile it while the first is still binding the module's
+    globals (before the fix numba met a ``Lazy`` there: "Untyped global name"; seen as
+    ``spmmgnn partition --method metis+maxsend`` failing on an empty numba cache, whose two
+    candidates refine in two threads). Making the callee is slowed to hold the window open."""
+    import threading
+    import time
+
+    from spmmgnn import jit
+
+    jit.numba_pool()  # numba loaded: the first call reaches the binding at once
+    module = {"__name__": "lazy_race"}
+    exec("from spmmgnn.jit import njit\n\n"
+         "@njit\ndef inner(x):\n    return x + 1\n\n"
+         "@njit\ndef outer(x):\n    return inner(x) * 2\n", module)
+    make = module["inner"]._make
+
+    def slow_make():
+        time.sleep(0.5)
+        return make()
+
+    module["inner"]._make = slow_make
+    results, errors = [], []
+
+    def first_call():
+        try:
+            results.append(module["outer"](1))
+        except Exception as exc:  # noqa: BLE001 - the test reports whatever went wrong
+            errors.append(f"{type(exc).__name__}: {exc}"[:300])
+
+    a, b = threading.Thread(target=first_call), threading.Thread(target=first_call)
+    a.start()
+    time.sleep(0.1)
+    b.start()
+    a.join()
+    b.join()
+    assert errors == [] and results == [4, 4]
