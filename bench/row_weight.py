@@ -9,7 +9,7 @@ average rows and the step waits for it. ``partition(row_weight=W)`` weighs each 
 Two parts:
 
 1. **Partitions only** (any machine, no training): for R-MAT 2^``--scale-log`` and a CSBM
-   of as many vertices, k = 2, 8, 16, 64 and ``--methods``, W = 0 and ``--weight``: the
+   of as many vertices, k = 2, 8, 16, 64 (``--ks``) and ``--methods``, W = 0 and ``--weight``: the
    largest block row's rows and non-zeros over the average, the total and maximum send
    volume.
 2. **Training** at P = ``--ranks`` x 1 thread: ``mpiexec -n P spmmgnn train --dataset FILE``
@@ -21,12 +21,14 @@ Writes ``bench/results/row-weight.{json,md}`` (``--out`` to change the stem).
 
     python bench/row_weight.py                      # R-MAT 2^17 and a CSBM, P = cores
     python bench/row_weight.py --scale-log 14 --rounds 1   # a minute
+    python bench/row_weight.py --ranks 16 --ks 16 --methods metis-vol --graphs rmat  # 16 cores
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,7 +40,7 @@ from spmmgnn.atomic import write_text_atomic
 
 from common import RESULTS, machine, write_json
 
-KS = (2, 8, 16, 64)
+KS = "2,8,16,64"
 
 
 def make_graph(name: str, log_n: int, features: int):
@@ -70,8 +72,8 @@ def partition_row(g, k: int, method: str, weight: int) -> dict:
 def markdown(payload: dict) -> str:
     a = payload["args"]
     lines = ["# Rows and non-zeros: `--row-weight` in the partition and the epoch\n",
-             f"`python bench/row_weight.py --scale-log {a['scale_log']} --weight {a['weight']}`"
-             f" on {payload['cpu']}, {payload['machine']['cores']} cores; load "
+             f"`python bench/row_weight.py {payload['argv']}`".replace(" `", "`")
+             + f" on {payload['cpu']}, {payload['machine']['cores']} cores; load "
              f"{payload['load'][0]:.1f} at start, {payload['load'][1]:.1f} at end.\n",
              "## Partitions\n",
              "Largest block row over the average, of its rows and of its non-zeros; total and "
@@ -108,6 +110,7 @@ def main() -> None:
     ap.add_argument("--scale-log", type=int, default=17, help="2^S vertices")
     ap.add_argument("--weight", type=int, default=16, help="the row weight against 0")
     ap.add_argument("--methods", default="metis-vol,default")
+    ap.add_argument("--ks", default=KS, help="the parts of the partition table")
     ap.add_argument("--ranks", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--features", type=int, default=64)
     ap.add_argument("--hidden", type=int, default=64)
@@ -118,12 +121,12 @@ def main() -> None:
     args = ap.parse_args()
     from spmmgnn.data.partitioned import write_partitioned
 
-    payload = dict(args=vars(args), P=args.ranks, machine=machine(), cpu=cpu_model(),
-                   graphs={}, load=[os.getloadavg()[0]])
+    payload = dict(args=vars(args), argv=" ".join(sys.argv[1:]), P=args.ranks,
+                   machine=machine(), cpu=cpu_model(), graphs={}, load=[os.getloadavg()[0]])
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.graphs.split(","):
             g = make_graph(name, args.scale_log, args.features)
-            parts = [partition_row(g, k, method, w) for k in KS
+            parts = [partition_row(g, int(k), method, w) for k in args.ks.split(",")
                      for method in args.methods.split(",") for w in (0, args.weight)]
             for r in parts:
                 print(name, r, flush=True)
