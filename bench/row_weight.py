@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from node_default import cpu_model, train
+from node_default import cpu_model, paired, train
 
 from spmmgnn.atomic import write_text_atomic
 
@@ -97,11 +97,9 @@ def markdown(payload: dict) -> str:
     for name, g in payload["graphs"].items():
         if not g.get("rounds"):
             continue
-        med = {x: float(np.median([r[str(x)]["epoch_ms"] for r in g["rounds"]])) for x in (0, w)}
-        ratios = [r[str(w)]["epoch_ms"] / r["0"]["epoch_ms"] for r in g["rounds"]]
+        plain, weighed, ratio = paired(g["rounds"], "0", str(w))
         lines.append(f"| {name} | {g['train_rows']['0']:.2f} | {w} | "
-                     f"{g['train_rows'][str(w)]:.2f} | {med[0]:.1f} | {med[w]:.1f} | "
-                     f"{np.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |")
+                     f"{g['train_rows'][str(w)]:.2f} | {plain:.1f} | {weighed:.1f} | {ratio} |")
     return "\n".join(lines) + "\n"
 
 

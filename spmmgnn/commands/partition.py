@@ -78,7 +78,6 @@ def _partition(args) -> dict:
     from ..data.loaders import load_graph
     from ..data.partitioned import source_perm, write_partitioned
     from ..partitioners.api import CONTIGUOUS, PROGRESS_AFTER, stderr_progress
-    from ..partitioners.metrics import imbalance
 
     if args.parts < 1:
         raise SpmmgnnError(f"-k must be a positive number of parts, got {args.parts}")
@@ -130,7 +129,7 @@ def _partition(args) -> dict:
         print(f"  {label:<{width}}  {fmt.format(report[key])}")
     sizes = P.sizes
     print(f"  {'block rows (vertices)':<{width}}  {int(sizes.min()):,} .. {int(sizes.max()):,}"
-          f" (largest {1 + imbalance(sizes):.2f}x the average)")
+          f" (largest {1 + m.rows_imbalance:.2f}x the average)")
     if args.row_weight:
         print(f"  {'balanced load imbalance':<{width}}  {m.weighted_imbalance(args.row_weight):.1%}"
               f" (non-zeros + {args.row_weight} x rows per part)")
