@@ -16,8 +16,8 @@ import numpy as np
 from mpi4py import MPI
 
 from spmmgnn import DistSpMM, ProcessGrid, default_threads, set_threads
-from spmmgnn.codecs import CODECS
 from spmmgnn.data.generators import rmat
+from spmmgnn.local.codecs import CODECS
 
 from common import RESULTS, best_time, machine, write_json
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spmmgnn.atomic import write_text_atomic
+from spmmgnn.runtime.atomic import write_text_atomic
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import RESULTS, machine, mpiexec, write_json  # noqa: E402
-from spmmgnn.atomic import write_text_atomic  # noqa: E402
+from spmmgnn.runtime.atomic import write_text_atomic  # noqa: E402
 
 
 def run(P: int, flags: list[str], common: list[str]) -> dict:

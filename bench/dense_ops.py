@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from spmmgnn.atomic import write_text_atomic
-from spmmgnn.machine import llc_bytes
+from spmmgnn.runtime.atomic import write_text_atomic
+from spmmgnn.runtime.machine import llc_bytes
 
 from common import RESULTS, machine, write_json
 

@@ -54,7 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spmmgnn.atomic import write_text_atomic
+from spmmgnn.runtime.atomic import write_text_atomic
 
 from common import RESULTS, machine, mpiexec, write_json
 
@@ -145,7 +145,8 @@ def triad_rate(threads: int, repeat: int) -> float:
     """GB/s (read + written) of ``a = b + s c`` over arrays 8x the last-level cache."""
     from numba import njit, prange
 
-    from spmmgnn import kernels, set_threads
+    from spmmgnn import set_threads
+    from spmmgnn.local import kernels
 
     @njit(parallel=True, nogil=True, boundscheck=False)
     def triad(a, b, c, s):
@@ -165,7 +166,8 @@ def machine_floors(widths: list[int], gemm_n: int, repeat: int, sizes: dict) -> 
     step's product shapes on each BLAS."""
     from kernel_choice import gather_rates
 
-    from spmmgnn import kernels, set_threads
+    from spmmgnn import set_threads
+    from spmmgnn.local import kernels
 
     out = dict(llc_bytes=kernels.LLC_BYTES, gemm={}, bandwidth={}, gather={}, shapes=[])
     for t in (1, 2):

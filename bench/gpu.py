@@ -97,7 +97,7 @@ def train(aggregate, x, labels, train_idx, n_train: int, params, epochs: int, ca
 
 
 def syncer(device):
-    from spmmgnn.device import synchronizer
+    from spmmgnn.backend.device import synchronizer
 
     return synchronizer(device)
 
@@ -283,7 +283,7 @@ def pytest_gpu(quick: bool, forced: bool, log: Path) -> str:
                                "tests"], capture_output=True, text=True, cwd=ROOT, timeout=240)
     except subprocess.TimeoutExpired:
         return "timed out after 240 s"
-    from spmmgnn.atomic import write_text_atomic
+    from spmmgnn.runtime.atomic import write_text_atomic
 
     write_text_atomic(log, proc.stdout + proc.stderr)
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
@@ -434,7 +434,7 @@ def main(argv=None) -> int:
                           f"(1, 5, 15 min) {_load(res['load_start'])} at the start, "
                           f"{_load(res['load_end'])} at the end.\n")
     write_json(out, res)
-    from spmmgnn.atomic import write_text_atomic
+    from spmmgnn.runtime.atomic import write_text_atomic
 
     write_text_atomic(out.with_suffix(".md"), text)
     print(text)

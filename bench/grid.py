@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from spmmgnn.atomic import write_text_atomic
+from spmmgnn.runtime.atomic import write_text_atomic
 
 from common import RESULTS, machine, mpiexec, write_json
 

@@ -36,11 +36,12 @@ import scipy.sparse as sp
 import torch
 from numba import njit, prange
 
-from spmmgnn import kernels, local_matrix, set_threads
-from spmmgnn.atomic import write_text_atomic
+from spmmgnn import set_threads
 from spmmgnn.data.generators import banded, random_graph, rmat
-from spmmgnn.jit import bind
-from spmmgnn.local_matrix import LocalCSR
+from spmmgnn.local import kernels, local_matrix
+from spmmgnn.local.local_matrix import LocalCSR
+from spmmgnn.runtime.atomic import write_text_atomic
+from spmmgnn.runtime.jit import bind
 
 from common import RESULTS, machine, write_json
 from kernels import interleaved, torch_csr

@@ -30,9 +30,10 @@ import scipy.sparse as sp
 import torch
 from numba import njit, prange
 
-from spmmgnn import kernels, set_threads
+from spmmgnn import set_threads
 from spmmgnn.data.generators import random_graph, rmat
-from spmmgnn.local_matrix import LocalCSR
+from spmmgnn.local import kernels
+from spmmgnn.local.local_matrix import LocalCSR
 
 from common import RESULTS, copy_bandwidth, machine, pyplot, write_json
 

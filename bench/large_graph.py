@@ -36,8 +36,8 @@ from numba import njit, prange
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from spmmgnn.atomic import write_text_atomic  # noqa: E402
 from spmmgnn.partitioners.model import _compact_rows, _merge_rows  # noqa: E402
+from spmmgnn.runtime.atomic import write_text_atomic  # noqa: E402
 
 
 @njit(cache=True, inline="always")

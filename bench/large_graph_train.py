@@ -201,7 +201,7 @@ def main(argv=None) -> int:
         rec = json.loads(json_out.read_text())
         row["train"]["record"] = {key: rec[key] for key in rec if key != "epochs"}
         row["train"]["epochs"] = rec.get("epochs")
-    from spmmgnn.atomic import write_text_atomic
+    from spmmgnn.runtime.atomic import write_text_atomic
 
     write_text_atomic(Path(args.out), json.dumps(row, indent=1))
     print(json.dumps({x: row[x] for x in row if x != "train"}), flush=True)

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 from floor import elementwise_bytes, gemm_flops, gemm_rates, triad_rate
 
-from spmmgnn.atomic import write_text_atomic
+from spmmgnn.runtime.atomic import write_text_atomic
 
 from common import RESULTS, machine, mpiexec, write_json
 
@@ -68,7 +68,7 @@ def worker(args) -> None:
 
     comm = MPI.COMM_WORLD
     if args.copy_shared:  # the A/B: windows whose readers copy the rows (stop 52's path)
-        from spmmgnn import node_exchange
+        from spmmgnn.exchange import node_exchange
         init = node_exchange.NodePlan.__init__
         node_exchange.NodePlan.__init__ = (
             lambda self, *a, **k: init(self, *a, **{**k, "in_place": False}))
@@ -90,7 +90,7 @@ def worker(args) -> None:
     everyone = comm.gather(mine)
     stats = data.op.comm_stats()
     shared = comm.gather(int(stats.get("bytes_shared_read", 0)))   # 0 before issue 48
-    ran = comm.gather(spmmgnn.threads.running_threads())  # fewer than T: cores were busy
+    ran = comm.gather(spmmgnn.runtime.threads.running_threads())  # fewer than T: cores were busy
     if comm.rank == 0:
         worst = max(everyone, key=lambda r: r["step"])
         Path(args.result).write_text(json.dumps(dict(

@@ -30,7 +30,6 @@ sys.path.insert(0, str(ROOT))
 
 from bench import real_graphs  # noqa: E402
 from bench.common import RESULTS, machine, write_json  # noqa: E402
-from spmmgnn.atomic import write_text_atomic  # noqa: E402
 from spmmgnn.data.generators import grid3d, rmat, sbm  # noqa: E402
 from spmmgnn.partitioners import (  # noqa: E402
     BASE_METHODS,
@@ -46,6 +45,7 @@ from spmmgnn.partitioners.api import (  # noqa: E402
 from spmmgnn.partitioners.bounds import hub_bound  # noqa: E402
 from spmmgnn.partitioners.budget import default_budget  # noqa: E402
 from spmmgnn.partitioners.model import ColumnNet, load_cap, row_loads  # noqa: E402
+from spmmgnn.runtime.atomic import write_text_atomic  # noqa: E402
 
 SYNTHETIC = ["rmat", "grid", "sbm"]
 

@@ -25,7 +25,7 @@ import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
 from mpi4py import MPI
 from spmmgnn.data.generators import rmat
-from spmmgnn.errors import check_on_root
+from spmmgnn.runtime.errors import check_on_root
 from spmmgnn.partitioners import partition
 comm = MPI.COMM_WORLD
 A = rmat(int(sys.argv[2]), 8, seed=1) if comm.rank == 0 else None

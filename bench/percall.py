@@ -44,8 +44,8 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import RESULTS, machine, mpiexec, write_json  # noqa: E402
-from spmmgnn.atomic import write_text_atomic  # noqa: E402
 from spmmgnn.data.generators import rmat  # noqa: E402
+from spmmgnn.runtime.atomic import write_text_atomic  # noqa: E402
 
 ALPHA = 0.85
 SEEDS = 16  # personalized PageRank: one column per seed vertex

@@ -119,7 +119,7 @@ def main() -> None:
         return
     import scipy.sparse as sp
 
-    from spmmgnn.atomic import write_text_atomic
+    from spmmgnn.runtime.atomic import write_text_atomic
 
     rng = np.random.default_rng(0)
     n = args.n

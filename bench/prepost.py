@@ -21,10 +21,10 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import RESULTS, machine, write_json  # noqa: E402
-from spmmgnn.atomic import write_text_atomic  # noqa: E402
 from spmmgnn.benchmark.volumes import Layout  # noqa: E402
 from spmmgnn.data.generators import rmat, sbm  # noqa: E402
 from spmmgnn.partitioners import partition  # noqa: E402
+from spmmgnn.runtime.atomic import write_text_atomic  # noqa: E402
 
 
 def pair_rows(A: sp.csr_array, offsets: np.ndarray) -> dict[str, int]:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spmmgnn.atomic import write_text_atomic
+from spmmgnn.runtime.atomic import write_text_atomic
 
 from common import RESULTS, machine, mpiexec, write_json
 

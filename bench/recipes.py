@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import spmmgnn  # noqa: E402
 from spmmgnn import krylov  # noqa: E402
 from spmmgnn.data.normalize import gcn_norm  # noqa: E402
-from spmmgnn.errors import wait_for_root  # noqa: E402
-from spmmgnn.hashing import uniform_by_id  # noqa: E402
-from spmmgnn.wire import bcast_json  # noqa: E402
+from spmmgnn.local.hashing import uniform_by_id  # noqa: E402
+from spmmgnn.runtime.errors import wait_for_root  # noqa: E402
+from spmmgnn.runtime.wire import bcast_json  # noqa: E402
 
 comm = MPI.COMM_WORLD
 STEPS = 50

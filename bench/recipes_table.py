@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     print(block)
     if args.write:
         sys.path.insert(0, str(ROOT))
-        from spmmgnn.atomic import write_text_atomic
+        from spmmgnn.runtime.atomic import write_text_atomic
 
         page = Path(args.write)
         write_text_atomic(page, replace_block(page.read_text(), block), "the docs page")

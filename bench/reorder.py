@@ -19,9 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import RESULTS, best_time, machine, write_json  # noqa: E402
 from spmmgnn import DistSpMM, ProcessGrid, set_threads  # noqa: E402
-from spmmgnn.atomic import write_text_atomic  # noqa: E402
 from spmmgnn.data.generators import grid3d, rmat  # noqa: E402
 from spmmgnn.data.loaders import load_graph  # noqa: E402
+from spmmgnn.runtime.atomic import write_text_atomic  # noqa: E402
 
 
 def graphs(args) -> dict[str, sp.csr_array]:

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 from node_default import cpu_model, paired, train
 
-from spmmgnn.atomic import write_text_atomic
+from spmmgnn.runtime.atomic import write_text_atomic
 
 from common import RESULTS, machine, write_json
 

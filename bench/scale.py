@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spmmgnn.atomic import write_text_atomic
+from spmmgnn.runtime.atomic import write_text_atomic
 
 from common import RESULTS, machine, mpiexec, write_json
 
@@ -62,7 +62,7 @@ def large_run(tmp: Path, n: int, degree: float, epochs: int) -> dict:
                       "--epochs", str(epochs), "--eval-every", "0", "--json", str(out)])
     r = json.loads(out.read_text())
     _, base = run([sys.executable, "-c", "import spmmgnn.training, spmmgnn.cli, h5py\n"
-                   "from spmmgnn.machine import peak_rss_bytes\nprint(peak_rss_bytes())"])
+                   "from spmmgnn.runtime.machine import peak_rss_bytes\nprint(peak_rss_bytes())"])
     return dict(n=r["n"], nnz=r["nnz"], features=r["num_features"], P=4,
                 baseline_rss_bytes=int(base.stdout.split()[-1]),
                 file_bytes=h5.stat().st_size, write_seconds=write_s, wall_seconds=wall,

@@ -31,7 +31,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import real_graphs  # noqa: E402
 from bench.common import RESULTS, machine, write_json  # noqa: E402
-from spmmgnn.atomic import write_text_atomic  # noqa: E402
 from spmmgnn.partitioners.api import LARGE_GRAPH, LARGE_GRAPH_REFINEMENT  # noqa: E402
 from spmmgnn.partitioners.bounds import hub_bound  # noqa: E402
 from spmmgnn.partitioners.hypergraph import mtkahypar_parts  # noqa: E402
@@ -39,6 +38,7 @@ from spmmgnn.partitioners.maxsend import rebalance, refine_max_send  # noqa: E40
 from spmmgnn.partitioners.metis import metis_parts  # noqa: E402
 from spmmgnn.partitioners.metrics import cut_pairs  # noqa: E402
 from spmmgnn.partitioners.model import ColumnNet, load_cap, row_loads  # noqa: E402
+from spmmgnn.runtime.atomic import write_text_atomic  # noqa: E402
 
 SLACKS = (0.0, 0.02, 0.05, 0.1, 0.25)
 

@@ -19,7 +19,7 @@ import numpy as np
 from mpi4py import MPI
 
 import spmmgnn
-from spmmgnn.node_exchange import NodePlan
+from spmmgnn.exchange.node_exchange import NodePlan
 
 OUT = Path(__file__).parent / "results" / "shared-exchange.md"
 HEAD = ("# Node-aware exchange: intra-node legs through shared memory vs messages\n\n"

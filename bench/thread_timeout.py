@@ -95,7 +95,7 @@ def main() -> None:
     payload = dict(machine=machine(), args=vars(args), rows=rows, loadavg_start=load_start,
                    loadavg_end=os.getloadavg(), when=when)
     write_json(args.out + ".json", payload)
-    from spmmgnn.atomic import write_text_atomic
+    from spmmgnn.runtime.atomic import write_text_atomic
 
     cmd = "python bench/thread_timeout.py " + " ".join(sys.argv[1:])
     md = [f"# OpenBLAS's idle-thread spin and the training step ({when})", "",

@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import RESULTS, machine, write_json  # noqa: E402
-from spmmgnn.atomic import write_text_atomic  # noqa: E402
+from spmmgnn.runtime.atomic import write_text_atomic  # noqa: E402
 
 WIDTHS = (16, 64, 128)
 
@@ -54,7 +54,7 @@ def banded(n: int, per_row: int = 8, width: int = 64, seed: int = 0):
 def child(args) -> dict:
     import numba
 
-    from spmmgnn.local_matrix import LocalCSR
+    from spmmgnn.local.local_matrix import LocalCSR
 
     numba.set_num_threads(2)
     M = LocalCSR(banded(args.n))

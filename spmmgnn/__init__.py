@@ -29,17 +29,17 @@ if (_mismatch := _launcher_mismatch()) is not None:  # every rank finds it; rank
         print(_mismatch, file=sys.stderr, flush=True)
     raise SystemExit(2)
 
-# spmmgnn.jit sets the OpenMP wait policy before numba or torch loads an OpenMP pool
+# spmmgnn.runtime.jit sets the OpenMP wait policy before numba or torch loads an OpenMP pool
 # (numba's and torch's pools spin-wait against each other when a rank runs more than one
 # thread: 186 against 28 ms per epoch at 2 threads)
-from . import jit  # noqa: E402, F401, I001
+from .runtime import jit  # noqa: E402, F401, I001
 from . import krylov  # noqa: E402  (spmmgnn.krylov.cg, .subspace_iteration)
-from .abort import install_abort_hook  # noqa: E402
+from .runtime.abort import install_abort_hook  # noqa: E402
 from .algorithms import ALGORITHMS, DistSpMM  # noqa: E402
-from .errors import SpmmgnnError  # noqa: E402
+from .runtime.errors import SpmmgnnError  # noqa: E402
 from .grid import ProcessGrid  # noqa: E402
 from .layout import Partition  # noqa: E402
-from .threads import default_threads, get_threads, set_threads  # noqa: E402
+from .runtime.threads import default_threads, get_threads, set_threads  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -14,7 +14,7 @@ Failures never leave a rank hanging, whatever ``$SPMMGNN_ABORT_ON_EXCEPTION`` sa
   prints ``rank r: interrupted by SIGINT`` (``terminated by SIGTERM``) and aborts the job with
   status 130 / 143; a rank blocked inside an MPI call at that moment is ended by the abort
   before Python can run its handler, so it may print nothing. A signal that arrives while
-  Python runs a finalizer or a C library's callback is not lost (``spmmgnn.signals``): it
+  Python runs a finalizer or a C library's callback is not lost (``spmmgnn.runtime.signals``): it
   ends the command once that returns. Open atomic writes remove their temporary files and
   keep the old target.
 """
@@ -30,9 +30,9 @@ import sys
 import traceback
 import warnings
 
-from . import signals
-from .errors import RankFailed, SpmmgnnError
-from .signals import Terminated
+from .runtime import signals
+from .runtime.errors import RankFailed, SpmmgnnError
+from .runtime.signals import Terminated
 
 KERNEL_COMMANDS = ("train", "spmm", "bench")  # they run the numba kernels
 DESCRIPTION = ("Distributed sparse x dense matrix multiplication (SpMM) over MPI and full-batch "
@@ -83,7 +83,7 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
 
 def _collective(code: int) -> int:
     """Every rank returns ``code`` together: the exit needs no abort (see ``abort``)."""
-    from .abort import collective_exit
+    from .runtime.abort import collective_exit
 
     collective_exit(code)
     return code
@@ -144,7 +144,7 @@ def _main(argv: list[str] | None) -> int:
             return _collective(exc.code if isinstance(exc.code, int) else 2)
         prog = f"spmmgnn {args.command}"
         if args.command in KERNEL_COMMANDS and rank == 0:
-            from .jit import COMPILE_NOTICE, kernels_cached
+            from .runtime.jit import COMPILE_NOTICE, kernels_cached
 
             if not kernels_cached():
                 print(f"{prog}: {COMPILE_NOTICE}", file=sys.stderr, flush=True)

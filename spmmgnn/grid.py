@@ -18,15 +18,22 @@ vertex partition, no replicas), so the row layout seen from outside is the 1D on
 ``n_block_rows`` = P, ``block_row`` = rank, ``replication`` = 1, ``across_block_rows`` spans all
 ranks. The 2D/3D algorithms use the dimension communicators inside (docs/algorithms/).
 
-Every grid also knows its nodes (``spmmgnn.nodes``): ``node`` (my node), ``nodes`` (the node of
-every rank), ``node_comm`` (my node's ranks) and ``node_map(comm)`` for any of its
+Every grid also knows its nodes (``spmmgnn.exchange.nodes``): ``node`` (my node), ``nodes`` (the
+node of every rank), ``node_comm`` (my node's ranks) and ``node_map(comm)`` for any of its
 communicators. By default a node is the ranks that share memory; ``ranks_per_node=K`` groups
-consecutive ranks K at a time (a cluster simulated on one machine; the last node is smaller
-when K does not divide P).
+consecutive ranks K at a time (a cluster simulated on one machine; the last node is smaller when
+K does not divide P).
 
-``device`` (``spmmgnn.device``): None keeps the numpy/numba path; ``"cpu"``, ``"cuda"`` or
-``"cuda:k"`` makes the grid's operators take and return torch tensors on that device
-(``"cuda"``: GPU ``local rank mod device count``, the local rank on the ranks sharing memory).
+``device`` chooses the grid's backend (``spmmgnn.backend``), once: None the host backend
+(numpy arrays, numba kernels); ``"cpu"``, ``"cuda"`` or ``"cuda:k"`` the torch backend, whose
+operators take and return torch tensors on that device (``"cuda"``: GPU ``local rank mod
+device count``, the local rank on the ranks sharing memory). ``grid.backend`` is that object.
+
+``transport`` chooses how the operators' rows travel (``spmmgnn.exchange.transport``):
+``"mpi"``, ``"torch"`` (``torch.distributed``: NCCL on a CUDA grid, Gloo otherwise, one process
+group per communicator of the grid, bootstrapped from MPI) or ``"auto"`` (the default: NCCL on
+a CUDA grid of more than one rank, MPI otherwise). ``grid.link(comm)`` is the transport of one
+of the grid's communicators. Plan construction and the agreement collectives stay on MPI.
 """
 
 from __future__ import annotations
@@ -36,13 +43,15 @@ import math
 import numpy as np
 from mpi4py import MPI
 
-from .device import resolve_device
-from .errors import SpmmgnnError, agree
-from .machine import shared_node
-from .nodes import NodeMap, group_ranks
-from .wire import allgather_json
+from .backend import backend_for
+from .backend.device import resolve_device
+from .exchange.nodes import NodeMap, group_ranks
+from .runtime.errors import SpmmgnnError, agree
+from .runtime.machine import shared_node
+from .runtime.wire import allgather_json
 
 KINDS = ("1d", "1.5d", "2d", "3d")
+TRANSPORTS = ("mpi", "torch", "auto")
 DIMS_15D = ("block_row", "replica")
 DIMS_BY_NDIM = {2: ("row", "col"), 3: ("row", "col", "layer")}
 
@@ -84,7 +93,7 @@ class ProcessGrid:
 
     def __init__(self, comm: MPI.Comm | None = None, replication: int = 1,
                  shape: tuple[int, ...] | None = None, ranks_per_node: int | None = None,
-                 device: str | None = None):
+                 device: str | None = None, transport: str = "auto"):
         self.comm = MPI.COMM_WORLD if comm is None else comm
         size = self.comm.Get_size()
         c, K = replication, ranks_per_node
@@ -95,13 +104,15 @@ class ProcessGrid:
                                 or not 1 <= K < 2**31):
             error = f"ranks_per_node must be a positive integer below 2**31 (or None: by " \
                     f"shared memory), got {K!r}"
+        elif transport not in TRANSPORTS:
+            error = f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}"
         elif shape is not None:
             error = _shape_error(shape, c, size)
         elif size % c != 0:
             error = (f"replication c={c} does not divide the number of ranks P={size}: "
                      f"the grid is P/c x c, so choose c among the divisors of {size}")
         mine = None if error else (c, None if shape is None else tuple(int(s) for s in shape),
-                                   K)
+                                   K, transport)
         if size > 1:  # a different grid on some rank would split the world inconsistently
             error = error or _disagreement(allgather_json(self.comm, mine))
         agree(self.comm, error)
@@ -133,6 +144,22 @@ class ProcessGrid:
         self.n_nodes = int(self.nodes.max()) + 1
         self._node_maps: list[tuple[MPI.Comm, NodeMap]] = []
         self.device = _device(device, self.comm, self.node_comm, K)
+        self.backend = backend_for(self.device, self.comm)
+        self.transport = _transport(transport, self)
+
+    def link(self, comm: MPI.Comm):
+        """The transport of ``comm``, one of this grid's communicators (``comm``, its
+        dimensions, ``across_block_rows``, ``across_replicas``)."""
+        return self.transport.link(comm)
+
+    def communicators(self) -> list[MPI.Comm]:
+        """This grid's communicators, the whole grid first, each once."""
+        out: list[MPI.Comm] = []
+        for c in (self.comm, self.across_block_rows, self.across_replicas,
+                  *self._along.values()):
+            if not any(c is o for o in out):
+                out.append(c)
+        return out
 
     def node_map(self, comm: MPI.Comm) -> NodeMap:
         """Collective over ``comm`` (one of this grid's communicators) the first time: the
@@ -215,6 +242,19 @@ def _device(spec, comm: MPI.Comm, node_comm: MPI.Comm, ranks_per_node: int | Non
         return resolve_device(spec, comm, shared)
 
 
+def _transport(spec, grid: ProcessGrid):
+    """Collective: the grid's transport for ``transport=spec`` (every rank asked for the same,
+    checked with the grid's other arguments)."""
+    from .exchange.transport import MpiTransport
+
+    name = grid.backend.default_transport(grid.size) if spec == "auto" else spec
+    if name == "mpi":
+        return MpiTransport(grid.backend)
+    from .exchange.torch_transport import TorchTransport
+
+    return TorchTransport(grid.communicators(), grid.backend)
+
+
 def _coords(rank: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     out = []
     for s in reversed(shape):
@@ -236,9 +276,10 @@ def _disagreement(asked: list) -> str | None:
             f"{other}: {_describe(*asked[other])}); every rank must build the same grid")
 
 
-def _describe(c: int, shape, ranks_per_node=None) -> str:
+def _describe(c: int, shape, ranks_per_node=None, transport="auto") -> str:
     grid = f"c={c}" if shape is None else f"shape={format_shape(shape)}"
-    return grid if ranks_per_node is None else f"{grid}, ranks_per_node={ranks_per_node}"
+    grid = grid if ranks_per_node is None else f"{grid}, ranks_per_node={ranks_per_node}"
+    return grid if transport == "auto" else f"{grid}, transport={transport}"
 
 
 def _shape_error(shape, c: int, size: int) -> str | None:

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .convert import is_torch, like_input, to_numpy
-from .errors import collective_error
-from .hashing import uniform_by_id
+from .backend.convert import is_torch, like_input, to_numpy
+from .local.hashing import uniform_by_id
+from .runtime.errors import collective_error
 
 RAYLEIGH_RITZ_EVERY = 5  # subspace iterations between two Rayleigh-Ritz rotations
 

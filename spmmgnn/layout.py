@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import SpmmgnnError
+from .runtime.errors import SpmmgnnError
 
 
 class Partition:
@@ -226,7 +226,7 @@ def bcast_partition(comm, part: Partition | None, root: int = 0) -> Partition | 
     """Collective: root's partition (or None) on every rank, sent as its offsets and, when it
     has one, its permutation (``wire``: buffers, no pickle). Root keeps its own object; the
     others get the blocks and the order, without root's ``metrics`` and ``candidates``."""
-    from .wire import bcast_array, bcast_json
+    from .runtime.wire import bcast_array, bcast_json
 
     if comm.Get_size() == 1:
         return part

@@ -79,7 +79,7 @@ def test_capabilities_are_what_the_algorithm_does(name):
     from mpi4py import MPI
 
     import spmmgnn
-    from spmmgnn.errors import SpmmgnnError
+    from spmmgnn.runtime.errors import SpmmgnnError
 
     cls = spmmgnn.ALGORITHMS[name]
     one, one5 = ("1d",), ("1d", "1.5d")

@@ -465,7 +465,7 @@ def test_malformed_checkpoint_meta_is_one_error(tmp_path, checkpoint_bytes, meta
 
 def test_row_hashes_of_empty_blocks():
     """An empty block row (P = 3 with a block of size 0) hashes to nothing, not an error."""
-    from spmmgnn.hashing import hash_rows
+    from spmmgnn.local.hashing import hash_rows
 
     assert hash_rows(np.zeros((0, 4), np.float32)).shape == (0,)
     assert hash_rows(np.zeros((3, 0), np.float32)).tolist() == [0, 0, 0]

@@ -89,7 +89,7 @@ def test_report_onto_a_file_is_one_error(capsys, tmp_path):
 
 
 def test_the_json_fallback_file_has_the_mode_open_gives(tmp_path):
-    from spmmgnn.atomic import default_mode
+    from spmmgnn.runtime.atomic import default_mode
     from spmmgnn.training.run import save_results
 
     link = tmp_path / "run.json"
@@ -449,7 +449,7 @@ def test_the_progress_line_is_every_tenth_of_the_run():
 def test_a_first_run_says_it_compiles_the_kernels(capsys, tmp_path, monkeypatch):
     """An empty numba cache: one notice line before the wait (the error here comes before
     any kernel runs); with the kernels cached, none."""
-    from spmmgnn.jit import kernels_cached
+    from spmmgnn.runtime.jit import kernels_cached
 
     monkeypatch.chdir(tmp_path)
     argv = ["bench", "--graph", "random:n=100,avg_degree=4", "--algorithm", "sparse1d",

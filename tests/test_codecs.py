@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from spmmgnn import set_threads
-from spmmgnn.codecs import CODECS, get_codec
-from spmmgnn.errors import SpmmgnnError
+from spmmgnn.local.codecs import CODECS, get_codec
+from spmmgnn.runtime.errors import SpmmgnnError
 
 from .brute import QMAX, step_bound
 
@@ -149,18 +149,18 @@ def _awkward_rows(dtype, f: int, rng) -> np.ndarray:
                                         reason="needs a CUDA device")])])
 @pytest.mark.parametrize("name", ["int8", "int4", "int2"])
 def test_device_quantize_writes_the_cpu_codecs_bytes(name, kind, monkeypatch):
-    """``device_quantize`` (the integer codecs in torch, for device grids) packs the very
+    """``torch_quantize`` (the integer codecs in torch, for device grids) packs the very
     bytes the numba codec packs, for float32 and float64 rows, widths not a multiple of the
     packing, several streams (keys), and its decode equals the numba decode bit for bit (on
     the CPU, and on a GPU where there is one)."""
-    from spmmgnn import device_quantize
+    from spmmgnn.backend import torch_quantize
 
     codec, rng = get_codec(name), np.random.default_rng(7)
     dev = torch.device(kind)
-    monkeypatch.setattr(device_quantize, "CHUNK_ROWS", 7)  # rows in chunks, 24 = 7+7+7+3
+    monkeypatch.setattr(torch_quantize, "CHUNK_ROWS", 7)  # rows in chunks, 24 = 7+7+7+3
 
     def enc(x, key):
-        packed, bad = device_quantize.encode(codec.bits, torch.from_numpy(x).to(dev), key)
+        packed, bad = torch_quantize.encode(codec.bits, torch.from_numpy(x).to(dev), key)
         return packed.cpu(), bad
 
     for dtype in (np.float32, np.float64):
@@ -174,11 +174,11 @@ def test_device_quantize_writes_the_cpu_codecs_bytes(name, kind, monkeypatch):
                 np.testing.assert_array_equal(got.numpy(), want, err_msg=f"{dtype} {f} {key}")
                 rows = np.zeros((x.shape[0], f), dtype=dtype)
                 codec.decode(want, rows, NO_INDEX, accumulate=False)
-                back = device_quantize.decode(codec.bits, torch.from_numpy(want).to(dev), f,
+                back = torch_quantize.decode(codec.bits, torch.from_numpy(want).to(dev), f,
                                               torch.from_numpy(rows).dtype).cpu()
                 np.testing.assert_array_equal(back.numpy().view(np.uint8), rows.view(np.uint8))
             # a different stream rounds differently: the key reaches the random draws
             assert f < 5 or not torch.equal(enc(x, 2)[0], enc(x, 3)[0])
     empty, bad = enc(np.zeros((0, 5)), 1)
     assert empty.shape == (0, codec.row_bytes(5)) and bad == 0
-    assert device_quantize.decode(codec.bits, empty, 5, torch.float64).shape == (0, 5)
+    assert torch_quantize.decode(codec.bits, empty, 5, torch.float64).shape == (0, 5)

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from spmmgnn.buffers import RECYCLE_MIN_BYTES, Recycler
 from spmmgnn.nn.linear import linear
+from spmmgnn.runtime.buffers import RECYCLE_MIN_BYTES, Recycler
 
 
 @pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
 def rank_threads(request):
     """The weight gradient runs on torch's BLAS on one thread and on OpenBLAS on more."""
-    from spmmgnn.threads import get_threads, set_threads
+    from spmmgnn.runtime.threads import get_threads, set_threads
 
     before = get_threads()
     set_threads(request.param)

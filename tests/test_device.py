@@ -11,7 +11,7 @@ import scipy.sparse as sp
 import torch
 
 from spmmgnn import DistSpMM, ProcessGrid, SpmmgnnError
-from spmmgnn.device import device_error
+from spmmgnn.backend.device import device_error
 
 TOL = {"float32": 1e-5, "float64": 1e-12}
 FAMILIES = ("oblivious1d", "oblivious15d", "prepost1d", "sparse1d", "sparse15d")  # on a device
@@ -222,7 +222,7 @@ def test_spmm_command_on_a_device_grid(tmp_path):
 def test_device_link_presets_price_the_staged_bytes():
     """The host <-> device leg of the model: each preset has its source, faster links cost
     less for the same bytes, and an unknown name is refused naming the choices."""
-    from spmmgnn.tiers import DEVICE_LINKS, device_host_seconds, device_link
+    from spmmgnn.exchange.tiers import DEVICE_LINKS, device_host_seconds, device_link
 
     assert {"pcie5", "pcie4", "nvlink-c2c"} <= set(DEVICE_LINKS)
     nbytes = 2 * 1_000_000 * 128 * 4  # one 1M x 128 float32 block, out and back
@@ -253,8 +253,8 @@ def test_nonfinite_checks_agree_with_isfinite():
 def test_staged_copies_count_their_bytes():
     """``to_host`` / ``to_device`` count what they stage as the device_host tier; an empty
     block on a device is not copied (meta stands for a device a CPU build has)."""
-    from spmmgnn.device import to_device, to_host
-    from spmmgnn.stats import CommStats
+    from spmmgnn.backend.device import to_device, to_host
+    from spmmgnn.runtime.stats import CommStats
 
     stats = CommStats()
     t = torch.ones(3, 4, dtype=torch.float64)
@@ -411,7 +411,7 @@ def test_cuda_aware_setting(monkeypatch):
     other value is one clear error. The library's answer is a bool where it can tell."""
     from mpi4py import MPI
 
-    from spmmgnn.staging import SETTING, cuda_aware, mpi_cuda_support
+    from spmmgnn.backend.staging import SETTING, cuda_aware, mpi_cuda_support
 
     cpu = torch.device("cpu")
     assert mpi_cuda_support() in (True, False, None)
@@ -456,8 +456,8 @@ def test_staging_round_trip(kind):
     """``Staging``: rows out to a host buffer (pinned on CUDA, allocated once per name and
     reused while large enough) and back onto the device, equal and counted as the
     device_host tier; on the CPU the tensor's own memory, no copy."""
-    from spmmgnn.staging import Staging
-    from spmmgnn.stats import CommStats
+    from spmmgnn.backend.staging import Staging
+    from spmmgnn.runtime.stats import CommStats
 
     device, stats = torch.device(kind), CommStats()
     if kind == "cuda":  # a grid's device names its index (cuda:0), as tensors' do

@@ -114,7 +114,7 @@ def test_cuda_dropout_hash_equals_numba():
 
 def test_splitmix64_torch_equals_python():
     """splitmix64 of one word is ``hashing.mix64`` of it (the Python twin of the kernels')."""
-    from spmmgnn.hashing import mix64
+    from spmmgnn.local.hashing import mix64
 
     words = np.array([0, 1, 7, 2**63 - 1, -1, -2**63, 12345678901234567], dtype=np.int64)
     got = splitmix64_torch(torch.from_numpy(words)).numpy().view(np.uint64)

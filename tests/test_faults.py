@@ -65,7 +65,7 @@ def test_user_exception_on_one_rank_aborts_the_job(where):
 
 
 def test_abort_hook_opt_out():
-    code = ("import sys, spmmgnn.abort as a; sys.stdout.write(str(a.is_installed()))")
+    code = ("import sys, spmmgnn.runtime.abort as a; sys.stdout.write(str(a.is_installed()))")
     for value, want in (("0", "False"), ("1", "True")):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              env=dict(os.environ, SPMMGNN_ABORT_ON_EXCEPTION=value), check=True)

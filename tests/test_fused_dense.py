@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from spmmgnn.nn.dropout import BIAS_ROWS, relu_dropout, vertex_dropout
-from spmmgnn.threads import get_threads, set_threads
+from spmmgnn.runtime.threads import get_threads, set_threads
 
 
 def _case(rows: int, dtype=torch.float64):

@@ -6,9 +6,9 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 import spmmgnn
-from spmmgnn.buffers import BufferPool
-from spmmgnn.halo import HaloPlan
-from spmmgnn.stats import CommStats
+from spmmgnn.exchange.halo import HaloPlan
+from spmmgnn.runtime.buffers import BufferPool
+from spmmgnn.runtime.stats import CommStats
 
 
 def test_buffer_pool_reuses_per_key_and_slot():

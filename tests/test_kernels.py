@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from spmmgnn import kernels, local_matrix, set_threads
-from spmmgnn.errors import SpmmgnnError
-from spmmgnn.local_matrix import LocalCSR, _ColumnBlocks, split_block_columns, split_columns
-from spmmgnn.threads import get_threads
+from spmmgnn import set_threads
+from spmmgnn.local import kernels, local_matrix
+from spmmgnn.local.local_matrix import LocalCSR, _ColumnBlocks, split_block_columns, split_columns
+from spmmgnn.runtime.errors import SpmmgnnError
+from spmmgnn.runtime.threads import get_threads
 
 
 @pytest.fixture(params=[1, 2, 3])

@@ -220,8 +220,8 @@ def test_model_preflight_sums_the_node(monkeypatch):
     the node has (``node_need``), not its largest rank times the ranks: R-MAT 2^24 at
     P = 16 has a block row of 5.9M rows (its isolated vertices) beside ones of 0.6M, and
     the product refused a run that fitted. Equal ranks keep the per-rank message."""
-    from spmmgnn.machine import memory_problem
     from spmmgnn.nn.memory import ModelShape, model_bytes, model_problem
+    from spmmgnn.runtime.machine import memory_problem
 
     monkeypatch.setenv("SPMMGNN_AVAILABLE_MEMORY", str(10 * 2**30))
     gib = 2**30

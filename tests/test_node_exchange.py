@@ -1,5 +1,5 @@
-"""The node-aware exchange (spmmgnn.node_exchange) at P = 2, 4, 6, 8 with 1-4 ranks per node:
-the worker (tests/workers/node_cases.py) checks every algorithm against scipy and the flat
+"""The node-aware exchange (spmmgnn.exchange.node_exchange) at P = 2, 4, 6, 8 with 1-4 ranks
+per node: the worker (tests/workers/node_cases.py) checks every algorithm against scipy and the flat
 exchange; here its bytes per tier are compared with the volume model rank by rank, and the
 inter-node bytes of every node with the flat exchange's."""
 
@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 from spmmgnn.benchmark.node_volumes import bin_needs, needs_1d, tier_bytes
 from spmmgnn.benchmark.volumes import Layout, predict
-from spmmgnn.nodes import node_of_rank
+from spmmgnn.exchange.nodes import node_of_rank
 
 KEYS = ("sent", "received", "sent_inter", "received_inter")
 

@@ -1,11 +1,11 @@
-"""The default layout of a node (spmmgnn.node_layout): cpulists, NUMA domains from a sysfs
+"""The default layout of a node (spmmgnn.runtime.node_layout): cpulists, NUMA domains from a sysfs
 tree, the line ``spmmgnn train`` prints when it chose the threads itself."""
 
 from __future__ import annotations
 
 import pytest
 
-from spmmgnn.node_layout import NodeLayout, choose_layout, numa_domains, parse_cpulist
+from spmmgnn.runtime.node_layout import NodeLayout, choose_layout, numa_domains, parse_cpulist
 
 from .mpi import run_cli
 

@@ -11,9 +11,9 @@ import scipy.sparse as sp
 
 from spmmgnn.benchmark.costs import Machine, spmm_time
 from spmmgnn.benchmark.volumes import Layout, predict
-from spmmgnn.errors import SpmmgnnError
 from spmmgnn.partitioners import partition
 from spmmgnn.partitioners.twolevel import node_volume
+from spmmgnn.runtime.errors import SpmmgnnError
 
 from .mpi import run_cli
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spmmgnn.threads import get_threads, set_threads
+from spmmgnn.runtime.threads import get_threads, set_threads
 from spmmgnn.training.optim import Adam
 
 # a weight below kernels.SERIAL_WORK elements (the serial twin) and one above (parallel)
@@ -61,7 +61,7 @@ def test_fused_adam_does_not_depend_on_the_threads():
 def test_the_serial_twin_is_the_parallel_kernel_bit_for_bit():
     import numpy as np
 
-    from spmmgnn.kernels import SERIAL_WORK
+    from spmmgnn.local.kernels import SERIAL_WORK
     from spmmgnn.training.optim import _adam_kernel, _adam_serial
 
     assert SMALL[0] * SMALL[1] < SERIAL_WORK <= LARGE[0] * LARGE[1]

@@ -1,6 +1,6 @@
 """Nothing lost (issue 41): what the tools write and read.
 
-Writers (``spmmgnn.atomic``): a symbolic link is followed; a character device or FIFO is
+Writers (``spmmgnn.runtime.atomic``): a symbolic link is followed; a character device or FIFO is
 written in place (a FIFO nobody reads is an error, not a hang); a directory, socket or block
 device is one error; a full disk (``/dev/full``, ``ulimit -f``) is one error line with the old
 file intact and no temporary left, HDF5 writes included (they segfaulted); temporaries of a
@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 from spmmgnn import SpmmgnnError
-from spmmgnn.atomic import _host, atomic_path, check_writable, write_text_atomic
+from spmmgnn.runtime.atomic import _host, atomic_path, check_writable, write_text_atomic
 
 from .mpi import WORKERS, one_line_error, run_cli
 
@@ -150,7 +150,7 @@ def test_a_swallowed_signal_keeps_the_old_file(tmp_path, capfd, monkeypatch):
     """SIGTERM handled inside a finalizer is swallowed by Python ("Exception ignored"); the
     write must still not replace the target, the signal must still end the command, and no
     traceback of the swallowed exception reaches stderr (CI saw one from a numba callback)."""
-    from spmmgnn import signals
+    from spmmgnn.runtime import signals
 
     target = tmp_path / "out.json"
     target.write_bytes(OLD)
@@ -178,7 +178,7 @@ import resource, sys
 import numpy as np, scipy.sparse as sp
 from spmmgnn import SpmmgnnError
 from spmmgnn.data import h5graph
-from spmmgnn.atomic import write_text_atomic
+from spmmgnn.runtime.atomic import write_text_atomic
 resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
 path = sys.argv[1]
 A = sp.random(2000, 2000, density=0.05, random_state=1, format="csr")
@@ -260,7 +260,7 @@ def _trainer(checkpoint: Path, **overrides):
 def test_a_swallowed_signal_ends_training_after_its_epoch(tmp_path, monkeypatch):
     """A signal whose exception a callback swallowed (numba's object cache during the first
     epoch's compilation, in CI) stops training at the end of that epoch, not after all."""
-    from spmmgnn import signals
+    from spmmgnn.runtime import signals
 
     epochs = []
 
@@ -394,7 +394,7 @@ def test_checkpoints_are_bounded_before_reading(tmp_path):
     import zipfile
 
     from spmmgnn.data.limits import read_npz
-    from spmmgnn.machine import check_memory
+    from spmmgnn.runtime.machine import check_memory
 
     ck = tmp_path / "ck.npz"
     _trainer(ck).fit()

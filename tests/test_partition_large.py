@@ -16,11 +16,11 @@ import scipy.sparse as sp
 
 from spmmgnn.data.generators import sbm
 from spmmgnn.data.h5graph import read_block_row, read_offsets, write_graph
-from spmmgnn.errors import SpmmgnnError
-from spmmgnn.machine import MEMORY_ENV
 from spmmgnn.partitioners import api, contract, metrics, partition
 from spmmgnn.partitioners import estimate as est_mod
 from spmmgnn.partitioners.estimate import MEASURED, MEASURED_COARSE, MIB, estimate
+from spmmgnn.runtime.errors import SpmmgnnError
+from spmmgnn.runtime.machine import MEMORY_ENV
 
 from .mpi import run_mpi_json
 

@@ -9,7 +9,6 @@ import pytest
 import scipy.sparse as sp
 
 from spmmgnn.data.generators import grid3d, random_graph, sbm
-from spmmgnn.errors import SpmmgnnError
 from spmmgnn.partitioners import (
     BASE_METHODS,
     DEFAULT_METHOD,
@@ -26,6 +25,7 @@ from spmmgnn.partitioners.maxsend import Refinement
 from spmmgnn.partitioners.maxsend.state import move
 from spmmgnn.partitioners.model import row_loads
 from spmmgnn.partitioners.simple import block_parts, random_parts
+from spmmgnn.runtime.errors import SpmmgnnError
 
 from .brute import brute_metrics
 

@@ -133,7 +133,7 @@ def test_refuses_what_it_cannot_do():
     from mpi4py import MPI
 
     import spmmgnn
-    from spmmgnn.errors import SpmmgnnError
+    from spmmgnn.runtime.errors import SpmmgnnError
 
     A = sp.random(30, 30, density=0.1, format="csr", random_state=1)
     grid = spmmgnn.ProcessGrid(MPI.COMM_SELF, shape=(1, 1, 1))
@@ -159,7 +159,7 @@ def test_plexus_layout_refuses_what_it_cannot_do():
 
     import spmmgnn
     from spmmgnn.data.csbm import csbm
-    from spmmgnn.errors import SpmmgnnError
+    from spmmgnn.runtime.errors import SpmmgnnError
     from spmmgnn.training import TrainConfig, Trainer, distribute_graph
 
     g = csbm(n=40, avg_degree=4.0, num_features=5, num_classes=3, seed=2)

@@ -49,7 +49,7 @@ def test_parser_network_names_are_the_presets():
 
 def test_import_loads_no_kernel_compiler():
     """``import spmmgnn`` and the command line's parser (``spmmgnn --help``) load neither
-    numba (its kernels are made on first use, ``spmmgnn.jit``), nor scipy's csgraph, nor
+    numba (its kernels are made on first use, ``spmmgnn.runtime.jit``), nor scipy's csgraph, nor
     torch, nor h5py; a product then runs."""
     code = ("import sys; import spmmgnn; from spmmgnn.cli import build_parser; build_parser()\n"
             "heavy = [m for m in ('numba', 'scipy.sparse.csgraph',"
@@ -75,11 +75,11 @@ def test_a_lazy_kernel_is_handed_out_only_once_its_module_is_bound():
     import threading
     import time
 
-    from spmmgnn import jit
+    from spmmgnn.runtime import jit
 
     jit.numba_pool()  # numba loaded: the first call reaches the binding at once
     module = {"__name__": "lazy_race"}
-    exec("from spmmgnn.jit import njit\n\n"
+    exec("from spmmgnn.runtime.jit import njit\n\n"
          "@njit\ndef inner(x):\n    return x + 1\n\n"
          "@njit\ndef outer(x):\n    return inner(x) * 2\n", module)
     make = module["inner"]._make

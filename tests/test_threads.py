@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from spmmgnn import SpmmgnnError
-from spmmgnn.threads import busy_setting, default_threads, fair_share, others_busy, threads_for
+from spmmgnn.runtime.threads import (
+    busy_setting,
+    default_threads,
+    fair_share,
+    others_busy,
+    threads_for,
+)
 
 
 def test_unbound_ranks_split_the_node():
@@ -115,8 +121,8 @@ def test_busy_cores_take_threads_and_change_no_number(tmp_path, P):
 def test_weight_gradient_is_the_same_bits_on_fewer_running_threads(monkeypatch, rows):
     """``nn.linear.weight_grad`` (OpenBLAS splits g.T @ h over the rows by its own thread
     count) gives the same bits with 2 threads chosen whether 2 or 1 run, and g.T @ h."""
-    from spmmgnn import threads
     from spmmgnn.nn.linear import weight_grad
+    from spmmgnn.runtime import threads
 
     rng = np.random.default_rng(rows)
     g = rng.standard_normal((rows, 40)).astype(np.float32)

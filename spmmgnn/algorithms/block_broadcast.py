@@ -12,10 +12,9 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ..buffers import BufferPool
-from ..convert import mpi_float_type
-from ..local_matrix import split_block_columns
-from ..stats import CommStats
+from ..backend.host import HOST
+from ..local.local_matrix import split_block_columns
+from ..runtime.stats import CommStats
 
 
 def count_stage(stats: CommStats, far: np.ndarray, me: int, root: int, block_bytes: int,
@@ -36,15 +35,21 @@ class BlockBroadcast:
     """The stages (block columns) ``stages`` of one block row, multiplied by broadcasting."""
 
     def __init__(self, block_row: sp.csr_array, comm: MPI.Comm, col_offsets: np.ndarray,
-                 stages: range, far: np.ndarray | None = None):
-        """``far``: per rank of ``comm``, on another node (bytes by tier; None: all)."""
+                 stages: range, far: np.ndarray | None = None, backend=HOST, link=None):
+        """``far``: per rank of ``comm``, on another node (bytes by tier; None: all);
+        ``backend`` and ``link`` (``comm``'s transport): the grid's."""
+        from ..exchange.transport import mpi_link
+
         self.comm = comm
+        self.backend = backend
+        self.link = mpi_link(comm, backend) if link is None else link
         self.far = np.ones(comm.Get_size(), dtype=bool) if far is None else far
         self.stages = stages
         blocks = split_block_columns(block_row, col_offsets)
         self.blocks = {q: blocks[q] for q in stages}
+        self.on_backend = {q: backend.block(b) for q, b in self.blocks.items()}
         self.sizes = np.diff(col_offsets)
-        self.buffers = BufferPool()
+        self.buffers = backend.pool()
 
     @property
     def nnz(self) -> int:
@@ -53,33 +58,34 @@ class BlockBroadcast:
     def matrices(self) -> list:
         return list(self.blocks.values())
 
-    def _stage_buffer(self, f: int, dtype) -> np.ndarray:
+    def blocks_on_backend(self) -> list:
+        return list(self.on_backend.values())
+
+    def _stage_buffer(self, f: int, dtype):
         return self.buffers.get("stage", (int(self.sizes.max(initial=0)), f), dtype)
 
-    def matmul(self, x: np.ndarray, out: np.ndarray, stats: CommStats) -> None:
-        comm, me = self.comm, self.comm.Get_rank()
-        mpitype, buf = mpi_float_type(x.dtype), self._stage_buffer(x.shape[1], x.dtype)
+    def matmul(self, x, out, stats: CommStats) -> None:
+        be, link = self.backend, self.link
+        me, buf = link.rank, self._stage_buffer(x.shape[1], be.dtype(x))
         out[...] = 0
         for q in self.stages:
             src = x if q == me else buf[: self.sizes[q]]
             with stats.timing("seconds_exchange"):
-                comm.Bcast([src, mpitype], root=q)
-            count_stage(stats, self.far, me, q, src.nbytes, into_root=False)
+                link.bcast(src, q, stats, "stage")
+            count_stage(stats, self.far, me, q, be.nbytes(src), into_root=False)
             with stats.timing("seconds_multiply"):
-                self.blocks[q].matmul(src, out, accumulate=True)
+                self.on_backend[q].matmul(src, out, accumulate=True)
 
-    def matmul_t(self, y: np.ndarray, out: np.ndarray, stats: CommStats) -> None:
-        comm, me = self.comm, self.comm.Get_rank()
-        mpitype, buf = mpi_float_type(y.dtype), self._stage_buffer(y.shape[1], y.dtype)
+    def matmul_t(self, y, out, stats: CommStats) -> None:
+        be, link = self.backend, self.link
+        me, buf = link.rank, self._stage_buffer(y.shape[1], be.dtype(y))
         out[...] = 0
         for q in self.stages:
             part = buf[: self.sizes[q]]
             with stats.timing("seconds_multiply"):
-                self.blocks[q].t_matmul(y, part, accumulate=False)
+                self.on_backend[q].t_matmul(y, part, accumulate=False)
             with stats.timing("seconds_exchange"):
+                link.reduce(part, q, stats, "stage")
                 if q == me:
-                    comm.Reduce(MPI.IN_PLACE, [part, mpitype], op=MPI.SUM, root=q)
                     out += part
-                else:
-                    comm.Reduce([part, mpitype], None, op=MPI.SUM, root=q)
-            count_stage(stats, self.far, me, q, part.nbytes, into_root=True)
+            count_stage(stats, self.far, me, q, be.nbytes(part), into_root=True)

@@ -29,10 +29,10 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from ..convert import like_input
-from ..errors import SpmmgnnError
-from ..halo import Exchange
-from ..hashing import hash_ids
+from ..backend.convert import like_input
+from ..exchange.halo import Exchange
+from ..local.hashing import hash_ids
+from ..runtime.errors import SpmmgnnError
 from .base import DistSpMM
 from .delayed_device import DeviceDelayed
 

@@ -16,12 +16,13 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from .. import device_quantize, kernels
-from ..codecs import CastCodec
-from ..convert import mpi_float_type
-from ..device import to_device, to_host
-from ..errors import agree
-from ..staging import Staging, cuda_aware
+from ..backend import torch_quantize
+from ..backend.convert import mpi_float_type
+from ..backend.device import to_device, to_host
+from ..backend.staging import Staging, cuda_aware
+from ..local import kernels
+from ..local.codecs import CastCodec
+from ..runtime.errors import agree
 from .base import DistSpMM
 from .block_broadcast import count_stage
 
@@ -82,7 +83,7 @@ class DeviceBlock:
 
 class DeviceRoute:
     """One halo plan's exchange from and to the device: rows encoded on the device (cast, or
-    quantized and bit-packed: ``device_quantize``), staged (``staging.Staging``), posted and
+    quantized and bit-packed: ``torch_quantize``), staged (``staging.Staging``), posted and
     landed."""
 
     def __init__(self, plan, stats, device):
@@ -105,7 +106,7 @@ class DeviceRoute:
                     packed = cast.reshape(-1).view(torch.uint8).reshape(
                         cast.shape[0], codec.row_bytes(cast.shape[1]))
                 else:
-                    packed, bad = device_quantize.encode(codec.bits, rows,
+                    packed, bad = torch_quantize.encode(codec.bits, rows,
                                                          self.plan.codec_key(key))
             agree(self.plan.comm, f"{bad} row(s) with NaN or Inf reached the {codec.name} "
                   "codec" if bad else None)
@@ -124,7 +125,7 @@ class DeviceRoute:
         with self.stats.timing("seconds_codec"):
             if isinstance(codec, CastCodec):
                 return rows.reshape(-1).view(torch_dtype(codec)).reshape(-1, f).to(dtype)
-            return device_quantize.decode(codec.bits, rows, f, dtype)
+            return torch_quantize.decode(codec.bits, rows, f, dtype)
 
     def post(self, send, rows: int, forward: bool, param_bytes: int, name: str = ""):
         """Post the plan's Ialltoallv of ``send`` (host rows, or CUDA-aware a device tensor;

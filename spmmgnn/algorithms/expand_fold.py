@@ -24,9 +24,9 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ..halo import HaloPlan
-from ..local_matrix import LocalCSR
-from ..stats import CommStats
+from ..exchange.halo import HaloPlan
+from ..local.local_matrix import LocalCSR
+from ..runtime.stats import CommStats
 from .ghost import GhostBlock
 
 

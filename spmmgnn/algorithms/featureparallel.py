@@ -21,14 +21,14 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ..buffers import BufferPool
-from ..convert import mpi_float_type
-from ..halo import displacements
+from ..backend.convert import mpi_float_type
+from ..exchange.halo import displacements
 from ..layout import Partition
-from ..local_matrix import LocalCSR
-from ..machine import available_bytes, ranks_on_this_node
-from ..stats import CommStats
-from ..wire import allgather_json
+from ..local.local_matrix import LocalCSR
+from ..runtime.buffers import BufferPool
+from ..runtime.machine import available_bytes, ranks_on_this_node
+from ..runtime.stats import CommStats
+from ..runtime.wire import allgather_json
 from .base import DistSpMM
 
 # bytes per non-zero of the replicated A: float64 value + index, a float32 copy, the transposed

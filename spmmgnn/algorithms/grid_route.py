@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from ..halo import HaloPlan
-from ..stats import CommStats
+from ..exchange.halo import HaloPlan
+from ..runtime.stats import CommStats
 from .summa import Summa, summa_sent
 from .tiles import SummaTiles, grid_shape3
 

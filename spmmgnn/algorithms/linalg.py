@@ -4,7 +4,7 @@ tall-skinny QR, and rows by global id. ``DistSpMM`` inherits these methods.
 Each method takes this rank's rows (``side="input"``: the rows of X, laid out like the
 columns of A; ``"output"``: the rows of ``A @ X``), as numpy arrays or CPU torch tensors,
 float32 or float64, 2-D or a 1-D vector, and returns the input's kind. All are collective
-over the grid and follow the rule of ``spmmgnn.collectives``: sums run over
+over the grid and follow the rule of ``spmmgnn.exchange.collectives``: sums run over
 ``grid.across_block_rows`` (each row once, also on a 1.5D grid whose replicas hold the same
 rows), and every rank gets the same bits. Inputs are validated like ``matmul``'s; ``dot``,
 ``norm`` and ``gram`` fold the agreement (call, side, widths, dtype, errors) into the
@@ -26,13 +26,13 @@ import numpy as np
 import scipy.linalg
 from mpi4py import MPI
 
-from .. import kernels
-from ..collectives import REDUCE_OPS, allgather_blocks, allreduce_rows, fetch_rows_by_id
-from ..convert import FLOAT_DTYPES, is_torch, like_input, to_numpy
-from ..errors import SpmmgnnError, agree, collective_error
-from ..hashing import mix64
-from ..threads import scope
-from ..wire import allgather_json
+from ..backend.convert import FLOAT_DTYPES, is_torch, like_input, to_numpy
+from ..exchange.collectives import REDUCE_OPS, allgather_blocks, allreduce_rows, fetch_rows_by_id
+from ..local import kernels
+from ..local.hashing import mix64
+from ..runtime.errors import SpmmgnnError, agree, collective_error
+from ..runtime.threads import scope
+from ..runtime.wire import allgather_json
 
 CHOLQR_MAX_COND = 1e6  # above this the first Cholesky factor hands over to TSQR
 ROWS_ERROR = "expected this rank's"  # in check_local's message for a wrong shape

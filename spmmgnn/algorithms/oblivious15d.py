@@ -8,18 +8,14 @@ per stage, then the same all-reduce. c = 1 is oblivious1d.
 
 from __future__ import annotations
 
-import numpy as np
-
 from .base import DistSpMM
 from .block_broadcast import BlockBroadcast
-from .on_device import attach_device
 from .replication import Replication
 
 
 class Oblivious15D(DistSpMM):
     name = "oblivious15d"
     grid_kinds = ("1d", "1.5d")
-    runs_on_device = True
 
     def __init__(self, grid, partition, block_row, col_partition=None, **options):
         super().__init__(grid, partition, block_row, col_partition, **options)
@@ -27,16 +23,16 @@ class Oblivious15D(DistSpMM):
         self.stages = self.replication.stages
         self.product = BlockBroadcast(block_row, grid.across_block_rows, self.col_offsets,
                                       self.stages,
-                                      ~grid.node_map(grid.across_block_rows).same)
-        attach_device(self)
+                                      ~grid.node_map(grid.across_block_rows).same,
+                                      self.backend, grid.link(grid.across_block_rows))
 
     def local_nnz(self) -> int:
         return self.product.nnz
 
-    def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
+    def _matmul(self, x, out, key: int) -> None:
         self.product.matmul(x, out, self.stats)
         self.replication.allreduce(out, self.stats)
 
-    def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
+    def _matmul_t(self, y, out, key: int) -> None:
         self.product.matmul_t(y, out, self.stats)
         self.replication.allreduce(out, self.stats)

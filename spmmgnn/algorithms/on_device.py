@@ -20,7 +20,7 @@ torch doing the local work on the device:
   partial sums are reduced on the host.
 * 1.5D: the replicas' all-reduce runs on a host copy of the result.
 
-Host <-> device copies are counted as the ``device_host`` tier (``spmmgnn.device``). Every
+Host <-> device copies are counted as the ``device_host`` tier (``spmmgnn.backend.device``). Every
 codec encodes and decodes on the device with the CPU codec's wire bytes: the casts (float32,
 float16, bfloat16) with torch's round-to-nearest-even, the integer codecs (int8, int4, int2)
 with ``device_quantize`` (the same stochastic rounding, bit for bit); only packed rows leave
@@ -33,9 +33,9 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from .. import kernels
-from ..device import device_error, to_device, to_host
-from ..errors import SpmmgnnError, agree, collective_error
+from ..backend.device import device_error, to_device, to_host
+from ..local import kernels
+from ..runtime.errors import SpmmgnnError, agree, collective_error
 from .base import CALLS, DistSpMM, device_families, local_input_error
 from .block_broadcast import BlockBroadcast
 from .device_products import DeviceBroadcast, DeviceProduct

@@ -23,14 +23,14 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from .. import kernels
-from ..convert import mpi_float_type
-from ..errors import collective_error
+from ..backend.convert import mpi_float_type
+from ..exchange.halo import displacements
 from ..grid import ProcessGrid
-from ..halo import displacements
+from ..local import kernels
+from ..runtime.errors import collective_error
+from ..runtime.stats import CommStats
+from ..runtime.threads import get_threads
 from ..stages import stage_ranges
-from ..stats import CommStats
-from ..threads import get_threads
 from .base import DistSpMM
 from .tiles import coo_of, local_csr, redistribute
 

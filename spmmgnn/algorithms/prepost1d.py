@@ -28,12 +28,11 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ..halo import displacements
-from ..local_matrix import LocalCSR, split_columns
-from ..wire import allgather_json
+from ..exchange.halo import displacements
+from ..local.local_matrix import LocalCSR, split_columns
+from ..runtime.wire import allgather_json
 from .base import DistSpMM
 from .ghost import GhostBlock, resolve_codecs
-from .on_device import attach_device
 from .vertex_cover import min_vertex_cover
 
 
@@ -67,7 +66,6 @@ class PrePost1D(DistSpMM):
     name = "prepost1d"
     takes_codecs = True
     takes_exchange = True
-    runs_on_device = True
 
     def __init__(self, grid, partition, block_row, col_partition=None,
                  codec: str | None = None, codec_backward: str | None = "same",
@@ -81,9 +79,10 @@ class PrePost1D(DistSpMM):
         self.plan = self.halo_plan(comm, self._virtual_offsets, self._ghost_virtual,
                                    self.codec, self.codec_backward, codec_seed, grid.rank)
         # M_recv multiplies the received rows (read in place inside a node sharing memory)
-        self.received = GhostBlock([self.M_recv], self.plan, self.stats,
+        be = self.backend
+        self.own, self.pre = be.block(self.diag), be.block(self.M_send)
+        self.received = GhostBlock([be.block(self.M_recv)], self.plan, self.stats,
                                    ("pre_recv", "post_partial"))
-        attach_device(self)
 
     # ------------------------------------------------------------ plan (pattern only)
     def _build(self, comm: MPI.Comm, cut: sp.coo_array, ghost_ids: np.ndarray) -> None:
@@ -172,24 +171,27 @@ class PrePost1D(DistSpMM):
     def local_matrices(self) -> list:
         return [self.diag, self.M_recv, self.M_send]
 
+    def backend_blocks(self) -> list:
+        return [self.own, *self.received.ghosts, self.pre]
+
     # ------------------------------------------------------------ per call
-    def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
+    def _matmul(self, x, out, key: int) -> None:
         f, plan, stats = x.shape[1], self.plan, self.stats
-        send = plan.buffer("pre_send", plan.n_send, f, x.dtype)
+        send = plan.buffer("pre_send", plan.n_send, f, self.backend.dtype(x))
         with stats.timing("seconds_multiply"):
-            self.M_send.matmul(x, send, accumulate=False)  # X rows + pre-aggregated sums
+            self.pre.matmul(x, send, accumulate=False)  # X rows + pre-aggregated sums
         started = self.received.start_bcast(send, key)
         with stats.timing("seconds_multiply"):
-            self.diag.matmul(x, out, accumulate=False)
+            self.own.matmul(x, out, accumulate=False)
         self.received.finish_bcast(started, out)  # + M_recv R
 
-    def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
+    def _matmul_t(self, y, out, key: int) -> None:
         f, plan, stats = y.shape[1], self.plan, self.stats
-        back = plan.buffer("pre_back", plan.n_send, f, y.dtype)
+        back = plan.buffer("pre_back", plan.n_send, f, self.backend.dtype(y))
         back[:] = 0
         pending = self.received.start_reduce(y, back, key)  # M_recv^T Y_p to the senders
         with stats.timing("seconds_multiply"):
-            self.diag.t_matmul(y, out, accumulate=False)
+            self.own.t_matmul(y, out, accumulate=False)
         pending.finish()
         with stats.timing("seconds_multiply"):
-            self.M_send.t_matmul(back, out, accumulate=True)
+            self.pre.t_matmul(back, out, accumulate=True)

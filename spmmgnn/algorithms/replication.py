@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from mpi4py import MPI
 
-from ..convert import mpi_float_type
 from ..grid import ProcessGrid
+from ..runtime.stats import CommStats
 from ..stages import stages_of
-from ..stats import CommStats
 
 
 class Replication:
@@ -25,6 +23,7 @@ class Replication:
     def __init__(self, grid: ProcessGrid):
         self.grid = grid
         self.stages = stages_of(grid.n_block_rows, grid.replication, grid.replica)
+        self.link = grid.link(grid.across_replicas)
 
     def restrict(self, block_row: sp.csr_array, col_offsets: np.ndarray) -> sp.csr_array:
         """The block row with only the columns of this replica's stages (global ids kept)."""
@@ -36,11 +35,10 @@ class Replication:
         return sp.csr_array((block_row.data[keep], (rows[keep], block_row.indices[keep])),
                             shape=block_row.shape)
 
-    def allreduce(self, out: np.ndarray, stats: CommStats) -> None:
-        """Sum the c replicas' partial results in place."""
+    def allreduce(self, out, stats: CommStats) -> None:
+        """Sum the c replicas' partial results in place (the grid's backend arrays)."""
         if self.grid.replication == 1:
             return
         with stats.timing("seconds_allreduce"):
-            self.grid.across_replicas.Allreduce(MPI.IN_PLACE, [out, mpi_float_type(out.dtype)],
-                                                op=MPI.SUM)
-        stats.count_allreduce(out.nbytes)
+            self.link.allreduce(out, "sum", stats, "replicas")
+        stats.count_allreduce(self.grid.backend.nbytes(out))

@@ -14,11 +14,8 @@ backwards, then the same all-reduce.
 
 from __future__ import annotations
 
-import numpy as np
-
 from .base import DistSpMM
 from .ghost import GhostProduct, resolve_codecs
-from .on_device import attach_device
 from .replication import Replication
 
 
@@ -27,7 +24,6 @@ class Sparse15D(DistSpMM):
     grid_kinds = ("1d", "1.5d")
     takes_codecs = True
     takes_exchange = True
-    runs_on_device = True
 
     def __init__(self, grid, partition, block_row, col_partition=None,
                  codec: str | None = None, codec_backward: str | None = "same",
@@ -40,9 +36,8 @@ class Sparse15D(DistSpMM):
         self.product = GhostProduct(mine, grid.across_block_rows, self.col_offsets,
                                     self.col_lo, self.col_hi, self.stats, self.codec,
                                     self.codec_backward, seed=codec_seed, stream=grid.rank,
-                                    make_plan=self.halo_plan)
+                                    make_plan=self.halo_plan, backend=self.backend)
         self.plan = self.product.plan
-        attach_device(self)
 
     def exchange_plans(self) -> list:
         return [self.plan]
@@ -50,11 +45,11 @@ class Sparse15D(DistSpMM):
     def local_nnz(self) -> int:
         return self.product.nnz
 
-    def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
+    def _matmul(self, x, out, key: int) -> None:
         self.product.matmul(x, out, key)
         self.replication.allreduce(out, self.stats)
 
-    def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
+    def _matmul_t(self, y, out, key: int) -> None:
         self.product.matmul_t(y, out, key)
         self.replication.allreduce(out, self.stats)
 

@@ -10,18 +10,14 @@ computed first, reduced into their owners' rows while the diagonal block is mult
 
 from __future__ import annotations
 
-import numpy as np
-
 from .base import DistSpMM
 from .ghost import GhostProduct, resolve_codecs
-from .on_device import attach_device
 
 
 class Sparse1D(DistSpMM):
     name = "sparse1d"
     takes_codecs = True
     takes_exchange = True
-    runs_on_device = True
     delayed_remote = True
 
     def __init__(self, grid, partition, block_row, col_partition=None,
@@ -32,9 +28,8 @@ class Sparse1D(DistSpMM):
         self.product = GhostProduct(block_row, grid.across_block_rows, self.col_offsets,
                                     self.col_lo, self.col_hi, self.stats, self.codec,
                                     self.codec_backward, seed=codec_seed, stream=grid.rank,
-                                    make_plan=self.halo_plan)
+                                    make_plan=self.halo_plan, backend=self.backend)
         self.plan = self.product.plan
-        attach_device(self)
 
     def exchange_plans(self) -> list:
         return [self.plan]
@@ -42,8 +37,8 @@ class Sparse1D(DistSpMM):
     def local_nnz(self) -> int:
         return self.product.nnz
 
-    def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
+    def _matmul(self, x, out, key: int) -> None:
         self.product.matmul(x, out, key)
 
-    def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
+    def _matmul_t(self, y, out, key: int) -> None:
         self.product.matmul_t(y, out, key)

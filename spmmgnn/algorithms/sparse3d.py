@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import kernels
+from ..local import kernels
 from .expand_fold import ExpandFold
 from .sparse2d import Sparse2D
 

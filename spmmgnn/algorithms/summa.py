@@ -29,14 +29,14 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from .. import kernels
-from ..buffers import BufferPool
-from ..convert import mpi_float_type
+from ..backend.convert import mpi_float_type
+from ..exchange.halo import displacements
 from ..grid import ProcessGrid
-from ..halo import displacements
+from ..local import kernels
+from ..runtime.buffers import BufferPool
+from ..runtime.stats import CommStats
+from ..runtime.threads import get_threads
 from ..stages import stage_ranges
-from ..stats import CommStats
-from ..threads import get_threads
 from .block_broadcast import count_stage
 from .tiles import PartSet, SummaTiles, part_of
 

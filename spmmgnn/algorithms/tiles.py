@@ -21,8 +21,8 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
+from ..exchange.halo import displacements
 from ..grid import ProcessGrid
-from ..halo import displacements
 
 
 class PartSet:

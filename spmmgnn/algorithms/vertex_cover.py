@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..jit import njit
+from ..runtime.jit import njit
 
 
 def min_vertex_cover(B: sp.csr_array) -> tuple[np.ndarray, np.ndarray]:

@@ -16,12 +16,12 @@ An epoch of an L-layer GCN is ``2L`` SpMMs of width f (forward and backward, no 
 cache, as in the paper's ``T = 2L (...)``); dense layers are not modelled.
 
 **Two tiers** (``Machine.two_tier``, ``spmmgnn model --ranks-per-node K``): the sparse
-algorithms' phases carry their tier (``volumes.Phase``); inside a node they cost
-``alpha_intra, beta_intra``, between nodes ``alpha, beta`` with the node's links shared by its
-ranks (the max-rate model of ``spmmgnn.tiers``). A flat exchange's intra- and inter-node
-messages travel at the same time (the slower part counts), the node-aware exchange's three
-legs one after the other. The collectives of the other algorithms are priced at the network's
-alpha and beta as before.
+algorithms' phases carry their tier (``volumes.Phase``); inside a node they cost ``alpha_intra,
+beta_intra``, between nodes ``alpha, beta`` with the node's links shared by its ranks (the
+max-rate model of ``spmmgnn.exchange.tiers``). A flat exchange's intra- and inter-node messages
+travel at the same time (the slower part counts), the node-aware exchange's three legs one after
+the other. The collectives of the other algorithms are priced at the network's alpha and beta as
+before.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..tiers import (
+from ..exchange.tiers import (
     NETWORKS,  # noqa: F401  (re-exported: costs.NETWORKS)
     DeviceLink,
     Network,
@@ -50,8 +50,8 @@ class Machine:
     """The model's machine: the network's alpha (s per message) and beta (s per byte), the
     local kernel's rate (non-zeros x columns per second, one rank) and, for the two-tier
     model, the ranks per node and the intra-node alpha and beta (``nics`` network links per
-    node; ``spmmgnn.tiers``). With a ``link`` every rank runs on a GPU behind it: ``rate``
-    is then the device's local product and each call adds the host <-> device leg."""
+    node; ``spmmgnn.exchange.tiers``). With a ``link`` every rank runs on a GPU behind it:
+    ``rate`` is then the device's local product and each call adds the host <-> device leg."""
 
     alpha: float
     beta: float
@@ -307,7 +307,7 @@ def delayed_notes(exact: list[dict], stale: list[dict]) -> list[str]:
 def measure_rate(A, f: int, dtype="float32", repeat: int = 3) -> float:
     """Non-zeros x columns per second of the local numba kernel on A (this process's
     threads), best of ``repeat`` after a warm-up."""
-    from ..local_matrix import LocalCSR
+    from ..local.local_matrix import LocalCSR
 
     L = LocalCSR(A)
     x = np.random.default_rng(0).standard_normal((A.shape[1], f)).astype(dtype)

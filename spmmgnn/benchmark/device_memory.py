@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SpmmgnnError
 from ..nn.memory import DENSE, ModelShape, dense_bytes
+from ..runtime.errors import SpmmgnnError
 from ..stages import stage_ranges
 from .device_volumes import OBLIVIOUS, runs_on_device
 from .volumes import Layout, predict

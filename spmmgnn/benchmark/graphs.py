@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.graph import Graph
-from ..errors import SpmmgnnError
+from ..runtime.errors import SpmmgnnError
 
 # name -> {parameter: type}; the values are passed as keyword arguments to the generator
 PARAMS: dict[str, dict[str, type]] = {

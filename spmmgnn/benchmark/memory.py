@@ -40,9 +40,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..algorithms import ALGORITHMS
-from ..codecs import CastCodec, get_codec
-from ..errors import SpmmgnnError
+from ..local.codecs import CastCodec, get_codec
 from ..nn.memory import DENSE, BlockPlace, ModelShape, block_bytes, dense_bytes
+from ..runtime.errors import SpmmgnnError
 from ..stages import stage_ranges
 from .kept_volumes import KEPT
 from .volumes import CODEC_ALGORITHMS, Layout, predict, takes_summa

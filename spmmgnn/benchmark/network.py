@@ -13,8 +13,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ..errors import agree
-from ..wire import bcast_json
+from ..runtime.errors import agree
+from ..runtime.wire import bcast_json
 
 SIZES = tuple(2 ** e for e in range(3, 23, 2))  # 8 B ... 4 MiB
 

@@ -30,8 +30,8 @@ import numpy as np
 from numba import njit
 
 from ..algorithms.prepost1d import cover_split
-from ..hashing import hash_ids
-from ..nodes import carriers, node_of_rank
+from ..exchange.nodes import carriers, node_of_rank
+from ..local.hashing import hash_ids
 from ..stages import stage_ranges
 from .grid_rows import grid_rows
 

@@ -18,9 +18,9 @@ import math
 import warnings
 from pathlib import Path
 
-from ..atomic import open_append
 from ..data.limits import check_input_file
-from ..errors import SpmmgnnError
+from ..runtime.atomic import open_append
+from ..runtime.errors import SpmmgnnError
 
 _NUMBER = (int, float)
 JSON_INFLATION = 8  # bytes of Python objects per byte of JSON text, about

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import SpmmgnnError
+from ..runtime.errors import SpmmgnnError
 from .runs import PHASES
 
 PLOTS = ("time_vs_P", "breakdown", "partitioners", "replication", "bytes_per_rank", "codecs")
@@ -80,7 +80,7 @@ def pyplot():
 def save_png(fig, path) -> None:
     """Write a figure atomically (``atomic.atomic_path``: never half a PNG, never a device
     replaced)."""
-    from ..atomic import atomic_path
+    from ..runtime.atomic import atomic_path
 
     with atomic_path(path, "plot") as tmp:
         fig.savefig(tmp, dpi=80, format="png", bbox_inches="tight")
@@ -445,7 +445,7 @@ def write_report(records: list[dict], out: str | Path) -> list[Path]:
     """Write ``summary.md`` into ``out`` and every plot of ``PLOTS`` into a sub-folder per
     graph, named after it (the same layout for one graph or many); returns the paths. A run recorded
     more than once (failed, then retried) counts with its newest record."""
-    from ..atomic import write_text_atomic
+    from ..runtime.atomic import write_text_atomic
     from .records import latest
 
     records = latest(records)

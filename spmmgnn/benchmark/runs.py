@@ -11,8 +11,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ..errors import SpmmgnnError, agree, check_on_root
-from ..wire import bcast_json, gather_json
+from ..runtime.errors import SpmmgnnError, agree, check_on_root
+from ..runtime.wire import bcast_json, gather_json
 
 PHASES = ("local", "exchange", "allreduce", "codec", "dense", "other")
 

@@ -17,8 +17,8 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 
 from ..data.limits import check_input_file
-from ..errors import SpmmgnnError, collective_error
 from ..grid import format_shape, parse_grid
+from ..runtime.errors import SpmmgnnError, collective_error
 
 MODES = ("spmm", "train")
 LIST_KEYS = ("graphs", "modes", "algorithms", "replication", "partitioners", "codecs",
@@ -78,7 +78,7 @@ class SweepConfig:
 
     def check(self) -> SweepConfig:
         from ..algorithms import ALGORITHMS
-        from ..codecs import get_codec
+        from ..local.codecs import get_codec
         from .graphs import parse_spec
 
         for f in fields(self):

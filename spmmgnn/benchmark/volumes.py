@@ -31,10 +31,10 @@ from numba import njit
 from ..algorithms import ALGORITHMS
 from ..algorithms.plexus3d import plexus_blocks, plexus_orders
 from ..algorithms.vertex_cover import min_vertex_cover
-from ..codecs import get_codec
-from ..errors import SpmmgnnError
+from ..exchange.nodes import node_of_rank
 from ..layout import resolve_partition
-from ..nodes import node_of_rank
+from ..local.codecs import get_codec
+from ..runtime.errors import SpmmgnnError
 from ..stages import stage_ranges
 from .grid_rows import grid_rows
 from .node_volumes import Needs, algorithm_needs, exchange_rows, tier_bytes

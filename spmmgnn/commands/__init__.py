@@ -61,8 +61,8 @@ def check_parts_per_node(method: str, K: int | None, parts: dict[str, int],
     """``--parts-per-node K`` goes with a ``twolevel:`` partitioner (given by ``flag``), and it
     with K, a divisor of every block-row count in ``parts`` (its flag or point -> k): the
     partitioner's own error would name its internal ``parts_per_node``."""
-    from ..errors import SpmmgnnError
     from ..partitioners.twolevel import is_two_level
+    from ..runtime.errors import SpmmgnnError
 
     where = ", ".join(f"{name} {k}" for name, k in parts.items())
     if is_two_level(method) and K is None:

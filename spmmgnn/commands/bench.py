@@ -17,9 +17,9 @@ import time
 
 from mpi4py import MPI
 
-from ..atomic import check_writable
-from ..errors import SpmmgnnError, check_on_root
-from ..wire import bcast_json
+from ..runtime.atomic import check_writable
+from ..runtime.errors import SpmmgnnError, check_on_root
+from ..runtime.wire import bcast_json
 from . import EXCHANGE_HELP, RANKS_PER_NODE_HELP, count_arg, grid_arg
 
 PRESETS = {
@@ -126,7 +126,7 @@ def _network(comm, args) -> int:
 
 def run(args) -> int:
     from ..benchmark.runs import run_sweep
-    from ..threads import default_threads, set_threads
+    from ..runtime.threads import default_threads, set_threads
 
     comm = MPI.COMM_WORLD
     threads = set_threads(args.threads or default_threads(comm))

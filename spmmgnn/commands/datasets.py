@@ -19,9 +19,9 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ..atomic import check_not_input, check_writable
 from ..data.csbm import DEFAULTS, MAX_SIGNAL
-from ..errors import check_on_root
+from ..runtime.atomic import check_not_input, check_writable
+from ..runtime.errors import check_on_root
 from . import (
     PARTS_PER_NODE_HELP,
     ROW_WEIGHT_HELP,

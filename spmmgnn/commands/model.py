@@ -13,16 +13,16 @@ times use the alpha-beta costs of ICPP'24 section 4 and the local kernel rate me
 oblivious2d/3d and plexus3d are also priced in their kept layouts (``train --grid-layout`` /
 ``--plexus-blocks``: a training step without conversions but the logits', next to the same
 SpMMs in the row layout), and ``--memory`` gives them ``<name> kept`` rows.
-``--ranks-per-node K`` prices two tiers (inside a node, between nodes: ``spmmgnn.tiers``) and
-the sparse algorithms with the flat and the node-aware exchange, and says which
-``--exchange auto`` would pick. ``--device-link NAME`` also projects one GPU per rank behind
-that host <-> device link (``spmmgnn.tiers.DEVICE_LINKS``): the algorithms that run on a
-device grid, at the device's local rate, each call adding the bytes its ``device_host`` tier
-counts. ``--memory --device-memory GiB`` says, per rank, whether the operator's blocks and
-exchange buffers fit a device of that size, and which do not. ``--memory`` prints the bytes
-the largest rank holds while training a GCN, by component (block-row CSR, halo index lists,
-exchange buffers, its rows of the data, activations and gradients, weights with Adam's
-moments); ``spmmgnn.benchmark.memory`` says what each counts.
+``--ranks-per-node K`` prices two tiers (inside a node, between nodes:
+``spmmgnn.exchange.tiers``) and the sparse algorithms with the flat and the node-aware exchange,
+and says which ``--exchange auto`` would pick. ``--device-link NAME`` also projects one GPU per
+rank behind that host <-> device link (``spmmgnn.exchange.tiers.DEVICE_LINKS``): the algorithms
+that run on a device grid, at the device's local rate, each call adding the bytes its
+``device_host`` tier counts. ``--memory --device-memory GiB`` says, per rank, whether the
+operator's blocks and exchange buffers fit a device of that size, and which do not. ``--memory``
+prints the bytes the largest rank holds while training a GCN, by component (block-row CSR, halo
+index lists, exchange buffers, its rows of the data, activations and gradients, weights with
+Adam's moments); ``spmmgnn.benchmark.memory`` says what each counts.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ import sys
 
 from mpi4py import MPI
 
-from ..atomic import check_writable
-from ..errors import SpmmgnnError, check_on_root
-from ..tiers import DEVICE_LINKS, DEVICE_RATE
+from ..exchange.tiers import DEVICE_LINKS, DEVICE_RATE
+from ..runtime.atomic import check_writable
+from ..runtime.errors import SpmmgnnError, check_on_root
 from . import PARTS_PER_NODE_HELP, check_parts_per_node, count_arg, grid_arg
 
 
@@ -191,7 +191,7 @@ def _alpha_beta(args) -> tuple[float, float, str]:
 
 def _intra(args) -> tuple[float, float, int, str]:
     """(alpha_intra, beta_intra, network links per node, where they come from)."""
-    from ..tiers import NETWORKS, SHARED_MEMORY
+    from ..exchange.tiers import NETWORKS, SHARED_MEMORY
 
     net = NETWORKS.get(args.preset) if args.preset else None
     alpha = args.alpha_intra or (net.alpha_intra if net else SHARED_MEMORY[0])
@@ -234,8 +234,8 @@ def _memory(args) -> dict:
 
     from ..benchmark.graphs import make_graph
     from ..benchmark.memory import ModelShape, format_memory, memory_rows
-    from ..codecs import get_codec
     from ..data.normalize import normalize
+    from ..local.codecs import get_codec
 
     _check_args(args)
     timing = [f"--{name.replace('_', '-')}" for name in ("alpha", "beta", "network", "preset",
@@ -275,7 +275,7 @@ def _memory(args) -> dict:
         out["device_memory_gib"] = args.device_memory
         out["device"] = _device_memory(A, args, algorithms, shape, layouts)
     if args.json:
-        from ..atomic import write_text_atomic
+        from ..runtime.atomic import write_text_atomic
 
         write_text_atomic(args.json, json.dumps(out, indent=1), "--json output")
     return out
@@ -370,7 +370,7 @@ def _work(args) -> dict:
     if args.plot:
         _plot(rows, args, args.plot)
     if args.json:
-        from ..atomic import write_text_atomic
+        from ..runtime.atomic import write_text_atomic
 
         write_text_atomic(args.json, json.dumps(out, indent=1), "--json output")
     return out
@@ -410,7 +410,7 @@ def _on_devices(A, args, m, itemsize: int, layouts: dict, cpu: list[dict]):
     import dataclasses
 
     from ..benchmark import costs
-    from ..tiers import device_link
+    from ..exchange.tiers import device_link
 
     name = args.device_link
     link = device_link(name)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from mpi4py import MPI
 
-from ..atomic import check_writable, write_text_atomic
-from ..errors import SpmmgnnError, check_on_root
+from ..runtime.atomic import check_writable, write_text_atomic
+from ..runtime.errors import SpmmgnnError, check_on_root
 from . import PARTS_PER_NODE_HELP, ROW_WEIGHT_HELP, check_parts_per_node, count_arg
 
 # input files from this size on announce their reading (it takes seconds)

@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..benchmark.records import read_records
     from ..benchmark.report import write_report
-    from ..errors import SpmmgnnError, check_on_root
+    from ..runtime.errors import SpmmgnnError, check_on_root
 
     comm = MPI.COMM_WORLD
 

@@ -9,12 +9,12 @@ import numpy as np
 from mpi4py import MPI
 
 from ..algorithms import ALGORITHMS, DistSpMM
-from ..atomic import check_writable, write_text_atomic
-from ..device import synchronizer, to_device, to_host
-from ..errors import agree, check_on_root, collective_error
-from ..machine import check_memory
-from ..threads import default_threads, set_threads
-from ..wire import bcast_json, gather_json
+from ..backend.device import synchronizer, to_device, to_host
+from ..runtime.atomic import check_writable, write_text_atomic
+from ..runtime.errors import agree, check_on_root, collective_error
+from ..runtime.machine import check_memory
+from ..runtime.threads import default_threads, set_threads
+from ..runtime.wire import bcast_json, gather_json
 from . import (
     EXCHANGE_HELP,
     GRID_HELP,

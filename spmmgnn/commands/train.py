@@ -9,8 +9,8 @@ from __future__ import annotations
 from mpi4py import MPI
 
 from ..algorithms import ALGORITHMS
-from ..codecs import CODECS
 from ..data.csbm import DEFAULTS, MAX_SIGNAL
+from ..local.codecs import CODECS
 from . import (
     EXCHANGE_HELP,
     GRID_HELP,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import SpmmgnnError
+from ..runtime.errors import SpmmgnnError
 from .generators import check_size
 from .graph import Graph
 from .splits import random_split

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import SpmmgnnError
-from ..machine import check_memory
+from ..runtime.errors import SpmmgnnError
+from ..runtime.machine import check_memory
 
 # bytes a generator holds at its peak per drawn entry (int64 row and column, their
 # filtered and mirrored copies, the COO -> CSR conversion) and per vertex

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import SpmmgnnError
-from ..jit import njit, prange
+from ..runtime.errors import SpmmgnnError
+from ..runtime.jit import njit, prange
 
 
 @dataclass

@@ -28,10 +28,10 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from .. import signals
-from ..atomic import SinkFile, atomic_path
-from ..errors import SpmmgnnError, collective_error
-from ..halo import displacements
+from ..exchange.halo import displacements
+from ..runtime import signals
+from ..runtime.atomic import SinkFile, atomic_path
+from ..runtime.errors import SpmmgnnError, collective_error
 from .limits import MAX_INFLATION
 
 FORMAT = "spmmgnn-graph"

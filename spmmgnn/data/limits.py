@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import SpmmgnnError
-from ..machine import check_memory, format_bytes
+from ..runtime.errors import SpmmgnnError
+from ..runtime.machine import check_memory, format_bytes
 
 MAX_VERTICES = 2**31 - 1      # vertex ids fit int32
 FREE_VERTICES = 2**20         # always allowed, whatever the file size

@@ -30,7 +30,7 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
-from ..errors import SpmmgnnError
+from ..runtime.errors import SpmmgnnError
 from .graph import Graph
 from .h5graph import read_block_row
 from .limits import NpzError, check_input_file, check_vertices, data_bytes, read_npz

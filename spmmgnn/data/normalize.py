@@ -28,9 +28,9 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ..collectives import fetch_rows_by_id
-from ..errors import SpmmgnnError, collective_error
-from ..jit import njit
+from ..exchange.collectives import fetch_rows_by_id
+from ..runtime.errors import SpmmgnnError, collective_error
+from ..runtime.jit import njit
 
 NORMALIZATIONS = ("gcn", "mean", "none")
 # weights above this are scaled down first: a row sum of up to 2**31 of them stays finite
@@ -272,7 +272,7 @@ def gcn_norm_block_row(block: sp.csr_array, offsets: np.ndarray, comm: MPI.Comm,
     scale = weight_scale(_agree_on_degrees(comm, "gcn", deg, bad, ids, max_abs))
     if scale != 1.0:
         deg = _degrees(B, scale)[0]
-    from ..local_matrix import ghost_columns
+    from ..local.local_matrix import ghost_columns
 
     ghost = ghost_columns(B.indices, lo, hi, B.shape[1])
     inv_own = _inv(deg, 0.5)

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import SpmmgnnError
+from ..runtime.errors import SpmmgnnError
 from .graph import Graph
 from .limits import check_vertices, data_bytes
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import SpmmgnnError
 from ..layout import Partition
+from ..runtime.errors import SpmmgnnError
 from .graph import Graph
 from .h5graph import write_graph
 from .splits import SPLITS, SplitPlan, SplitWarning, complete_split

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import SpmmgnnError
+from ..runtime.errors import SpmmgnnError
 from .limits import check_input_file
 
 # a text line holds at most this many bytes per vertex when parsed (float64 and the tokens)

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ..convert import to_numpy
-from ..errors import SpmmgnnError
-from ..machine import check_memory
+from ..backend.convert import to_numpy
+from ..runtime.errors import SpmmgnnError
+from ..runtime.machine import check_memory
 from .graph import Graph
 from .limits import MAX_VERTICES, data_bytes, vertex_limit
 

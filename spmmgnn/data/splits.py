@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import SpmmgnnError
-from ..hashing import uniform_by_id
+from ..local.hashing import uniform_by_id
+from ..runtime.errors import SpmmgnnError
 
 SPLITS = ("train", "val", "test")
 FRACTIONS = {"train": 0.6, "val": 0.2, "test": 0.2}

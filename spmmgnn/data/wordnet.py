@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import SpmmgnnError
+from ..runtime.errors import SpmmgnnError
 from .graph import Graph
 from .splits import random_split
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..hashing import GOLDEN, splitmix64_torch
-from ..hashing import shr64 as _shr
-from ..hashing import signed64 as _signed
+from ..local.hashing import GOLDEN, splitmix64_torch
+from ..local.hashing import shr64 as _shr
+from ..local.hashing import signed64 as _signed
 from .dropout import _threshold, stream_key
 
 COLUMN = 0xD1B54A32D192ED03  # the per-column stride of the numba kernels

@@ -14,11 +14,11 @@ import numpy as np
 import torch
 from numba import njit, prange, uint64
 
-from .. import hashing
-from ..buffers import recycled_empty
-from ..hashing import mix64
-from ..jit import real
-from ..threads import scoped
+from ..local import hashing
+from ..local.hashing import mix64
+from ..runtime.buffers import recycled_empty
+from ..runtime.jit import real
+from ..runtime.threads import scoped
 
 splitmix64 = real(hashing.splitmix64)  # eager numba kernels below call it
 

@@ -4,7 +4,7 @@ Every rank holds the same weights and computes the gradient of its own rows' sha
 loss; the full gradient is the sum of the shares over the ranks holding distinct rows
 (``grid.across_block_rows``), each row once. Summing over the whole world instead would count
 each row c times on a 1.5D grid (c replicas of every block row). The rule is
-``spmmgnn.collectives.allreduce_rows``, which the trainer uses too.
+``spmmgnn.exchange.collectives.allreduce_rows``, which the trainer uses too.
 
 Parameters distributed by rows (``spmmgnn.nn.distributed_rows``, ``RowEmbedding``) are not
 summed: their gradient is already per row. Anything else must be replicated, and a parameter
@@ -21,8 +21,8 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from ..collectives import allreduce_rows
-from ..errors import agree, collective_error
+from ..exchange.collectives import allreduce_rows
+from ..runtime.errors import agree, collective_error
 from .rows import row_layout
 
 REGISTER = ("a table whose rows live with their vertices must be registered: "

@@ -37,9 +37,9 @@ from mpi4py import MPI
 
 from ..algorithms.base import DistSpMM
 from ..algorithms.summa import Summa
-from ..convert import mpi_float_type
-from ..errors import agree
-from ..halo import displacements
+from ..backend.convert import mpi_float_type
+from ..exchange.halo import displacements
+from ..runtime.errors import agree
 from ..stages import stage_ranges
 from .dropout import relu_dropout
 from .layers import GCNConv, aggregate_first

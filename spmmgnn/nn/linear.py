@@ -37,8 +37,8 @@ import numpy as np
 import torch
 from numba import njit, prange
 
-from ..buffers import recycled_empty
-from ..threads import get_threads, running_threads, scope
+from ..runtime.buffers import recycled_empty
+from ..runtime.threads import get_threads, running_threads, scope
 
 
 def linear(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None,

@@ -70,7 +70,7 @@ def model_problem(shape: ModelShape, rows: int, ranks: int = 1,
     """``machine.memory_problem`` of ``model_bytes`` on a rank of ``rows`` rows, ``ranks``
     ranks on this node (``node_need``: their ``model_bytes`` summed, when their rows
     differ); None when it fits."""
-    from ..machine import memory_problem
+    from ..runtime.machine import memory_problem
 
     need = model_bytes(shape, rows)
     model = (f"{shape.layers} layers {shape.features} -> {shape.hidden} -> {shape.classes}"
@@ -138,7 +138,7 @@ def block_problem(shape: ModelShape, place: BlockPlace, ranks: int = 1,
                   cache: bool = True) -> str | None:
     """``machine.memory_problem`` of training in the block layout ``place`` (all of
     ``block_bytes`` but the row layout's data, loaded already); None when it fits."""
-    from ..machine import memory_problem
+    from ..runtime.machine import memory_problem
 
     got = block_bytes(shape, place, cache)
     need = sum(v for k, v in got.items() if k != "features") + \

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from ..algorithms.base import DistSpMM
-from ..hashing import mix64
+from ..local.hashing import mix64
 from .device_dropout import device_ids, relu_dropout_torch, vertex_dropout_torch
 from .dropout import relu_dropout, vertex_dropout
 from .layers import LAYERS, NORMALIZATION, GCNConv, aggregation_chunk

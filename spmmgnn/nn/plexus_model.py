@@ -32,13 +32,13 @@ import torch
 from mpi4py import MPI
 from torch import nn
 
-from .. import kernels
 from ..algorithms.plexus3d import Plexus3D, plexus_orders
 from ..algorithms.tiles import local_csr, redistribute
-from ..convert import mpi_float_type
-from ..errors import collective_error
+from ..backend.convert import mpi_float_type
+from ..local import kernels
+from ..runtime.errors import collective_error
+from ..runtime.threads import get_threads
 from ..stages import stage_ranges
-from ..threads import get_threads
 from .dropout import dropout_mask
 from .layers import aggregate_first
 from .memory import BlockPlace

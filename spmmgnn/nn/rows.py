@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..errors import agree
-from ..hashing import uniform_by_id
+from ..local.hashing import uniform_by_id
+from ..runtime.errors import agree
 
 ATTR = "spmmgnn_rows"  # the attribute a registered parameter carries (a RowLayout)
 SIDES = ("input", "output")

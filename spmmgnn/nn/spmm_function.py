@@ -14,8 +14,8 @@ from __future__ import annotations
 import torch
 
 from ..algorithms.base import DistSpMM
-from ..errors import SpmmgnnError
-from ..hashing import mix64
+from ..local.hashing import mix64
+from ..runtime.errors import SpmmgnnError
 
 
 def spmm(op: DistSpMM, x: torch.Tensor, stream: int | None = None) -> torch.Tensor:

@@ -68,10 +68,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from ..errors import SpmmgnnError
 from ..layout import Partition
-from ..machine import idle_cores
-from ..threads import threads_for
+from ..runtime.errors import SpmmgnnError
+from ..runtime.machine import idle_cores
+from ..runtime.threads import threads_for
 from .budget import BASES_MAX_N, default_budget, plan_step, run_until
 from .estimate import KAMINPAR_ONLY_NNZ, SAY_AFTER, check_estimate, estimate, resolve
 from .hypergraph import kahypar_parts, mtkahypar_parts

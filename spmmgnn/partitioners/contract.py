@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import njit
+from ..runtime.jit import njit
 from .multilevel import _transpose
 
 # coarsen when n x k exceeds this: R-MAT 2^22 at k = 64 (2^28) ran KaMinPar directly at

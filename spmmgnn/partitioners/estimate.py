@@ -27,8 +27,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..errors import SpmmgnnError
-from ..machine import available_bytes, format_bytes
+from ..runtime.errors import SpmmgnnError
+from ..runtime.machine import available_bytes, format_bytes
 from .budget import DEFAULT_BUDGET, DEFAULT_MIN_BUDGET
 from .contract import coarsened
 

@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import SpmmgnnError
+from ..runtime.errors import SpmmgnnError
 from .model import ColumnNet
 
 # every parameter KaHyPar's direct k-way context needs; values of a km1 configuration

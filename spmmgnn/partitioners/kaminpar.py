@@ -34,7 +34,7 @@ import tempfile
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import SpmmgnnError
+from ..runtime.errors import SpmmgnnError
 from . import contract
 from .model import symmetric_graph
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..jit import njit, prange
-from ..threads import get_threads
+from ..runtime.jit import njit, prange
+from ..runtime.threads import get_threads
 
 
 def imbalance(values: np.ndarray) -> float:

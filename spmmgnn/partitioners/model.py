@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import SpmmgnnError
-from ..jit import njit
+from ..runtime.errors import SpmmgnnError
+from ..runtime.jit import njit
 
 
 def as_square_csr(A) -> sp.csr_array:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..jit import njit
+from ..runtime.jit import njit
 from .maxsend import refine_max_send
 from .model import ColumnNet
 

@@ -1,11 +1,11 @@
 """Two-level partitioning for node-aware exchanges: the nodes first, then the ranks of each.
 
-With the node-aware exchange (``spmmgnn.node_exchange``) a row crosses from node A to node B
-once per call whatever the number of B's ranks that need it, so the rows that cross between
-nodes are the connectivity-1 volume of the *node-level* partition (``part // parts_per_node``):
-``sum over columns c of (number of nodes needing c, owner's included) - 1``. A flat k-way
-partition minimizes the rank-level volume and is blind to which parts share a node. The
-two-level layout minimizes the node-level volume directly:
+With the node-aware exchange (``spmmgnn.exchange.node_exchange``) a row crosses from node A to
+node B once per call whatever the number of B's ranks that need it, so the rows that cross
+between nodes are the connectivity-1 volume of the *node-level* partition (``part //
+parts_per_node``): ``sum over columns c of (number of nodes needing c, owner's included) - 1``.
+A flat k-way partition minimizes the rank-level volume and is blind to which parts share a node.
+The two-level layout minimizes the node-level volume directly:
 
 1. partition A into ``k / parts_per_node`` parts (the nodes) with the base method;
 2. partition each node's induced submatrix ``A[S, S]`` into ``parts_per_node`` parts (its
@@ -29,8 +29,8 @@ from collections.abc import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import SpmmgnnError
 from ..layout import Partition
+from ..runtime.errors import SpmmgnnError
 from .maxsend import rebalance
 from .metrics import metrics
 from .model import ColumnNet, as_square_csr, load_cap, row_loads

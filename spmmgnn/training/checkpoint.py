@@ -18,10 +18,10 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from ..atomic import atomic_path
 from ..data.limits import NpzError, read_npz
-from ..errors import SpmmgnnError, agree
-from ..wire import bcast_array, bcast_json
+from ..runtime.atomic import atomic_path
+from ..runtime.errors import SpmmgnnError, agree
+from ..runtime.wire import bcast_array, bcast_json
 
 FORMAT = "spmmgnn-checkpoint-2"  # 2: the signature holds the data fingerprint
 OLD_FORMATS = ("spmmgnn-checkpoint-1",)

@@ -22,15 +22,15 @@ import torch
 from mpi4py import MPI
 
 from ..algorithms.base import DistSpMM
+from ..backend.device import to_device, to_host
 from ..data.graph import Graph
 from ..data.normalize import normalize, normalize_block_row
 from ..data.pyg import graph_from_pyg
 from ..data.splits import SPLITS, SplitPlan, SplitWarning, complete_split
-from ..device import to_device, to_host
-from ..errors import SpmmgnnError, agree, check_on_root
 from ..grid import ProcessGrid
 from ..layout import Partition
-from ..wire import bcast_json
+from ..runtime.errors import SpmmgnnError, agree, check_on_root
+from ..runtime.wire import bcast_json
 from .fingerprint import block_structure_sum, fingerprint, reduce_sum, structure_sum
 from .validate import check_training_rows, nonfinite_rows
 

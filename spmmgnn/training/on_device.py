@@ -17,11 +17,11 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from ..collectives import allreduce_rows
-from ..device import to_device, to_host
-from ..machine import format_bytes
+from ..backend.device import to_device, to_host
+from ..exchange.collectives import allreduce_rows
 from ..nn.memory import ModelShape, dense_bytes
-from ..wire import allgather_json
+from ..runtime.machine import format_bytes
+from ..runtime.wire import allgather_json
 
 MEMORY_ENV = "SPMMGNN_DEVICE_MEMORY"  # pretend a device's free bytes (tests, CI)
 INDEX_BYTES = 8  # torch sparse CSR keeps int64 column indices and row pointers

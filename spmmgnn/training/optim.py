@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from numba import njit, prange
 
-from ..kernels import SERIAL_WORK
+from ..local.kernels import SERIAL_WORK
 
 
 class Adam:

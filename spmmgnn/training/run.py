@@ -16,15 +16,15 @@ from pathlib import Path
 
 from mpi4py import MPI
 
-from ..atomic import check_writable, default_mode, write_text_atomic
+from ..backend.device import describe
 from ..data.csbm import DEFAULTS
-from ..device import describe
-from ..errors import SpmmgnnError, agree, check_on_root, collective_error
+from ..exchange.shared import shares_memory
 from ..grid import ProcessGrid
 from ..nn.grid_model import GRID_ALGORITHMS
-from ..node_layout import choose_layout
-from ..shared import shares_memory
-from ..threads import check_busy_setting, set_threads
+from ..runtime.atomic import check_writable, default_mode, write_text_atomic
+from ..runtime.errors import SpmmgnnError, agree, check_on_root, collective_error
+from ..runtime.node_layout import choose_layout
+from ..runtime.threads import check_busy_setting, set_threads
 from .trainer import TrainConfig
 
 H5_SUFFIXES = {".h5", ".hdf5"}

@@ -28,22 +28,22 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from .. import signals
 from ..algorithms.delayed import BACKWARDS, DelayedRemote
 from ..algorithms.plexus3d import Plexus3D
-from ..collectives import allreduce_rows
-from ..device import describe, synchronizer
-from ..errors import SpmmgnnError, agree, collective_error
-from ..hashing import uniform_by_id
-from ..machine import node_total, peak_rss_bytes, ranks_on_this_node
+from ..backend.device import describe, synchronizer
+from ..exchange.collectives import allreduce_rows
+from ..local.hashing import uniform_by_id
 from ..nn.grid_model import GRID_ALGORITHMS, GridForward
 from ..nn.grid_model import block_place as grid_place
 from ..nn.memory import ModelShape, block_problem, model_bytes, model_problem
 from ..nn.models import build_model
 from ..nn.plexus_model import PlexusGCN
 from ..nn.plexus_model import block_place as plexus_place
-from ..threads import scope
-from ..wire import allgather_json, gather_json
+from ..runtime import signals
+from ..runtime.errors import SpmmgnnError, agree, collective_error
+from ..runtime.machine import node_total, peak_rss_bytes, ranks_on_this_node
+from ..runtime.threads import scope
+from ..runtime.wire import allgather_json, gather_json
 from . import on_device
 from .checkpoint import (
     load_checkpoint,

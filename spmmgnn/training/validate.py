@@ -14,7 +14,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..data.splits import SPLITS, split_overlaps
-from ..errors import collective_error
+from ..runtime.errors import collective_error
 
 MAX_CLASSES = 2**20  # a class count beyond this is a label column of ids, not of classes
 NONE = np.iinfo(np.int64).max

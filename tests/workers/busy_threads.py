@@ -21,9 +21,9 @@ from mpi4py import MPI
 from threadpoolctl import threadpool_info
 
 import spmmgnn
-from spmmgnn import threads
 from spmmgnn.algorithms import ALGORITHMS
 from spmmgnn.data.csbm import csbm
+from spmmgnn.runtime import threads
 from spmmgnn.training import TrainConfig, Trainer, distribute_graph
 
 comm = MPI.COMM_WORLD

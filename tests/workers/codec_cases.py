@@ -13,8 +13,8 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 import spmmgnn
-from spmmgnn.codecs import CODECS
 from spmmgnn.grid import parse_grid
+from spmmgnn.local.codecs import CODECS
 from spmmgnn.partitioners import metrics
 
 comm = MPI.COMM_WORLD

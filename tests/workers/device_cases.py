@@ -17,7 +17,7 @@ from mpi4py import MPI
 from spmm_cases import _rel, cases
 
 import spmmgnn
-from spmmgnn.errors import SpmmgnnError
+from spmmgnn.runtime.errors import SpmmgnnError
 
 comm = MPI.COMM_WORLD
 P = comm.size

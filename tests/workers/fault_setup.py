@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 import spmmgnn
-from spmmgnn.halo import HaloPlan
+from spmmgnn.exchange.halo import HaloPlan
 
 comm = MPI.COMM_WORLD
 mode = sys.argv[1]

@@ -6,7 +6,7 @@ Usage: mpiexec -n P python memory_train.py OUT.json GRAPH.h5 ALGORITHM C [HIDDEN
 
 A first pass (load, build the trainer, two training steps) does the imports, loads the numba
 kernels and touches MPI's shared-memory buffers; everything is then freed (the arrays the
-recycler of ``spmmgnn.buffers`` keeps included). The second pass
+recycler of ``spmmgnn.runtime.buffers`` keeps included). The second pass
 starts from the resident size ``base`` with the high-water mark reset
 (``/proc/self/clear_refs``) and reports two peaks above ``base``: ``load`` (reading the
 block row and building the operator and the trainer) and ``train`` (two training steps,
@@ -26,8 +26,8 @@ import warnings
 from mpi4py import MPI
 
 from spmmgnn import ProcessGrid
-from spmmgnn.buffers import RECYCLER
 from spmmgnn.grid import parse_grid
+from spmmgnn.runtime.buffers import RECYCLER
 from spmmgnn.training import TrainConfig, Trainer, load_h5_distributed
 
 comm = MPI.COMM_WORLD

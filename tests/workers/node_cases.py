@@ -25,7 +25,7 @@ from mpi4py import MPI
 
 import spmmgnn
 from spmmgnn.algorithms.delayed import DelayedRemote
-from spmmgnn.node_exchange import NodePlan
+from spmmgnn.exchange.node_exchange import NodePlan
 
 comm = MPI.COMM_WORLD
 P = comm.size

@@ -15,7 +15,7 @@ from layout_cases import cases
 from mpi4py import MPI
 
 import spmmgnn
-from spmmgnn.codecs import CODECS
+from spmmgnn.local.codecs import CODECS
 
 comm = MPI.COMM_WORLD
 P = comm.size

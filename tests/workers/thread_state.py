@@ -55,7 +55,7 @@ h = relu_dropout(linear(spmm(op, xt), w), op.row_ids(), 0.5, 0, 0, 0)
 h.sum().backward()
 out["after"] = state()
 out["library"] = spmmgnn.get_threads()
-with spmmgnn.threads.scope(blas=True):  # what the library's calls run at
+with spmmgnn.runtime.threads.scope(blas=True):  # what the library's calls run at
     out["inside"] = state()
 out["after_scope"] = state()
 states = comm.gather(out)

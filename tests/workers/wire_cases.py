@@ -25,7 +25,7 @@ MPI.pickle.__init__(recording_dumps, pickle.loads)
 
 from spmmgnn import DistSpMM, Partition, ProcessGrid  # noqa: E402
 from spmmgnn.layout import bcast_partition  # noqa: E402
-from spmmgnn.wire import allgather_json, bcast_array, bcast_json, gather_json  # noqa: E402
+from spmmgnn.runtime.wire import allgather_json, bcast_array, bcast_json, gather_json  # noqa: E402
 
 comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()

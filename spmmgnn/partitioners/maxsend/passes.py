@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...jit import njit
+from ...runtime.jit import njit
 from .state import best_move, move
 
 

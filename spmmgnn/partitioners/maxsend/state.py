@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...jit import njit
+from ...runtime.jit import njit
 from ..model import ColumnNet
 
 

@@ -12,8 +12,8 @@ only the packed bytes leave it; ``device="cpu"`` runs the same functions CI test
 
 from __future__ import annotations
 
-from .hashing import signed64, splitmix64_torch
-from .quantize import PARAM_BYTES, payload_bytes
+from ..local.hashing import signed64, splitmix64_torch
+from ..local.quantize import PARAM_BYTES, payload_bytes
 
 ROW = 0xD1B54A32D192ED03  # the per-row stride of ``quantize.quantize_pack``'s keys
 CONST, BAD = 0xFFFF, 0xFFFE

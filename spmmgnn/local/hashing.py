@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .jit import njit, prange
+from ..runtime.jit import njit, prange
 
 GOLDEN = 0x9E3779B97F4A7C15
 _M64 = 0xFFFFFFFFFFFFFFFF

@@ -20,16 +20,16 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from .grid import ProcessGrid
 from .halo import displacements
 
 REDUCE_OPS = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
 
 
-def allreduce_rows(grid: ProcessGrid, buf: np.ndarray, op: str = "sum") -> np.ndarray:
-    """Collective over ``grid.comm``, in place: combine ``buf`` (each rank's share, computed
-    from its own rows) over the ranks holding distinct rows, then hand replica 0's result to
-    the other replicas. Every rank must pass the same shape and dtype. Returns ``buf``."""
+def allreduce_rows(grid, buf: np.ndarray, op: str = "sum") -> np.ndarray:
+    """Collective over ``grid.comm`` (a ``ProcessGrid``), in place: combine ``buf`` (each
+    rank's share, computed from its own rows) over the ranks holding distinct rows, then hand
+    replica 0's result to the other replicas. Every rank must pass the same shape and dtype.
+    Returns ``buf``."""
     grid.across_block_rows.Allreduce(MPI.IN_PLACE, buf, op=REDUCE_OPS[op])
     if grid.across_replicas.Get_size() > 1:
         grid.across_replicas.Bcast(buf, root=0)

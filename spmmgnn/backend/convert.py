@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from .errors import SpmmgnnError
+from ..runtime.errors import SpmmgnnError
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..runtime.jit import njit, prange
 from .hashing import splitmix64
-from .jit import njit, prange
 
 _JIT = dict(parallel=True, cache=True, nogil=True, boundscheck=False)
 CONST, BAD = np.uint16(0xFFFF), np.uint16(0xFFFE)

@@ -16,8 +16,8 @@ import os
 
 import numpy as np
 
-from .jit import lazy, njit, prange
-from .machine import llc_bytes
+from ..runtime.jit import lazy, njit, prange
+from ..runtime.machine import llc_bytes
 
 _JIT = dict(parallel=True, cache=True, nogil=True, boundscheck=False)
 _SERIAL = dict(cache=True, nogil=True, boundscheck=False)  # the serial twins (``*_serial``)
@@ -70,14 +70,14 @@ LLC_BYTES = int(_LLC_ENV) if _LLC_ENV.isdigit() and int(_LLC_ENV) > 0 else llc_b
 
 def column_split(f: int) -> int:
     """How many feature-column ranges to run in parallel: one per thread, >= 8 columns each."""
-    from .threads import get_threads
+    from ..runtime.threads import get_threads
 
     return max(1, min(get_threads(), f // 8))
 
 
 def row_split(n_par: int) -> int:
     """Output-row ranges that, times ``n_par`` column ranges, give every thread a task."""
-    from .threads import get_threads
+    from ..runtime.threads import get_threads
 
     return max(1, -(-get_threads() // max(1, n_par)))
 

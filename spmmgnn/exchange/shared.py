@@ -23,10 +23,10 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from . import kernels
+from ..local import kernels
+from ..runtime.machine import shared_node
+from ..runtime.wire import allgather_json
 from .halo import NO_INDEX, Route, displacements
-from .machine import shared_node
-from .wire import allgather_json
 
 
 def shares_memory(comm: MPI.Comm) -> bool:

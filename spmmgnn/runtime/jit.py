@@ -97,7 +97,7 @@ class Lazy:
 
     def __repr__(self) -> str:
         state = "made" if self._real is not None else "not made yet"
-        return f"<spmmgnn.jit.Lazy {self.__name__} ({state})>"
+        return f"<spmmgnn.runtime.jit.Lazy {self.__name__} ({state})>"
 
 
 def prange(*args):
@@ -147,7 +147,7 @@ def real(obj):
 
 
 def kernels_cached(folders: list[Path] | None = None) -> bool:
-    """Has numba's cache the compiled kernels of ``spmmgnn.kernels`` (an index file
+    """Has numba's cache the compiled kernels of ``spmmgnn.local.kernels`` (an index file
     ``kernels.*.nbi`` in ``$NUMBA_CACHE_DIR`` or beside the module)? If not, the first
     kernel call compiles them (tens of seconds): the command line says so first."""
     if folders is None:

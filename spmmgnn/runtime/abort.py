@@ -10,7 +10,7 @@ non-zero exit status from ``mpiexec``.
 - Single-rank runs (and runs where MPI is not initialized or already finalized) are left to the
   previous hooks: nothing changes there. The hook never initializes MPI itself.
 - Opt out with the environment variable ``SPMMGNN_ABORT_ON_EXCEPTION=0`` (read when spmmgnn is
-  imported), or call ``spmmgnn.abort.uninstall_abort_hook()``.
+  imported), or call ``spmmgnn.runtime.abort.uninstall_abort_hook()``.
 - The hooks chain: a custom ``sys.excepthook`` installed before spmmgnn is called to print the
   exception (a header naming the rank comes first), then the job is aborted.
 - An unhandled exception in a ``threading.Thread`` also aborts (the main thread would otherwise

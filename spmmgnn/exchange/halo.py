@@ -28,25 +28,17 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from . import kernels
-from .buffers import BufferPool
-from .codecs import CastCodec, Codec
-from .errors import agree
-from .hashing import mix64
+from ..backend.host import HOST
+from ..backend.protocol import Backend
+from ..local.codecs import CastCodec, Codec
+from ..local.hashing import mix64
+from ..runtime.errors import agree
+from ..runtime.stats import CommStats, exchange_deltas
 from .nodes import NodeMap
 from .persistent import Owned, available, start
-from .stats import CommStats, exchange_deltas
+from .transport import displacements, mpi_link
 
 NO_INDEX = np.zeros(0, dtype=np.int64)
-
-
-def displacements(counts: np.ndarray) -> np.ndarray:
-    """Exclusive prefix sum: where each peer's rows start in a packed buffer (int64, the one
-    helper every ``Alltoallv`` / ``Allgatherv`` of the package uses)."""
-    counts = np.asarray(counts)
-    d = np.zeros(counts.shape, dtype=np.int64)
-    np.cumsum(counts[:-1], out=d[1:])
-    return d
 
 
 class Exchange:
@@ -61,8 +53,8 @@ class Exchange:
     __slots__ = ("codec", "destination", "done", "forward", "plan", "posted", "recv",
                  "request")
 
-    def __init__(self, plan: HaloPlan, request: MPI.Request, recv: np.ndarray,
-                 codec: Codec | None, destination: np.ndarray | None, forward: bool):
+    def __init__(self, plan: HaloPlan, request, recv, codec: Codec | None, destination,
+                 forward: bool):
         self.plan, self.request, self.recv, self.codec = plan, request, recv, codec
         self.destination, self.forward = destination, forward
         self.posted = time.perf_counter()
@@ -73,7 +65,7 @@ class Exchange:
         self.request.Wait()
         self.done = True
 
-    def finish(self, into: np.ndarray | None = None) -> np.ndarray:
+    def finish(self, into=None):
         dst = self.destination if into is None else into
         if dst is None:
             self.wait()  # leave nothing in flight
@@ -87,7 +79,7 @@ class Exchange:
         if self.forward:
             if codec is not None:
                 with stats.timing("seconds_codec"):
-                    codec.decode(self.recv, dst, NO_INDEX, accumulate=False)
+                    plan.backend.decode(codec, self.recv, dst, NO_INDEX, accumulate=False)
             elif dst is not self.recv:
                 with stats.timing("seconds_exchange"):
                     dst[...] = self.recv
@@ -96,7 +88,7 @@ class Exchange:
                 plan.scatter_add(self.recv, dst)
         else:
             with stats.timing("seconds_codec"):
-                codec.decode(self.recv, dst, plan.send_idx, accumulate=True)
+                plan.backend.decode(codec, self.recv, dst, plan.send_idx, accumulate=True)
         return dst
 
 
@@ -120,12 +112,12 @@ def check_ghosts(comm: MPI.Comm, owner_offsets, ghost_ids):
     return owner_offsets, ghost_ids, counts
 
 
-def encode_rows(codec: Codec, x: np.ndarray, idx: np.ndarray, buf: np.ndarray,
-                stats: CommStats, comm: MPI.Comm, key: int) -> np.ndarray:
+def encode_rows(codec: Codec, x, idx: np.ndarray, buf, stats: CommStats, comm: MPI.Comm,
+                key: int, backend: Backend = HOST):
     """Collective over ``comm``: encode ``x[idx]`` into ``buf`` (timed as codec work); NaN or
     Inf on any rank is one error on every rank."""
     with stats.timing("seconds_codec"):
-        bad = codec.encode(x, idx, buf, key)
+        bad = backend.encode(codec, x, idx, buf, key)
     agree(comm, f"{bad} row(s) with NaN or Inf reached the {codec.name} codec" if bad else None)
     return buf
 
@@ -142,12 +134,19 @@ class Route:
     node; None: all of them) splits the counted bytes by tier; ``legs`` is what one post
     adds to the statistics' exchange count. Collective only where a subclass communicates to
     build it.
+
+    The rows are ``backend``'s arrays (numpy on the host backend, torch tensors on the torch
+    backend) and travel by ``link`` (the grid's transport for ``comm``; by default MPI).
     """
 
     def __init__(self, comm: MPI.Comm, send_idx: np.ndarray, send_counts: np.ndarray,
                  recv_counts: np.ndarray, stats: CommStats | None,
-                 inter: np.ndarray | None = None, legs: int = 1):
+                 inter: np.ndarray | None = None, legs: int = 1, backend: Backend = HOST,
+                 link=None):
         self.comm = comm
+        self.backend = backend
+        self.link = mpi_link(comm, backend) if link is None else link
+        self._name = f"route{id(self)}"  # its staged buffers' name (a torch backend on MPI)
         self.stats = CommStats() if stats is None else stats
         self.send_idx = np.asarray(send_idx, dtype=np.int64)
         self.send_counts = np.asarray(send_counts, dtype=np.int64)
@@ -166,12 +165,13 @@ class Route:
                             int(self.send_counts[inter].sum()), int(self.recv_counts[inter].sum()))}
         sent, received, inter_sent, inter_received = self.rows[True]
         self.rows[False] = (received, sent, inter_received, inter_sent)
-        self.buffers = BufferPool()
-        self._types: dict[int, MPI.Datatype] = {}
+        self.buffers = backend.pool()
         # per (direction, send buffer, recv buffer, parameter bytes) of the pool's own
         # buffers: (send, recv, persistent request, the statistics' increments)
         self._posts: dict[tuple, tuple] = {}
-        self._persistent = Owned(self) if available() else None
+        # MPI's persistent requests hold the buffers themselves: numpy arrays over MPI
+        self._persistent = Owned(self) if available() and getattr(self.link, "plain",
+                                                                 False) else None
 
     def release_buffers(self) -> None:
         """Free the pooled work arrays and the persistent exchanges made on them (local:
@@ -182,24 +182,17 @@ class Route:
         if self._persistent is not None:
             self._persistent.free()
         self._posts.clear()
-        self.buffers = BufferPool()
+        self.buffers = self.backend.pool()
 
-    def buffer(self, name: str, rows: int, f: int, dtype, slot: int = 0) -> np.ndarray:
+    def buffer(self, name: str, rows: int, f: int, dtype, slot: int = 0):
         """A reusable (rows x f) buffer of the plan's pool."""
         return self.buffers.get(name, (rows, f), dtype, slot)
 
-    def scatter_add(self, rows: np.ndarray, out_local: np.ndarray) -> None:
+    def scatter_add(self, rows, out_local) -> None:
         """out_local[send_idx[i]] += rows[i] (what peers sent back for the rows I sent)."""
-        kernels.scatter_add(rows, self.send_idx, out_local, kernels.column_split(rows.shape[1]))
+        self.backend.scatter_add(rows, self.send_idx, out_local)
 
-    def _row_type(self, row_bytes: int) -> MPI.Datatype:
-        t = self._types.get(row_bytes)
-        if t is None:
-            t = self._types[row_bytes] = MPI.BYTE.Create_contiguous(row_bytes).Commit()
-        return t
-
-    def post(self, send: np.ndarray, recv: np.ndarray, forward: bool,
-             param_bytes: int = 0) -> MPI.Request:
+    def post(self, send, recv, forward: bool, param_bytes: int = 0):
         """Post one Ialltoallv of whole rows of ``send`` into ``recv`` and count its bytes.
 
         forward: send_counts out / recv_counts in; otherwise the reverse. Between two
@@ -213,31 +206,31 @@ class Route:
         request, deltas = made[2], made[3]
         t0 = time.perf_counter()
         if request is None:  # (buffers the route does not own: no request to keep)
-            request = self.comm.Ialltoallv(*made[0])
+            request = self.link.ialltoallv(send, made[0][0], recv, made[0][2], stats,
+                                           self._name, made[0][1], made[0][3])
         else:
             start(request)
         stats.seconds_exchange += time.perf_counter() - t0
         stats.add_exchange(deltas)
         return request
 
-    def _prepare(self, send: np.ndarray, recv: np.ndarray, forward: bool,
-                 param_bytes: int) -> tuple:
-        """``(specs or send, recv, persistent request or None, statistics' increments)`` of
-        a post; kept (and the request made, collectively) when both buffers are the
-        pool's."""
-        row_bytes = int(send.shape[1] * send.itemsize)
-        rt = self._row_type(row_bytes)
+    def _prepare(self, send, recv, forward: bool, param_bytes: int) -> tuple:
+        """``(counts and displacements, recv, persistent request or None, statistics'
+        increments)`` of a post; kept (and the request made, collectively) when both buffers
+        are the pool's and the link is MPI's on numpy arrays."""
+        row_bytes = int(send.shape[1]) * self.backend.dtype(send).itemsize
         sc, sd, rc, rd = ((self.send_counts, self.send_displs, self.recv_counts, self.recv_displs)
                           if forward else
                           (self.recv_counts, self.recv_displs, self.send_counts, self.send_displs))
-        specs = ([send, (sc, sd), rt], [recv, (rc, rd), rt])
+        counts = (sc, sd, rc, rd)
         sent, received, inter_sent, inter_received = self.rows[forward]
         deltas = exchange_deltas(sent * row_bytes, received * row_bytes, sent * param_bytes,
                                  inter_sent * row_bytes, inter_received * row_bytes,
                                  legs=self.legs)
         if self._persistent is None or not (self.buffers.owns(send)
                                             and self.buffers.owns(recv)):
-            return specs, recv, None, deltas
+            return counts, recv, None, deltas
+        specs = self.link.row_specs(send, sc, recv, rc, sd, rd)
         made = (send, recv, self._persistent.alltoallv(self.comm, *specs), deltas)
         self._posts[(forward, id(send), id(recv), param_bytes)] = made
         return made
@@ -265,7 +258,7 @@ class HaloPlan(Route):
     def __init__(self, comm: MPI.Comm, owner_offsets: np.ndarray, ghost_ids: np.ndarray,
                  stats: CommStats | None = None, codec: Codec | None = None,
                  codec_backward: Codec | None = None, seed: int = 0,
-                 stream: int | None = None, nodes=None):
+                 stream: int | None = None, nodes=None, backend: Backend = HOST, link=None):
         self.codec, self.codec_backward = codec, codec_backward
         size, me = comm.Get_size(), comm.Get_rank()
         self._key_base = mix64(seed, me if stream is None else stream)
@@ -280,7 +273,8 @@ class HaloPlan(Route):
                                                    and requested.max() < hi) else
               "halo plan: a peer requested rows this rank does not own")
         nodes = NodeMap.shared(comm) if nodes is None else nodes
-        super().__init__(comm, requested - lo, send_counts, recv_counts, stats, ~nodes.same)
+        super().__init__(comm, requested - lo, send_counts, recv_counts, stats, ~nodes.same,
+                         backend=backend, link=link)
         self.nodes = nodes
         self.n_ghost = self.n_recv
         self.ghost_ids = ghost_ids
@@ -292,8 +286,7 @@ class HaloPlan(Route):
     def recv_volume(self) -> int:
         return self.n_ghost
 
-    def _post(self, send: np.ndarray, recv: np.ndarray, forward: bool,
-              param_bytes: int = 0) -> MPI.Request:
+    def _post(self, send, recv, forward: bool, param_bytes: int = 0):
         return self.post(send, recv, forward, param_bytes)
 
     @staticmethod
@@ -306,26 +299,26 @@ class HaloPlan(Route):
         device path's ``device_quantize`` rounds with it: the same bits)."""
         return mix64(self._key_base, key)
 
-    def _encode(self, codec: Codec, x: np.ndarray, idx: np.ndarray, rows: int, name: str,
-                key: int, slot: int) -> np.ndarray:
+    def _encode(self, codec: Codec, x, idx: np.ndarray, rows: int, name: str, key: int,
+                slot: int):
         """Encode rows into a reusable byte buffer; NaN/Inf anywhere is a collective error.
 
         ``key`` selects the stochastic-rounding stream: the same key gives the same bits."""
         buf = self.buffer(name, rows, codec.row_bytes(x.shape[1]), np.uint8, slot)
         return encode_rows(codec, x, idx, buf, self.stats, self.comm,
-                           mix64(self._key_base, key))
+                           mix64(self._key_base, key), self.backend)
 
-    def start_bcast(self, x_local: np.ndarray, ghost: np.ndarray, key: int = 0,
-                    slot: int = 0) -> Exchange:
+    def start_bcast(self, x_local, ghost, key: int = 0, slot: int = 0) -> Exchange:
         """Begin ghost[:] = the rows of X named by this rank's ghost columns; ``finish()``
         the returned exchange before reading ``ghost``. ``key`` selects the codec's
         stochastic rounding for this call; ``slot`` keeps exchanges in flight at the same
         time in separate buffers."""
         f, codec = x_local.shape[1], self.codec
-        if codec is None or self.passthrough(codec, x_local.dtype):
-            send = self.buffer("send", self.n_send, f, x_local.dtype, slot)
+        dtype = self.backend.dtype(x_local)
+        if codec is None or self.passthrough(codec, dtype):
+            send = self.buffer("send", self.n_send, f, dtype, slot)
             t0 = time.perf_counter()  # (two clock reads instead of a timing block)
-            kernels.gather_rows(x_local, self.send_idx, send)
+            self.backend.gather_rows(x_local, self.send_idx, send)
             self.stats.seconds_exchange += time.perf_counter() - t0
             return Exchange(self, self._post(send, ghost, True), ghost, None, ghost, True)
         send = self._encode(codec, x_local, self.send_idx, self.n_send, "enc_send", key, slot)
@@ -333,15 +326,16 @@ class HaloPlan(Route):
         request = self._post(send, recv, True, param_bytes=codec.param_bytes)
         return Exchange(self, request, recv, codec, ghost, True)
 
-    def start_reduce(self, ghost_partial: np.ndarray, out_local: np.ndarray | None = None,
-                     key: int = 0, slot: int = 0) -> Exchange:
+    def start_reduce(self, ghost_partial, out_local=None, key: int = 0,
+                     slot: int = 0) -> Exchange:
         """Begin sending partial sums for ghost rows to their owners; ``finish()`` adds the
         partial sums peers computed for my rows into ``out_local`` (or into the array given
         to ``finish``), which may be written until then. ``ghost_partial`` must stay
         untouched until the exchange is finished."""
         f, codec = ghost_partial.shape[1], self.codec_backward
-        if self.passthrough(codec, ghost_partial.dtype):
-            recv = self.buffer("partial_recv", self.n_send, f, ghost_partial.dtype, slot)
+        dtype = self.backend.dtype(ghost_partial)
+        if self.passthrough(codec, dtype):
+            recv = self.buffer("partial_recv", self.n_send, f, dtype, slot)
             return Exchange(self, self._post(ghost_partial, recv, False), recv, None, out_local,
                             False)
         send = self._encode(codec, ghost_partial, NO_INDEX, self.n_ghost, "enc_partial", key,
@@ -350,11 +344,11 @@ class HaloPlan(Route):
         request = self._post(send, recv, False, param_bytes=codec.param_bytes)
         return Exchange(self, request, recv, codec, out_local, False)
 
-    def bcast(self, x_local: np.ndarray, ghost: np.ndarray, key: int = 0) -> None:
+    def bcast(self, x_local, ghost, key: int = 0) -> None:
         """Blocking ``start_bcast`` + ``finish``."""
         self.start_bcast(x_local, ghost, key).finish()
 
-    def reduce(self, ghost_partial: np.ndarray, out_local: np.ndarray, key: int = 0) -> None:
+    def reduce(self, ghost_partial, out_local, key: int = 0) -> None:
         """Blocking ``start_reduce`` + ``finish``: out_local[rows peers computed for me] +=
         their partial sums for my rows."""
         self.start_reduce(ghost_partial, out_local, key).finish()

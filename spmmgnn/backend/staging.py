@@ -1,7 +1,7 @@
 """How a device grid's exchanges reach MPI: staged through host buffers, or (CUDA-aware MPI)
 straight from device memory.
 
-``Staging`` is built once with an operator's device plan and owns its host buffers: on
+``Staging`` is built once with a grid's torch backend and owns its host buffers: on
 CUDA they are pinned (page-locked, allocated once per name and grown only when a call needs
 more rows) and the copies run on a CUDA stream of their own, after the work queued so far,
 so the local product queued next runs while the rows are copied and travel; ``ready()``
@@ -24,10 +24,7 @@ import os
 import numpy as np
 from mpi4py import MPI
 
-from .buffers import BufferPool
-from .device import to_device, to_host
-from .errors import agree
-from .stats import CommStats
+from ..runtime.errors import agree
 
 SETTING = "SPMMGNN_CUDA_AWARE_MPI"
 CHOICES = ("auto", "0", "1")
@@ -69,12 +66,12 @@ def cuda_aware(comm: MPI.Comm, device) -> bool:
 
 
 class Staging:
-    """The host side of one device plan's exchanges (see the module docstring)."""
+    """The host side of a torch backend's exchanges over MPI (see the module docstring):
+    pinned host buffers by name on CUDA, grown when a call needs more, and a copy stream."""
 
-    def __init__(self, device, stats: CommStats, direct: bool):
-        self.device, self.stats, self.direct = device, stats, direct
+    def __init__(self, device, direct: bool):
+        self.device, self.direct = device, direct
         self.cuda = device.type == "cuda"
-        self.buffers = BufferPool()
         self.pinned: dict = {}
         self.stream = None
         if self.cuda:
@@ -84,17 +81,14 @@ class Staging:
 
     @property
     def asynchronous(self) -> bool:
-        """Whether copies run behind the host's back (CUDA): queue the local product before
-        waiting for them."""
+        """Whether copies run behind the host's back (CUDA, staged)."""
         return self.cuda and not self.direct
 
-    def host_buffer(self, name: str, shape: tuple[int, int], dtype) -> np.ndarray:
-        """A host buffer of ``shape`` kept under ``name``: pinned on CUDA, else pooled."""
-        dtype = np.dtype(dtype)
-        if not self.cuda:
-            return self.buffers.get(name, shape, dtype)
+    def host_buffer(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
+        """A pinned host buffer of ``shape`` kept under ``name`` (CUDA only)."""
         import torch
 
+        dtype = np.dtype(dtype)
         need = int(np.prod(shape)) * dtype.itemsize
         held = self.pinned.get(name)
         if held is None or held.numel() < need:
@@ -102,22 +96,24 @@ class Staging:
                                                    pin_memory=True)
         return held[:need].numpy().view(dtype).reshape(shape)
 
-    def out(self, t, name: str):
+    def out(self, t, stats, name: str):
         """What MPI sends for tensor ``t``: ``t`` itself (direct), its memory (CPU), or a
         pinned copy queued on the copy stream (CUDA; ``ready()`` before MPI reads it)."""
         if self.direct:
             return t.contiguous()
-        if not self.cuda or t.numel() == 0:
-            return to_host(t, self.stats)
+        t = t.detach().contiguous()
+        if stats is not None:
+            stats.bytes_device_to_host += t.numel() * t.element_size()
+        if not self.cuda:
+            return t.numpy()
         import torch
 
-        t = t.contiguous()
         host = self.host_buffer(name, tuple(t.shape), str(t.dtype).removeprefix("torch."))
-        self.stats.bytes_device_to_host += t.numel() * t.element_size()
-        self.stream.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(self.stream):
-            torch.from_numpy(host).copy_(t, non_blocking=True)
-        t.record_stream(self.stream)  # not reused by the allocator while it is copied
+        if t.numel():
+            self.stream.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(self.stream):
+                torch.from_numpy(host).copy_(t, non_blocking=True)
+            t.record_stream(self.stream)  # not reused by the allocator while it is copied
         return host
 
     def ready(self, send) -> None:
@@ -132,32 +128,30 @@ class Staging:
         else:
             self.stream.synchronize()
 
-    def recv(self, name: str, rows: int, like):
-        """Where MPI receives ``rows`` rows shaped like ``like``'s: a device tensor when
-        passing them directly (``like`` a tensor), else a host buffer."""
-        if self.direct and not isinstance(like, np.ndarray):
-            import torch
-
-            return torch.empty((rows, like.shape[1]), dtype=like.dtype, device=like.device)
-        dtype = like.dtype if isinstance(like, np.ndarray) else np.dtype(
-            str(like.dtype).removeprefix("torch."))
-        if self.cuda:  # the last copy out of this pinned buffer is done before MPI writes it
-            self.stream.synchronize()
-        return self.host_buffer(name, (rows, like.shape[1]), dtype)
-
-    def arrived(self, recv):
-        """What MPI received, as a tensor on the device: the tensor itself (direct), its
-        memory (CPU), or a copy on the copy stream that the compute stream waits for."""
-        if not isinstance(recv, np.ndarray):
+    def recv(self, recv, name: str):
+        """Where MPI receives what lands in tensor ``recv``: ``recv`` itself (direct), its
+        memory (CPU), or a pinned host buffer (CUDA)."""
+        if self.direct:
             return recv
-        if not self.cuda or recv.size == 0:
-            return to_device(recv, self.device, self.stats)
+        if not self.cuda:
+            return recv.numpy()
+        self.stream.synchronize()  # the last copy out of this pinned buffer is done
+        return self.host_buffer(name + "_recv", tuple(recv.shape),
+                                str(recv.dtype).removeprefix("torch."))
+
+    def landed(self, host, recv, stats) -> None:
+        """What MPI wrote into ``host`` (from ``recv``) is in tensor ``recv``: nothing to do
+        (direct, CPU) but count, or a copy on the copy stream the compute stream waits for."""
+        if self.direct:
+            return
+        if stats is not None:
+            stats.bytes_host_to_device += recv.numel() * recv.element_size()
+        if not self.cuda or recv.numel() == 0:
+            return
         import torch
 
-        self.stats.bytes_host_to_device += int(recv.nbytes)
         with torch.cuda.stream(self.stream):
-            t = torch.from_numpy(recv).to(self.device, non_blocking=True)
+            recv.copy_(torch.from_numpy(host), non_blocking=True)
         current = torch.cuda.current_stream(self.device)
         current.wait_stream(self.stream)
-        t.record_stream(current)
-        return t
+        recv.record_stream(current)

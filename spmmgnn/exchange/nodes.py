@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from .wire import allgather_json
+from ..runtime.wire import allgather_json
 
 
 def group_ranks(comm: MPI.Comm, ranks_per_node: int | None) -> tuple[np.ndarray, MPI.Comm]:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..runtime.errors import SpmmgnnError
 from . import kernels, quantize
-from .errors import SpmmgnnError
 
 CHUNK_ROWS = 4096  # bounds the temporaries of the cast codecs
 

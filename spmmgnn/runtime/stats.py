@@ -17,8 +17,8 @@ class CommStats:
     ``allreduce_bytes``: the partial-result all-reduce over the replicas (1.5D), counted as the
     local buffer size per call.
     ``bytes_sent_intra`` + ``bytes_sent_inter`` = ``bytes_sent`` (and the same for received):
-    the bytes to (from) ranks on my node and on other nodes (``spmmgnn.nodes``); ``as_dict``
-    reports them as ``bytes_sent_by_tier`` = ``{"intra": .., "inter": ..}``.
+    the bytes to (from) ranks on my node and on other nodes (``spmmgnn.exchange.nodes``);
+    ``as_dict`` reports them as ``bytes_sent_by_tier`` = ``{"intra": .., "inter": ..}``.
     ``bytes_device_to_host`` / ``bytes_host_to_device``: what the device path
     (``ProcessGrid(device=...)``) staged between the device and host buffers around MPI, its
     own tier: ``as_dict`` reports them as ``"device_host"`` in ``bytes_sent_by_tier`` /

@@ -18,10 +18,10 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
+from ..runtime.errors import agree
+from ..runtime.stats import CommStats
+from ..runtime.wire import bcast_json
 from .convert import is_torch
-from .errors import agree
-from .stats import CommStats
-from .wire import bcast_json
 
 KINDS = ("cpu", "cuda")
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ..runtime.errors import SpmmgnnError
+from ..runtime.jit import njit, numba_pool
+from ..runtime.threads import get_threads
 from . import kernels
-from .errors import SpmmgnnError
-from .jit import njit, numba_pool
-from .threads import get_threads
 
 
 class LocalCSR:

@@ -1,0 +1,166 @@
+"""The interfaces every algorithm is written against: a ``Backend`` (where a grid's numbers
+live and the local operations on them) and a ``Link`` (the data-plane collectives of one of
+the grid's communicators, from the grid's transport).
+
+A grid chooses both once (``ProcessGrid(device=..., transport=...)``), like PETSc's star
+forest asking for the memory type once and DTensor's ``DeviceMesh`` holding one device: the
+``host`` backend keeps numpy arrays and runs the numba kernels, the ``torch`` backend keeps
+torch tensors on one device (``"cpu"``, ``"cuda"``, ``"cuda:k"``) and runs torch's own
+operations there. Code above this package never asks which one it holds: it calls these
+methods on whatever arrays the backend hands out. The operations shared by numpy arrays and
+torch tensors (``.shape``, basic slicing, ``a[...] = b``, ``a += b``, ``reshape``) are used
+directly.
+
+Small agreement collectives (errors, probes, plan construction) always run on MPI; only the
+per-call movement of rows goes through a ``Link``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+Array = Any  # a numpy array (host backend) or a torch tensor (torch backend)
+
+
+@runtime_checkable
+class Block(Protocol):
+    """One local sparse block, ready to multiply on its backend."""
+
+    shape: tuple[int, int]
+    nnz: int
+
+    def matmul(self, x: Array, out: Array, accumulate: bool) -> None:
+        """``out = self @ x`` (``accumulate``: ``out += self @ x``)."""
+
+    def t_matmul(self, y: Array, out: Array, accumulate: bool) -> None:
+        """``out = self.T @ y`` (``accumulate``: ``out += self.T @ y``)."""
+
+    def drop_transpose(self) -> None:
+        """Free a transposed copy made for ``t_matmul`` (a symmetric A needs none)."""
+
+
+class Pool(Protocol):
+    """Reusable work arrays keyed by (name, shape, dtype, slot)."""
+
+    def get(self, name: str, shape: tuple[int, ...], dtype, slot: int = 0) -> Array: ...
+
+    def owns(self, array: Array) -> bool: ...
+
+    def nbytes(self) -> int: ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Where a grid's numbers live, and the operations the algorithms need on them."""
+
+    name: str            # "host" or "torch"
+    device: Any          # None (host) or the torch.device
+    host_memory: bool    # arrays are host memory (numpy, CPU tensors)
+    mpi_native: bool     # arrays are MPI buffers as they are (numpy)
+    dist_backend: str    # torch.distributed's backend for these arrays: gloo or nccl
+
+    def default_transport(self, size: int) -> str:
+        """``"mpi"`` or ``"torch"``: what ``transport="auto"`` picks for ``size`` ranks."""
+
+    # ------------------------------------------------------------ arrays
+    def pool(self) -> Pool: ...
+
+    def empty(self, shape: tuple[int, ...], dtype) -> Array: ...
+
+    def zeros(self, shape: tuple[int, ...], dtype) -> Array: ...
+
+    def dtype(self, x: Array) -> np.dtype:
+        """numpy's dtype of ``x`` (the wire and the counters speak numpy)."""
+
+    def nbytes(self, x: Array) -> int: ...
+
+    def contiguous(self, x: Array) -> Array: ...
+
+    def from_host(self, a: np.ndarray, stats=None) -> Array:
+        """A backend array of host array ``a`` (counted as ``device_host`` with ``stats``
+        off the host backend)."""
+
+    def to_host(self, x: Array, stats=None) -> np.ndarray:
+        """A host copy of ``x`` (a view where the memory allows; counted as above)."""
+
+    def index(self, idx: np.ndarray) -> Array:
+        """``idx`` (a plan's int64 index list, kept for the plan's life) where the backend
+        reads it (made once per list)."""
+
+    # ------------------------------------------------------------ local work
+    def block(self, m) -> Block:
+        """A ``local.local_matrix.LocalCSR`` ready to multiply here."""
+
+    def csr_product(self, indptr: np.ndarray, indices: Array, data: Array,
+                    shape: tuple[int, int], x: Array, out: Array,
+                    transposed: bool) -> None:
+        """``out += A @ x`` (``transposed``: ``A.T @ x``) of a CSR given by its arrays,
+        each call anew (a tile that arrived by broadcast)."""
+
+    def gather_rows(self, x: Array, idx: np.ndarray, out: Array) -> None: ...
+
+    def scatter_add(self, rows: Array, idx: np.ndarray, out: Array) -> None:
+        """``out[idx[i]] += rows[i]``."""
+
+    def count_nonfinite(self, x: Array) -> int: ...
+
+    # ------------------------------------------------------------ codecs
+    def encode(self, codec, x: Array, idx: np.ndarray, out: Array, key: int) -> int:
+        """Encode ``x[idx]`` (all of ``x`` for an empty ``idx``) into the byte rows ``out``;
+        returns the number of rows with NaN or Inf."""
+
+    def decode(self, codec, buf: Array, out: Array, idx: np.ndarray,
+               accumulate: bool) -> None:
+        """Decode the byte rows ``buf`` into ``out`` (``idx`` non-empty: into ``out[idx]``,
+        added when ``accumulate``)."""
+
+    # ------------------------------------------------------------ MPI's view of the data
+    def wire_out(self, x: Array, stats, name: str) -> np.ndarray:
+        """What MPI sends for ``x``: host memory holding its values (a view on the host)."""
+
+    def wire_in(self, like: Array, shape: tuple[int, ...], stats, name: str) -> Any:
+        """Where MPI receives an array shaped ``shape`` for the backend array ``like``
+        (``like`` itself when MPI may write it in place)."""
+
+    def wire_landed(self, host: Any, out: Array, stats) -> None:
+        """Bring what MPI wrote into ``host`` (from ``wire_in``) into ``out``."""
+
+
+class Request(Protocol):
+    """A posted exchange; ``Wait()`` completes it (MPI's spelling)."""
+
+    def Wait(self) -> None: ...  # noqa: N802 (MPI's name)
+
+
+@runtime_checkable
+class Link(Protocol):
+    """The data-plane collectives of one communicator of a grid, on backend arrays.
+
+    Counts are in rows of the arrays' first dimension (``alltoallv`` of flat arrays: in
+    elements); displacements are exclusive prefix sums of the counts. Every method is
+    collective over the communicator."""
+
+    size: int
+    rank: int
+
+    def ialltoallv(self, send: Array, send_counts: np.ndarray, recv: Array,
+                   recv_counts: np.ndarray, stats=None) -> Request: ...
+
+    def alltoallv(self, send: Array, send_counts: np.ndarray, recv: Array,
+                  recv_counts: np.ndarray, stats=None) -> None: ...
+
+    def bcast(self, buf: Array, root: int, stats=None) -> None: ...
+
+    def reduce(self, buf: Array, root: int, stats=None) -> None:
+        """Sum ``buf`` over the ranks onto ``root``'s ``buf`` (in place there; elsewhere
+        ``buf`` is left undefined)."""
+
+    def allreduce(self, buf: Array, op: str = "sum", stats=None) -> None: ...
+
+    def reduce_scatter(self, send: Array, recv: Array, counts: np.ndarray,
+                       stats=None) -> None: ...
+
+    def allgatherv(self, send: Array, recv: Array, counts: np.ndarray,
+                   stats=None) -> None: ...

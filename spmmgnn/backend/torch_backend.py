@@ -1,0 +1,377 @@
+"""The torch backend: torch tensors on one device (``"cpu"``, ``"cuda"``, ``"cuda:k"``), the
+local work by torch's own operations on that device (``torch.sparse.mm`` / ``addmm`` on CSR
+tensors, ``index_select``, ``index_add_``), the integer codecs by ``torch_quantize`` (the host
+codecs' bytes, bit for bit), the casts by torch's round-to-nearest-even.
+
+MPI reads host memory: a CPU tensor's own memory, or on CUDA a pinned host copy made on a
+copy stream (``staging.Staging``; none with a CUDA-aware MPI). Those copies are counted as the
+``device_host`` tier of the caller's statistics, also on the CPU where nothing is copied (the
+counters say what the same call moves across PCIe on a GPU). Over ``torch.distributed``
+(``transport="torch"``) nothing is staged and nothing is counted there.
+
+``device="cpu"`` runs the very functions CUDA runs, so CI tests the device path.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ..local.codecs import CastCodec
+from .staging import Staging
+
+TORCH_DTYPES = ("float32", "float64", "float16", "bfloat16", "uint8", "int32", "int64")
+
+
+def torch_dtype(dtype):
+    """torch's dtype of a numpy dtype (or name)."""
+    import torch
+
+    name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    return getattr(torch, name)
+
+
+def numpy_dtype(dtype) -> np.dtype:
+    """numpy's dtype of a torch dtype (float32, float64, uint8, int32, int64)."""
+    return np.dtype(str(dtype).removeprefix("torch."))
+
+
+def csr_tensor(indptr, indices, data, shape, device, dtype):
+    """A torch sparse CSR tensor on ``device`` (int32 indices when they fit)."""
+    import torch
+
+    small = len(indices) < 2**31 - 1 and max(shape) < 2**31 - 1
+    itype = torch.int32 if small else torch.int64
+
+    def put(a, t):
+        a = a if isinstance(a, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(a))
+        return a.to(device=device, dtype=t)
+
+    with warnings.catch_warnings():  # "sparse CSR support is in beta", once per process
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(put(indptr, itype), put(indices, itype),
+                                       put(data, dtype), size=tuple(int(s) for s in shape),
+                                       check_invariants=False)
+
+
+def _product(a, x, out, accumulate: bool) -> None:
+    """``out (+)= a @ x`` for a sparse CSR (or CSC) ``a``, written in place."""
+    if accumulate:
+        out.addmm_(a, x)
+    else:
+        out.addmm_(a, x, beta=0)
+
+
+class TorchBlock:
+    """A ``LocalCSR`` as torch CSR on the device, one copy per dtype used, and its
+    transpose, made on the first ``t_matmul`` (cuSPARSE multiplies an explicit CSR faster
+    than a transposed view)."""
+
+    def __init__(self, m, device):
+        self.m, self.device = m, device
+        self.shape, self.nnz = tuple(m.shape), int(m.nnz)
+        self._csr: dict = {}
+
+    def csr(self, dtype, transposed: bool = False):
+        key = (dtype, transposed)
+        found = self._csr.get(key)
+        if found is None:
+            s = self.m.to_scipy()
+            s = s.T.tocsr() if transposed else s
+            found = self._csr[key] = csr_tensor(s.indptr, s.indices, s.data, s.shape,
+                                                self.device, dtype)
+        return found
+
+    def drop_transpose(self) -> None:
+        self._csr = {k: v for k, v in self._csr.items() if not k[1]}
+
+    def matmul(self, x, out, accumulate: bool) -> None:
+        if self.nnz == 0 or x.shape[1] == 0:
+            if not accumulate:
+                out.zero_()
+            return
+        _product(self.csr(x.dtype), x, out, accumulate)
+
+    def t_matmul(self, y, out, accumulate: bool) -> None:
+        if self.nnz == 0 or y.shape[1] == 0:
+            if not accumulate:
+                out.zero_()
+            return
+        _product(self.csr(y.dtype, transposed=True), y, out, accumulate)
+
+    def nbytes(self) -> int:
+        return sum(t.values().nbytes + t.crow_indices().nbytes + t.col_indices().nbytes
+                   for t in self._csr.values())
+
+
+class TorchTile:
+    """A CSR tile given by its arrays on the device (a tile that arrived by broadcast)."""
+
+    def __init__(self, indptr, indices, data, shape, device):
+        self.shape, self.nnz = tuple(shape), int(indices.shape[0])
+        self.a = csr_tensor(indptr, indices, data, shape, device, data.dtype)
+
+    def matmul(self, x, out, accumulate: bool) -> None:
+        if self.nnz == 0:
+            if not accumulate:
+                out.zero_()
+            return
+        _product(self.a, x, out, accumulate)
+
+    def t_matmul(self, y, out, accumulate: bool) -> None:
+        if self.nnz == 0:
+            if not accumulate:
+                out.zero_()
+            return
+        _product(self.a.t(), y, out, accumulate)
+
+    def drop_transpose(self) -> None:
+        pass
+
+
+class TorchPool:
+    """Reusable work tensors on the device, keyed by (name, shape, dtype, slot)."""
+
+    def __init__(self, device):
+        self.device = device
+        self._arrays: dict[tuple, object] = {}
+        self._ids: set[int] = set()
+
+    def get(self, name: str, shape, dtype, slot=0):
+        key = (name, tuple(int(s) for s in shape), np.dtype(dtype), slot)
+        t = self._arrays.get(key)
+        if t is None:
+            import torch
+
+            t = self._arrays[key] = torch.empty(key[1], dtype=torch_dtype(key[2]),
+                                                device=self.device)
+            self._ids.add(id(t))
+        return t
+
+    def owns(self, array) -> bool:
+        return id(array) in self._ids
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self._arrays.values())
+
+
+class TorchBackend:
+    """torch tensors on ``device`` (``ProcessGrid(device=...)``). ``direct``: MPI takes
+    device tensors itself (a CUDA-aware MPI, ``staging.cuda_aware``)."""
+
+    name = "torch"
+    mpi_native = False  # MPI reads host views or staged copies of its tensors
+
+    def __init__(self, device, direct: bool = False):
+        self.device = device
+        self.host_memory = device.type == "cpu"
+        self.dist_backend = "gloo" if self.host_memory else "nccl"  # torch.distributed's
+        self.direct = direct
+        self.staging = Staging(device, direct)
+        self._index: dict[int, tuple] = {}
+
+    def __repr__(self) -> str:
+        return f"TorchBackend({self.device})"
+
+    def default_transport(self, size: int) -> str:
+        """``transport="auto"``'s choice: NCCL on CUDA with more than one rank (MPI from
+        ``pip`` cannot read GPU memory: every exchange would be staged), else MPI."""
+        return "torch" if self.dist_backend == "nccl" and size > 1 else "mpi"
+
+    # ------------------------------------------------------------ arrays
+    def pool(self) -> TorchPool:
+        return TorchPool(self.device)
+
+    def empty(self, shape, dtype):
+        import torch
+
+        return torch.empty(tuple(int(s) for s in shape), dtype=torch_dtype(dtype),
+                           device=self.device)
+
+    def zeros(self, shape, dtype):
+        import torch
+
+        return torch.zeros(tuple(int(s) for s in shape), dtype=torch_dtype(dtype),
+                           device=self.device)
+
+    out = empty
+
+    @staticmethod
+    def dtype(x) -> np.dtype:
+        return numpy_dtype(x.dtype)
+
+    @staticmethod
+    def nbytes(x) -> int:
+        return x.numel() * x.element_size()
+
+    @staticmethod
+    def contiguous(x):
+        return x.contiguous()
+
+    def from_host(self, a: np.ndarray, stats=None):
+        """A tensor of ``a`` on the device (its memory on the CPU), counted as received on
+        the ``device_host`` tier with ``stats``."""
+        import torch
+
+        t = torch.from_numpy(np.ascontiguousarray(a))
+        if stats is not None:
+            stats.bytes_host_to_device += int(a.nbytes)
+        if self.device.type == "cpu":
+            return t
+        if t.numel() == 0:
+            return torch.empty(t.shape, dtype=t.dtype, device=self.device)
+        return t.to(self.device)
+
+    def to_host(self, x, stats=None) -> np.ndarray:
+        """A C-contiguous numpy copy (a view on the CPU) of ``x``, counted as sent on the
+        ``device_host`` tier with ``stats``."""
+        x = x.detach()
+        if x.device.type != "cpu" and x.numel() == 0:
+            return np.empty(tuple(x.shape), dtype=numpy_dtype(x.dtype))
+        x = x.contiguous()
+        if stats is not None:
+            stats.bytes_device_to_host += x.numel() * x.element_size()
+        return (x if x.device.type == "cpu" else x.cpu()).numpy()
+
+    def index(self, idx: np.ndarray):
+        """``idx`` as an int64 tensor on the device, made once per list (kept alive with
+        its source so that its id is not reused)."""
+        found = self._index.get(id(idx))
+        if found is None or found[0] is not idx:
+            import torch
+
+            t = torch.from_numpy(np.ascontiguousarray(idx, dtype=np.int64)).to(self.device)
+            found = self._index[id(idx)] = (idx, t)
+        return found[1]
+
+    def is_native(self, x) -> bool:
+        import torch
+
+        return isinstance(x, torch.Tensor) and x.device == self.device
+
+    @staticmethod
+    def is_contiguous(x) -> bool:
+        return x.is_contiguous() and not x.requires_grad
+
+    def well_formed(self, x, rows: int, finite: bool = True) -> bool:
+        """Whether tensor ``x`` passes every local check of a call taking ``rows`` rows
+        (2-D, contiguous, float32/float64, a column or more, no grad, no NaN/Inf unless
+        ``finite`` is False) in one quick test."""
+        import torch
+
+        return (x.ndim == 2 and x.shape[0] == rows and x.shape[1] > 0
+                and x.dtype in (torch.float32, torch.float64) and x.is_contiguous()
+                and not x.requires_grad and not (finite and self.count_nonfinite(x)))
+
+    @staticmethod
+    def local_array(x, what: str):
+        """A caller's rows (a tensor on the device: checked before) without its graph."""
+        return x.detach().contiguous()
+
+    @staticmethod
+    def like(y, template):
+        return y
+
+    def returned(self, y: np.ndarray, as_torch: bool = True, stats=None):
+        """Host rows handed to the caller: a tensor on the device (counted with ``stats``)."""
+        return self.from_host(y, stats)
+
+    # ------------------------------------------------------------ local work
+    def block(self, m) -> TorchBlock:
+        return TorchBlock(m, self.device)
+
+    def tile(self, indptr, indices, data, shape) -> TorchTile:
+        return TorchTile(indptr, indices, data, shape, self.device)
+
+    def row_pointers(self, rows, n_rows: int):
+        """CSR row pointers of sorted COO row ids (int64, on the device)."""
+        import torch
+
+        indptr = torch.zeros(n_rows + 1, dtype=torch.int64, device=self.device)
+        if rows.numel():
+            indptr[1:] = torch.cumsum(torch.bincount(rows.to(torch.int64),
+                                                     minlength=n_rows), 0)
+        return indptr
+
+    def gather_rows(self, x, idx: np.ndarray, out) -> None:
+        import torch
+
+        torch.index_select(x, 0, self.index(idx), out=out)
+
+    def scatter_add(self, rows, idx: np.ndarray, out) -> None:
+        out.index_add_(0, self.index(idx), rows)
+
+    @staticmethod
+    def count_nonfinite(x) -> int:
+        """Entries of ``x`` that are NaN or Inf (0 or more: only "any" matters to callers):
+        the sum first (one reduction, no mask), the elementwise test only when it is not
+        finite, which finite values can also cause by overflowing."""
+        import torch
+
+        if x.numel() == 0 or bool(torch.isfinite(x.sum())):
+            return 0
+        return int((~torch.isfinite(x)).sum())
+
+    @staticmethod
+    def view_bytes(buf, dtype):
+        return buf.view(torch_dtype(dtype))
+
+    # ------------------------------------------------------------ codecs
+    def encode(self, codec, x, idx: np.ndarray, out, key: int) -> int:
+        """``codec``'s bytes of ``x[idx]`` (all of ``x`` for an empty ``idx``) in ``out``."""
+        import torch
+
+        from . import torch_quantize
+
+        rows = x.index_select(0, self.index(idx)) if idx.size else x
+        if isinstance(codec, CastCodec):
+            cast = rows.to(torch_dtype(codec.wire))
+            bad = int((~torch.isfinite(cast).all(dim=1)).sum()) if cast.numel() else 0
+            out.copy_(cast.reshape(-1).view(torch.uint8).reshape(out.shape))
+            return bad
+        packed, bad = torch_quantize.encode(codec.bits, rows, key)
+        out.copy_(packed)
+        return bad
+
+    def decode(self, codec, buf, out, idx: np.ndarray, accumulate: bool) -> None:
+        from . import torch_quantize
+
+        f = out.shape[1]
+        if isinstance(codec, CastCodec):
+            rows = buf.reshape(-1).view(torch_dtype(codec.wire)).reshape(-1, f).to(out.dtype)
+        else:
+            rows = torch_quantize.decode(codec.bits, buf, f, out.dtype)
+        if idx.size:
+            if accumulate:
+                out.index_add_(0, self.index(idx), rows)
+            else:
+                out.index_copy_(0, self.index(idx), rows)
+        elif accumulate:
+            out += rows
+        else:
+            out.copy_(rows)
+
+    # ------------------------------------------------------------ MPI's view of the data
+    def wire_out(self, x, stats=None, name: str = ""):
+        return self.staging.out(x, stats, name)
+
+    def wire_in(self, recv, stats=None, name: str = ""):
+        return self.staging.recv(recv, name)
+
+    def wire_landed(self, host, recv, stats=None) -> None:
+        self.staging.landed(host, recv, stats)
+
+    def wire_ready(self, send) -> None:
+        self.staging.ready(send)
+
+    @staticmethod
+    def as_torch(x):
+        return x
+
+    def synchronize(self) -> None:
+        """Wait for the device's queued work (timings of device work stop once it ran)."""
+        if self.device.type == "cuda":
+            import torch
+
+            torch.cuda.synchronize(self.device)
