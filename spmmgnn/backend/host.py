@@ -205,4 +205,9 @@ class HostBackend:
         pass
 
 
+    # ------------------------------------------------------------ row algebra (linalg)
+
+    # ------------------------------------------------------------ dense ops of a step
+
+
 HOST = HostBackend()

@@ -375,3 +375,7 @@ class TorchBackend:
             import torch
 
             torch.cuda.synchronize(self.device)
+
+    # ------------------------------------------------------------ row algebra (linalg)
+
+    # ------------------------------------------------------------ dense ops of a step
