@@ -13,7 +13,9 @@ import scipy.sparse as sp
 
 from spmmgnn import set_threads
 from spmmgnn.local import kernels, local_matrix
-from spmmgnn.local.local_matrix import LocalCSR, _ColumnBlocks, split_block_columns, split_columns
+from spmmgnn.local.column_blocks import ColumnBlocks
+from spmmgnn.local.local_matrix import LocalCSR
+from spmmgnn.local.split import split_block_columns, split_columns
 from spmmgnn.runtime.errors import SpmmgnnError
 from spmmgnn.runtime.threads import get_threads
 
@@ -204,7 +206,7 @@ def test_column_blocks_layout_and_policy(monkeypatch):
     A = sp.csr_array(np.array([[1, 0, 2, 0, 0, 3],
                                [0, 0, 0, 0, 0, 0],
                                [5, 0, 0, 4, 6, 0]], dtype=float))
-    b = _ColumnBlocks(LocalCSR(A), 3)  # blocks of 2 columns: {0, 1}, {2, 3}, {4, 5}
+    b = ColumnBlocks(LocalCSR(A), 3)  # blocks of 2 columns: {0, 1}, {2, 3}, {4, 5}
     assert b.indptr2.tolist() == [[0, 1, 1, 2], [2, 3, 3, 4], [4, 5, 5, 6]]
     assert b.indices.tolist() == [0, 0, 2, 3, 5, 4]
     assert b.data(np.float32).tolist() == [1, 5, 2, 4, 3, 6]

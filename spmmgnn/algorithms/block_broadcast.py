@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from ..backend.host import HOST
-from ..local.local_matrix import split_block_columns
+from ..local.split import split_block_columns
 from ..runtime.stats import CommStats
 
 

@@ -20,7 +20,7 @@ from ..backend.host import HOST
 from ..backend.protocol import Backend
 from ..exchange.halo import HaloPlan
 from ..local.codecs import get_codec
-from ..local.local_matrix import split_columns
+from ..local.split import split_columns
 from ..runtime.errors import SpmmgnnError, agree
 from ..runtime.stats import CommStats
 

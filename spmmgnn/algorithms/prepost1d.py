@@ -29,7 +29,8 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from ..exchange.halo import displacements
-from ..local.local_matrix import LocalCSR, split_columns
+from ..local.local_matrix import LocalCSR
+from ..local.split import split_columns
 from ..runtime.wire import allgather_json
 from .base import DistSpMM
 from .ghost import GhostBlock, resolve_codecs

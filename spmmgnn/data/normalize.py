@@ -272,7 +272,7 @@ def gcn_norm_block_row(block: sp.csr_array, offsets: np.ndarray, comm: MPI.Comm,
     scale = weight_scale(_agree_on_degrees(comm, "gcn", deg, bad, ids, max_abs))
     if scale != 1.0:
         deg = _degrees(B, scale)[0]
-    from ..local.local_matrix import ghost_columns
+    from ..local.split import ghost_columns
 
     ghost = ghost_columns(B.indices, lo, hi, B.shape[1])
     inv_own = _inv(deg, 0.5)

@@ -1,23 +1,29 @@
-"""A rank's block row, split the way PETSc splits an MPIAIJ matrix.
-
-``diag``: the columns this block row owns, in local numbering. ``ghost``: the off-diagonal
-columns that hold at least one non-zero, renumbered densely 0..g-1, with ``ghost_ids`` (sorted
-global ids) as the map back. Sparsity awareness is exactly this: only ghost columns are fetched.
-"""
+"""A local sparse block ready for the numba kernels (``LocalCSR``: values cast once per
+dtype, its transpose, its column blocks) and the choice of the kernel that multiplies it.
+``local.split`` cuts a block row into such blocks."""
 
 from __future__ import annotations
-
-import os
-import time
-from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..runtime.errors import SpmmgnnError
 from ..runtime.jit import njit, numba_pool
 from ..runtime.threads import get_threads
 from . import kernels
+from .column_blocks import ColumnBlocks, unsigned
+from .kernel_choice import (
+    BLOCK_MIN_DEGREE,
+    HOT_SHARE_MAX,
+    MATMUL_SETTINGS,
+    MEASURE_MIN_WORK,
+    SAMPLE_WINDOWS,
+    SAMPLE_WORK,
+    SERIAL_TWINS,
+    TRANSPOSE_SETTINGS,
+    Choice,
+    kernel_setting,
+    time_candidates,
+)
 
 
 class LocalCSR:
@@ -47,8 +53,8 @@ class LocalCSR:
         m = sp.csr_array(m)
         m.sum_duplicates()
         m.sort_indices()
-        self._set(m.shape, m.indptr.astype(np.int64), m.indices.astype(_index_dtype(*m.shape)),
-                  m.data.astype(_source_dtype(m.data.dtype)))
+        self._set(m.shape, m.indptr.astype(np.int64), m.indices.astype(index_dtype(*m.shape)),
+                  m.data.astype(source_dtype(m.data.dtype)))
 
     @classmethod
     def from_parts(cls, shape: tuple[int, int], indptr: np.ndarray, indices: np.ndarray,
@@ -76,7 +82,7 @@ class LocalCSR:
         self._chunks: dict[int, np.ndarray] = {}
         self._twins: list[LocalCSR] = []  # ``renamed`` copies sharing the values
         self._t: LocalCSR | None = None
-        self._blocked: dict[int, _ColumnBlocks] = {}
+        self._blocked: dict[int, ColumnBlocks] = {}
         self._col_cum: np.ndarray | None = None
         self.choices: dict[tuple, Choice] = {}
 
@@ -88,7 +94,7 @@ class LocalCSR:
         out = LocalCSR.__new__(LocalCSR)
         out.__dict__.update(self.__dict__)
         out.shape = (self.shape[0], int(n_cols))
-        out.indices = new_col[self.indices].astype(_index_dtype(*out.shape))
+        out.indices = new_col[self.indices].astype(index_dtype(*out.shape))
         out.gather_indices = unsigned(out.indices)
         out.keeps_order = True
         out._t, out._blocked, out._col_cum, out.choices, out._twins = None, {}, None, {}, []
@@ -188,10 +194,10 @@ class LocalCSR:
             return "plain"  # the one-column kernel at another width: its general form
         return setting
 
-    def _blocks(self, n_blocks: int) -> _ColumnBlocks:
+    def _blocks(self, n_blocks: int) -> ColumnBlocks:
         """The matrix regrouped into ``n_blocks`` column blocks (built once, kept)."""
         if n_blocks not in self._blocked:
-            self._blocked[n_blocks] = _ColumnBlocks(self, n_blocks)
+            self._blocked[n_blocks] = ColumnBlocks(self, n_blocks)
         return self._blocked[n_blocks]
 
     def _run(self, variant: str, x: np.ndarray, out: np.ndarray, accumulate: bool,
@@ -214,14 +220,14 @@ class LocalCSR:
         key = (f, x.dtype.str, get_threads() if threads is None else threads)
         choice = self.choices.get(key)
         if choice is None:
-            setting = _setting(self.kernel, "SPMMGNN_KERNEL", MATMUL_SETTINGS)
+            setting = kernel_setting(self.kernel, "SPMMGNN_KERNEL", MATMUL_SETTINGS)
             if setting == "auto" and self.nnz * f >= MEASURE_MIN_WORK:
                 # timed on the whole matrix: a row sample touches each row of x fewer
                 # times than the matrix does, so it underrates column blocking (measured:
                 # uniform, f = 256, the sample chose unrolled at 1.3x blocked:8's time)
                 cands = self.candidates(f, itemsize)
                 self._prepare(cands, x.dtype)
-                seconds = _time_candidates(
+                seconds = time_candidates(
                     cands, lambda v, scratch: self._run(v, x, scratch, False),
                     (self.shape[0], f), x.dtype)
                 choice = Choice(min(seconds, key=seconds.get), "measured", seconds)
@@ -295,7 +301,7 @@ class LocalCSR:
         if self._t is None:
             rows, cols = self.shape
             indptr = np.zeros(cols + 1, dtype=np.int64)
-            indices = np.empty(self.nnz, dtype=_index_dtype(cols, rows))
+            indices = np.empty(self.nnz, dtype=index_dtype(cols, rows))
             data = self._data[self._source]
             values = np.empty_like(data)
             _transpose_into(self.indptr, self.indices, data, indptr, indices, values)
@@ -327,7 +333,7 @@ class LocalCSR:
         key = ("t", f, y.dtype.str, get_threads())
         choice = self.choices.get(key)
         if choice is None:
-            setting = _setting(self.kernel_t, "SPMMGNN_KERNEL_T", TRANSPOSE_SETTINGS)
+            setting = kernel_setting(self.kernel_t, "SPMMGNN_KERNEL_T", TRANSPOSE_SETTINGS)
             if setting == "auto" and self.nnz * f >= MEASURE_MIN_WORK:
                 choice = self._measure_t(y)
             elif setting in ("auto", "rule"):
@@ -361,7 +367,7 @@ class LocalCSR:
             else:
                 probe._run_t("scan", y_rows, scratch[v], False)
 
-        seconds = _time_candidates(["transpose", "scan"], run, (0, f), y.dtype)
+        seconds = time_candidates(["transpose", "scan"], run, (0, f), y.dtype)
         shares = {"transpose": t_probe.nnz / max(1, t.nnz), "scan": probe.nnz / max(1, self.nnz)}
         seconds = {v: s / shares[v] for v, s in seconds.items()}
         return Choice(min(seconds, key=seconds.get), "measured", seconds,
@@ -388,97 +394,6 @@ class LocalCSR:
                             shape=self.shape)
 
 
-@dataclass
-class Choice:
-    """The kernel variant one (width, dtype, threads) runs, and why."""
-
-    variant: str
-    source: str                         # "measured", "rule" or "forced"
-    seconds: dict[str, float] | None = None   # per candidate, scaled to the whole matrix
-    sample: float = 1.0                 # share of the non-zeros the timed calls ran
-
-
-SERIAL_TWINS = ("plain", "unrolled", "vector")  # the variants with a serial kernel
-MATMUL_SETTINGS = ("auto", "rule", "plain", "unrolled", "blocked", "vector")
-TRANSPOSE_SETTINGS = ("auto", "rule", "transpose", "scan")
-MEASURE_MIN_WORK = 1 << 21  # non-zeros x columns below which a call takes ~1 ms: use the rule
-SAMPLE_WORK = 1 << 25  # non-zeros x columns of a timed call on a row sample (~10-20 ms)
-SAMPLE_WINDOWS = 16  # evenly spaced runs of rows in a sample
-BLOCK_MIN_DEGREE = 2  # average non-zeros per row and column block that blocking needs
-HOT_SHARE_MAX = 0.5  # unblocked when the columns a quarter LLC holds carry this share of nnz
-
-
-def _setting(value: str | None, env: str, allowed: tuple[str, ...]) -> str:
-    """The kernel setting: the attribute, else the environment variable, else ``auto``."""
-    setting = (value or os.environ.get(env, "") or "auto").strip().lower()
-    ok = setting in allowed or (
-        "blocked" in allowed and setting.startswith("blocked:") and setting[8:].isdigit()
-        and int(setting[8:]) >= 1)
-    if not ok:
-        raise SpmmgnnError(f"kernel setting {setting!r} ({env}): choose one of "
-                           f"{', '.join(allowed)}" + (", blocked:N" if "blocked" in allowed
-                                                      else ""))
-    return setting
-
-
-def _time_candidates(variants: list[str], run, shape: tuple[int, int], dtype) -> dict:
-    """Seconds of each variant writing a scratch array (every variant gives the same
-    numbers): each once, then the two fastest twice more, interleaved, keeping each one's
-    minimum, so a choice costs about ``len(variants) + 4`` calls and one disturbed timing
-    cannot decide it."""
-    scratch = np.empty(shape, dtype=dtype)
-    seconds = {}
-    for v in variants:
-        t0 = time.perf_counter()
-        run(v, scratch)
-        seconds[v] = time.perf_counter() - t0
-    finalists = sorted(seconds, key=seconds.get)[:2]
-    for _ in range(2):
-        for v in finalists:
-            t0 = time.perf_counter()
-            run(v, scratch)
-            seconds[v] = min(seconds[v], time.perf_counter() - t0)
-    return seconds
-
-
-class _ColumnBlocks:
-    """A CSR regrouped by column blocks: block b holds columns [b*w, (b+1)*w) of every row,
-    stored one block after the other (``indptr2[b]`` its row pointers into the shared
-    ``indices``), so ``csr_matmul_blocked`` gathers from one cache-sized slice of x at a time."""
-
-    def __init__(self, m: LocalCSR, n_blocks: int):
-        n_rows, n_cols = m.shape
-        width = max(1, -(-n_cols // n_blocks))
-        # a stable counting sort of the non-zeros by (column block, row): the order of a
-        # stable argsort of block * n_rows + row, without its int64 keys per non-zero
-        self.indptr2 = np.zeros((n_blocks, n_rows + 1), dtype=np.int64)
-        _count_blocks(m.indptr, m.indices, width, self.indptr2)
-        self.perm = np.empty(m.nnz, dtype=np.int64)
-        _place_blocks(m.indptr, m.indices, width, self.indptr2[:, :-1].copy(), self.perm)
-        self.indices = m.indices[self.perm]
-        self.gather_indices = unsigned(self.indices)
-        self._m = m
-        self._data: dict[np.dtype, np.ndarray] = {}
-        self._chunks: dict[int, np.ndarray] = {}
-
-    def data(self, dtype) -> np.ndarray:
-        dtype = np.dtype(dtype)
-        if dtype not in self._data:
-            self._data[dtype] = self._m.data(dtype)[self.perm]
-        return self._data[dtype]
-
-    def keep_values(self, dtype) -> None:
-        """Free the values in every dtype but ``dtype`` (see ``LocalCSR.keep_values``)."""
-        self._data = {k: v for k, v in self._data.items() if k == np.dtype(dtype)}
-
-    def chunks(self) -> np.ndarray:
-        t = get_threads()
-        if t not in self._chunks:
-            self._chunks[t] = np.stack([kernels.row_chunks(p - p[0], 4 * t)
-                                        for p in self.indptr2])
-        return self._chunks[t]
-
-
 @njit(cache=True, nogil=True)
 def _transpose_into(indptr, indices, data, t_indptr, t_indices, t_values):
     """The transposed CSR (scipy's ``csr_tocsc``: each column's rows in increasing order,
@@ -500,145 +415,13 @@ def _transpose_into(indptr, indices, data, t_indptr, t_indices, t_values):
     t_indptr[0] = 0
 
 
-@njit(cache=True, nogil=True)
-def _count_blocks(indptr, indices, width, indptr2):
-    """Row pointers per column block: the non-zeros of row i in block b counted at
-    indptr2[b, i + 1], then summed in (block, row) order."""
-    for i in range(indptr.size - 1):
-        for t in range(indptr[i], indptr[i + 1]):
-            indptr2[indices[t] // width, i + 1] += 1
-    total = 0  # then the running sum over (block, row): block b starts where b - 1 ends
-    for b in range(indptr2.shape[0]):
-        indptr2[b, 0] = total
-        for i in range(1, indptr2.shape[1]):
-            total += indptr2[b, i]
-            indptr2[b, i] = total
-
-
-@njit(cache=True, nogil=True)
-def _place_blocks(indptr, indices, width, next_slot, perm):
-    """perm[p] = t for each non-zero t at its slot p of (column block, row), taken in row
-    order, each row's non-zeros in order (``next_slot``: each row's first slot per block)."""
-    for i in range(indptr.size - 1):
-        for t in range(indptr[i], indptr[i + 1]):
-            b = indices[t] // width
-            perm[next_slot[b, i]] = t
-            next_slot[b, i] += 1
-
-
-def _source_dtype(dtype: np.dtype) -> np.dtype:
+def source_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype a matrix's values are kept in: float32 and float64 as given, anything else
     as float64 (every cast is then exact or the one the training dtype makes anyway)."""
     return dtype if dtype in (np.dtype(np.float32), np.dtype(np.float64)) else np.dtype(
         np.float64)
 
 
-def unsigned(indices: np.ndarray) -> np.ndarray:
-    """The column indices as an unsigned view (no copy) for the gather kernels: numba wraps
-    a negative signed index around, a test and an add on every non-zero that an unsigned one
-    skips (measured 1.2-1.4x on the one-column product, bench/results/percall.md)."""
-    return indices.view(np.uint32 if indices.dtype == np.int32 else np.uint64)
-
-
-def split_columns(block_row: sp.csr_array, lo: int, hi: int):
-    """Split a block row (global columns) into the owned columns [lo, hi) and the rest.
-
-    Returns ``(diag, ghost, ghost_ids)``: diag has columns shifted by -lo, ghost has the
-    non-empty other columns renumbered 0..g-1 in increasing global order, ghost_ids the
-    global id of each ghost column. A canonical block row (sorted, no duplicates: what the
-    normalizations make) is split by two numba passes straight into the two CSRs, holding
-    nothing per non-zero but their arrays; the values keep their dtype (float32 or float64).
-    """
-    m = sp.csr_array(block_row)
-    if not m.has_canonical_format:
-        return _split_columns_coo(m, lo, hi)
-    indices = m.indices
-    ghost_ids = ghost_columns(indices, lo, hi, m.shape[1])
-    diag_ptr = np.zeros(m.shape[0] + 1, dtype=np.int64)
-    ghost_ptr = np.zeros(m.shape[0] + 1, dtype=np.int64)
-    _count_split(m.indptr, indices, lo, hi, diag_ptr[1:], ghost_ptr[1:])
-    np.cumsum(diag_ptr, out=diag_ptr)
-    np.cumsum(ghost_ptr, out=ghost_ptr)
-    data = m.data.astype(_source_dtype(m.data.dtype), copy=False)
-    diag_idx = np.empty(int(diag_ptr[-1]), dtype=_index_dtype(m.shape[0], hi - lo))
-    ghost_idx = np.empty(int(ghost_ptr[-1]), dtype=_index_dtype(m.shape[0], ghost_ids.size))
-    diag_val = np.empty(diag_idx.size, dtype=data.dtype)
-    ghost_val = np.empty(ghost_idx.size, dtype=data.dtype)
-    _fill_split(m.indptr, indices, data, lo, hi, ghost_ids, diag_ptr, diag_idx, diag_val,
-                ghost_ptr, ghost_idx, ghost_val)
-    diag = LocalCSR.from_parts((m.shape[0], hi - lo), diag_ptr, diag_idx, diag_val)
-    ghost = LocalCSR.from_parts((m.shape[0], ghost_ids.size), ghost_ptr, ghost_idx, ghost_val)
-    return diag, ghost, ghost_ids
-
-
-def _index_dtype(rows: int, cols: int) -> type:
+def index_dtype(rows: int, cols: int) -> type:
     """LocalCSR's column index type for a rows x cols block (as ``__init__`` picks it)."""
     return np.int32 if max(rows, cols) < 2**31 - 1 else np.int64
-
-
-def ghost_columns(indices: np.ndarray, lo: int, hi: int, n_cols: int) -> np.ndarray:
-    """The distinct column ids outside [lo, hi) among ``indices``, sorted (int64): one pass
-    marking a byte per column, so no sort and no copy of the non-zeros."""
-    seen = np.zeros(n_cols, dtype=np.bool_)
-    _mark_outside(indices, lo, hi, seen)
-    return np.flatnonzero(seen).astype(np.int64, copy=False)
-
-
-@njit(cache=True, nogil=True)
-def _mark_outside(indices, lo, hi, seen):
-    for t in range(indices.size):
-        j = indices[t]
-        if j < lo or j >= hi:
-            seen[j] = True
-
-
-@njit(cache=True, nogil=True)
-def _count_split(indptr, indices, lo, hi, diag_count, ghost_count):
-    """Per row: how many non-zeros fall in [lo, hi) and how many outside."""
-    for i in range(indptr.size - 1):
-        d = 0
-        for t in range(indptr[i], indptr[i + 1]):
-            j = indices[t]
-            if lo <= j < hi:
-                d += 1
-        diag_count[i] = d
-        ghost_count[i] = indptr[i + 1] - indptr[i] - d
-
-
-@njit(cache=True, nogil=True)
-def _fill_split(indptr, indices, data, lo, hi, ghost_ids, diag_ptr, diag_idx, diag_val,
-                ghost_ptr, ghost_idx, ghost_val):
-    """Each non-zero to its block in row order: owned columns shifted by -lo, the others
-    as their position in ``ghost_ids`` (a binary search; both stay sorted)."""
-    for i in range(indptr.size - 1):
-        d, g = diag_ptr[i], ghost_ptr[i]
-        for t in range(indptr[i], indptr[i + 1]):
-            j = indices[t]
-            if lo <= j < hi:
-                diag_idx[d] = j - lo
-                diag_val[d] = data[t]
-                d += 1
-            else:
-                ghost_idx[g] = np.searchsorted(ghost_ids, j)
-                ghost_val[g] = data[t]
-                g += 1
-
-
-def _split_columns_coo(m: sp.csr_array, lo: int, hi: int):
-    """``split_columns`` of a block row with unsorted or duplicate entries: through COO
-    (duplicates summed as scipy sums them), holding int64 rows and columns per non-zero."""
-    rows = np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
-    cols = m.indices.astype(np.int64)
-    own = (cols >= lo) & (cols < hi)
-    diag = sp.csr_array((m.data[own], (rows[own], cols[own] - lo)), shape=(m.shape[0], hi - lo))
-    ghost_ids, ghost_cols = np.unique(cols[~own], return_inverse=True)
-    ghost = sp.csr_array((m.data[~own], (rows[~own], ghost_cols.reshape(-1))),
-                         shape=(m.shape[0], ghost_ids.size))
-    return LocalCSR(diag), LocalCSR(ghost), ghost_ids.astype(np.int64)
-
-
-def split_block_columns(block_row: sp.csr_array, offsets: np.ndarray) -> list[LocalCSR]:
-    """Split a block row into its block columns A_ij (local column numbering in each)."""
-    m = sp.csr_array(block_row)
-    return [LocalCSR(m[:, int(offsets[q]):int(offsets[q + 1])])
-            for q in range(offsets.size - 1)]

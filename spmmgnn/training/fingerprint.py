@@ -49,7 +49,7 @@ def block_structure_sum(rows_comm: MPI.Comm, offsets: np.ndarray, block: int, A,
     non-zeros ``STRUCTURE_CHUNK`` at a time (the sum is taken mod 2^64, so the chunks add
     up to the same value), instead of an int64 id array of every non-zero."""
     from ..data.normalize import fetch_owned_values
-    from ..local.local_matrix import ghost_columns
+    from ..local.split import ghost_columns
 
     A = sp.csr_array(A)
     lo, hi = int(offsets[block]), int(offsets[block + 1])
