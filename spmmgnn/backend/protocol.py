@@ -89,15 +89,43 @@ class Backend(Protocol):
         """``idx`` (a plan's int64 index list, kept for the plan's life) where the backend
         reads it (made once per list)."""
 
+    def out(self, shape: tuple[int, ...], dtype) -> Array:
+        """A call's result array (the host reuses one once nothing references it)."""
+
+    # ------------------------------------------------------------ the caller's arrays
+    def is_native(self, x: Any) -> bool:
+        """Whether ``x`` is this backend's kind of array (numpy; a tensor on the device)."""
+
+    def is_contiguous(self, x: Array) -> bool: ...
+
+    def well_formed(self, x: Array, rows: int, finite: bool = True) -> bool:
+        """Every local check of a call taking ``rows`` rows, in one quick test."""
+
+    def local_array(self, x: Any, what: str) -> Array:
+        """A caller's (checked) rows as this backend's contiguous array."""
+
+    def like(self, y: Array, template: Any) -> Any:
+        """A result as the kind of the caller's input."""
+
+    def returned(self, y: np.ndarray, as_torch: bool, stats=None) -> Any:
+        """Host rows handed to the caller in this backend's kind."""
+
+    def as_torch(self, x: Array) -> Any:
+        """``x`` as a torch tensor sharing its memory (for ``torch.distributed``)."""
+
+    def synchronize(self) -> None:
+        """Wait for queued device work (timings)."""
+
     # ------------------------------------------------------------ local work
     def block(self, m) -> Block:
         """A ``local.local_matrix.LocalCSR`` ready to multiply here."""
 
-    def csr_product(self, indptr: np.ndarray, indices: Array, data: Array,
-                    shape: tuple[int, int], x: Array, out: Array,
-                    transposed: bool) -> None:
-        """``out += A @ x`` (``transposed``: ``A.T @ x``) of a CSR given by its arrays,
-        each call anew (a tile that arrived by broadcast)."""
+    def tile(self, indptr: Array, indices: Array, data: Array,
+             shape: tuple[int, int]) -> Block:
+        """A CSR given by its arrays, each call anew (a tile that arrived by broadcast)."""
+
+    def row_pointers(self, rows: Array, n_rows: int) -> Array:
+        """CSR row pointers of sorted COO row ids."""
 
     def gather_rows(self, x: Array, idx: np.ndarray, out: Array) -> None: ...
 
@@ -117,15 +145,18 @@ class Backend(Protocol):
         added when ``accumulate``)."""
 
     # ------------------------------------------------------------ MPI's view of the data
-    def wire_out(self, x: Array, stats, name: str) -> np.ndarray:
+    def wire_out(self, x: Array, stats=None, name: str = "") -> Any:
         """What MPI sends for ``x``: host memory holding its values (a view on the host)."""
 
-    def wire_in(self, like: Array, shape: tuple[int, ...], stats, name: str) -> Any:
-        """Where MPI receives an array shaped ``shape`` for the backend array ``like``
-        (``like`` itself when MPI may write it in place)."""
+    def wire_in(self, recv: Array, stats=None, name: str = "") -> Any:
+        """Where MPI receives what lands in ``recv`` (its own memory where MPI may write
+        it in place)."""
 
-    def wire_landed(self, host: Any, out: Array, stats) -> None:
-        """Bring what MPI wrote into ``host`` (from ``wire_in``) into ``out``."""
+    def wire_landed(self, host: Any, recv: Array, stats=None) -> None:
+        """Bring what MPI wrote into ``host`` (from ``wire_in``) into ``recv``."""
+
+    def wire_ready(self, send: Any) -> None:
+        """Before MPI reads ``send``: the copies or the work writing it have finished."""
 
 
 class Request(Protocol):
