@@ -231,19 +231,6 @@ def check_writable(target: str | os.PathLike, what: str = "output") -> None:
         raise SpmmgnnError(f"cannot write {what} {target}: {exc.strerror or exc}") from None
 
 
-def check_not_input(source: str | os.PathLike, target: str | os.PathLike,
-                    what: str = "--out") -> None:
-    """SpmmgnnError if writing ``target`` would replace ``source`` (the same file, also
-    through a symbolic or hard link): the input would be lost."""
-    try:
-        same = os.path.samefile(source, target)
-    except OSError:  # one of them does not exist (yet)
-        same = False
-    if same:
-        raise SpmmgnnError(f"{what} {target} is the input file {source}: writing it would "
-                           "replace the input; give another name")
-
-
 def default_mode() -> int:
     """The mode ``open(path, "w")`` gives a new file: ``0o666`` less the umask."""
     return 0o666 & ~_umask()

@@ -31,7 +31,8 @@ import traceback
 import warnings
 
 from . import signals
-from .errors import RankFailed, SpmmgnnError
+from .commands import check_files
+from .errors import RankFailed, SpmmgnnError, check_on_root
 from .signals import Terminated
 
 KERNEL_COMMANDS = ("train", "spmm", "bench")  # they run the numba kernels
@@ -143,6 +144,7 @@ def _main(argv: list[str] | None) -> int:
         except SystemExit as exc:  # usage error or --help: the same on every rank
             return _collective(exc.code if isinstance(exc.code, int) else 2)
         prog = f"spmmgnn {args.command}"
+        check_on_root(comm, 0, lambda: check_files(args))  # before any work
         if args.command in KERNEL_COMMANDS and rank == 0:
             from .jit import COMPILE_NOTICE, kernels_cached
 

@@ -37,7 +37,7 @@ from mpi4py import MPI
 from ..atomic import check_writable
 from ..errors import SpmmgnnError, check_on_root
 from ..tiers import DEVICE_LINKS, DEVICE_RATE
-from . import PARTS_PER_NODE_HELP, check_parts_per_node, count_arg, grid_arg
+from . import PARTS_PER_NODE_HELP, check_parts_per_node, count_arg, file_roles, grid_arg
 
 
 def add_parser(sub) -> None:
@@ -112,6 +112,8 @@ def add_parser(sub) -> None:
                    help="with --memory: the memory of one rank's GPU; says per rank whether "
                         "the operator's blocks and exchange buffers fit it")
     p.set_defaults(func=run)
+    file_roles(p, inputs={"graph": "graph", "compare": "--compare"},
+               outputs={"plot": "-o", "json": "--json"})
 
 
 # spmmgnn.benchmark.costs.NETWORKS, spelled out so that --help does not import the model
