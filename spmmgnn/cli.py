@@ -32,7 +32,8 @@ import warnings
 
 from . import signals
 from .commands import check_files
-from .errors import RankFailed, SpmmgnnError, check_on_root
+from .errors import RankFailed, SpmmgnnError, agree, check_on_root
+from .settings import settings_error
 from .signals import Terminated
 
 KERNEL_COMMANDS = ("train", "spmm", "bench")  # they run the numba kernels
@@ -144,7 +145,8 @@ def _main(argv: list[str] | None) -> int:
         except SystemExit as exc:  # usage error or --help: the same on every rank
             return _collective(exc.code if isinstance(exc.code, int) else 2)
         prog = f"spmmgnn {args.command}"
-        check_on_root(comm, 0, lambda: check_files(args))  # before any work
+        agree(comm, settings_error())  # before any work: the SPMMGNN_* numbers
+        check_on_root(comm, 0, lambda: check_files(args))
         if args.command in KERNEL_COMMANDS and rank == 0:
             from .jit import COMPILE_NOTICE, kernels_cached
 

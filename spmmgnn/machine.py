@@ -21,15 +21,11 @@ MEMORY_ENV = "SPMMGNN_AVAILABLE_MEMORY"
 def available_bytes() -> int | None:
     """Memory available on this node (``SPMMGNN_AVAILABLE_MEMORY`` bytes if set, else
     ``/proc/meminfo`` MemAvailable, or sysconf), or None."""
-    forced = os.environ.get(MEMORY_ENV)
-    if forced:
-        try:
-            return int(float(forced))
-        except ValueError:
-            from .errors import SpmmgnnError
+    from .settings import env_setting
 
-            raise SpmmgnnError(f"{MEMORY_ENV} must be a number of bytes, got {forced!r}") \
-                from None
+    forced = env_setting(MEMORY_ENV)
+    if forced is not None:
+        return int(forced)
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
@@ -140,7 +136,13 @@ def peak_rss_bytes() -> int:
 
 
 def llc_bytes() -> int:
-    """Size of the largest (last-level) CPU cache in bytes, from sysfs; 32 MiB if unknown."""
+    """Size of the largest (last-level) CPU cache in bytes: ``$SPMMGNN_LLC_BYTES`` if set,
+    else from sysfs; 32 MiB if unknown."""
+    from .settings import env_setting
+
+    forced = env_setting("SPMMGNN_LLC_BYTES")
+    if forced is not None:
+        return int(forced)
     best = 0
     for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
         try:
