@@ -192,9 +192,11 @@ def atomic_path(target: str | os.PathLike, what: str = "output", remove_stale: b
         if remove_stale:
             _remove_stale(folder / path.name)
         if size is not None and size > (free := free_bytes(folder)):
-            raise SpmmgnnError(f"cannot write {what} {target}: it needs about "
-                               f"{size / 2**20:,.1f} MiB and {folder} has {free / 2**20:,.1f} "
-                               "MiB free (disk space or ulimit -f)")
+            from .machine import format_bytes_apart
+
+            need, have = format_bytes_apart(size, free)
+            raise SpmmgnnError(f"cannot write {what} {target}: it needs about {need} and "
+                               f"{folder} has {have} free (disk space or ulimit -f)")
         with signals.deferred():  # a signal between creating and naming it would leak it
             tmp = _temp_in(folder, path.name)
         yield tmp

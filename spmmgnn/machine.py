@@ -91,12 +91,23 @@ def idle_cores(cores: int, interval: float = 0.1) -> float | None:
     return max(0.0, min(float(cores), (os.cpu_count() or cores) - busy))
 
 
-def format_bytes(n: float) -> str:
-    """``1.5 GiB``, ``12.0 MiB``, ``512 B``."""
+def format_bytes(n: float, digits: int = 1) -> str:
+    """``1.5 GiB``, ``12.0 MiB``, ``512 B`` (``digits`` decimals)."""
     for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale:
-            return f"{n / scale:,.1f} {unit}"
-    return f"{int(n)} B"
+            return f"{n / scale:,.{digits}f} {unit}"
+    return f"{int(n):,} B"
+
+
+def format_bytes_apart(a: float, b: float, *more: float) -> list[str]:
+    """``a``, ``b`` and ``more`` by ``format_bytes``, with the decimals (1 to 3) that tell
+    ``a`` from ``b`` when they differ, else in bytes: "needs 1.1 MiB > 1.0 MiB" or "1.03 MiB
+    > 1.02 MiB", never "needs 0.00 GiB > 0.00 GiB"."""
+    for digits in (1, 2, 3):
+        out = [format_bytes(v, digits) for v in (a, b, *more)]
+        if out[0] != out[1] or a == b:
+            return out
+    return [f"{int(v):,} B" for v in (a, b, *more)]
 
 
 def memory_problem(need: float, what: str, ranks: int = 1,
@@ -111,12 +122,12 @@ def memory_problem(need: float, what: str, ranks: int = 1,
     if have is None or total <= have:
         return None
     if total != need * ranks:
-        return (f"{what} needs about {format_bytes(need)} on this rank and "
-                f"{format_bytes(total)} for the {ranks} ranks on this node, and this node has "
-                f"{format_bytes(have)} available")
+        total_text, have_text, need_text = format_bytes_apart(total, have, need)
+        return (f"{what} needs about {need_text} on this rank and {total_text} for the "
+                f"{ranks} ranks on this node, and this node has {have_text} available")
     per = f" per rank x {ranks} ranks on this node" if ranks > 1 else ""
-    return (f"{what} needs about {format_bytes(need)}{per} and this node has "
-            f"{format_bytes(have)} available")
+    total_text, have_text, need_text = format_bytes_apart(total, have, need)
+    return (f"{what} needs about {need_text}{per} and this node has {have_text} available")
 
 
 def check_memory(need: float, what: str, ranks: int = 1) -> None:

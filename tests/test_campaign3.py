@@ -597,10 +597,10 @@ def test_model_two_level_has_its_own_flag(capsys):
     base = ["model", "csbm:n=300", "--memory", "--P", "2", "4", "--c", "1", "2",
             "--algorithm", "sparse1d", "sparse15d", "--partitioner", "twolevel:metis-vol"]
     code, _, err = _main(capsys, *base)
-    _one_error(code, err, "give --parts-per-node K (the block rows of one node, a divisor of "
-                          "P 2 / c 2 = 1, P 2 / c 1 = 2, P 4 / c 1 = 4)")
+    _one_error(code, err, "partitions the nodes first: give --parts-per-node K (the block "
+                          "rows of one node)")
     code, _, err = _main(capsys, *base, "--parts-per-node", "2")
-    _one_error(code, err, "--parts-per-node 2 must be a positive divisor of P 2 / c 2 = 1")
+    _one_error(code, err, "not at --P 2 --c 2: 1 block rows, --parts-per-node 2")
     assert "parts_per_node" not in err
     code, out, err = _main(capsys, *base[:3], "--P", "2", "4", "--c", "1", "--algorithm",
                            "sparse1d", "--partitioner", "twolevel:metis-vol",

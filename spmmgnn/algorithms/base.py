@@ -24,7 +24,7 @@ from mpi4py import MPI
 
 from .. import kernels
 from ..buffers import recycled_empty
-from ..convert import FLOAT_DTYPES, is_torch, like_input, mpi_float_type, to_numpy
+from ..convert import FLOAT_DTYPES, is_torch, lazy_view_error, like_input, mpi_float_type, to_numpy
 from ..device import device_error, to_device, to_host
 from ..errors import (
     SpmmgnnError,
@@ -824,7 +824,7 @@ def _kind_error(x, what: str) -> str | None:
     if is_torch(x) and str(x.dtype) not in ("torch.float32", "torch.float64"):
         return (f"{what}: expected float32 or float64, got {x.dtype}; convert with "
                 "x.float() or x.double()")
-    return None
+    return lazy_view_error(x, what)
 
 
 def device_families() -> list[str]:

@@ -18,7 +18,7 @@ from mpi4py import MPI
 from ..collectives import allreduce_rows
 from ..device import to_device, to_host
 from ..errors import SpmmgnnError
-from ..machine import format_bytes
+from ..machine import format_bytes, format_bytes_apart
 from ..nn.memory import ModelShape, dense_bytes
 from ..settings import env_setting
 from ..wire import allgather_json
@@ -91,10 +91,11 @@ def memory_problem(op, shape: ModelShape, comm: MPI.Comm) -> str | None:
     need = blocks + model + data
     if need <= have:
         return None
-    return (f"training on {device} needs about {format_bytes(need)} of device memory on rank "
+    need_text, have_text = format_bytes_apart(need, have)
+    return (f"training on {device} needs about {need_text} of device memory on rank "
             f"{comm.Get_rank()} (operator blocks {format_bytes(blocks)}, features, activations "
             f"and gradients of {op.n_local} rows {format_bytes(data)}, parameters and Adam's "
-            f"state {format_bytes(model)}) and the device has {format_bytes(have)} for it: "
+            f"state {format_bytes(model)}) and the device has {have_text} for it: "
             "use more ranks or devices, lower --hidden or --layers, or train without --device")
 
 
