@@ -147,11 +147,11 @@ def _main(argv: list[str] | None) -> int:
         prog = f"spmmgnn {args.command}"
         agree(comm, settings_error())  # before any work: the SPMMGNN_* numbers
         check_on_root(comm, 0, lambda: check_files(args))
-        if args.command in KERNEL_COMMANDS and rank == 0:
-            from .jit import COMPILE_NOTICE, kernels_cached
+        from .jit import announce_compile, kernels_cached, notice_prefix
 
-            if not kernels_cached():
-                print(f"{prog}: {COMPILE_NOTICE}", file=sys.stderr, flush=True)
+        notice_prefix(prog)  # any kernel numba compiles (partition, model, ...) says so
+        if args.command in KERNEL_COMMANDS and not kernels_cached():
+            announce_compile()  # before any work: the kernels of every step compile
         with warnings.catch_warnings():
             warnings.showwarning = _warning_printer(prog)
             code = int(args.func(args) or 0)
