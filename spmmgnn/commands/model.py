@@ -329,14 +329,19 @@ def _device_memory(A, args, algorithms: list[str], shape, layouts: dict) -> list
     largest rank keeps on its GPU and whether every rank fits."""
     from ..benchmark.device_memory import GIB, device_rows, format_device
 
-    rows = device_rows(A, args.P, args.c, algorithms, shape, args.device_memory * GIB,
-                       args.partitioner, layouts, args.parts_per_node)
     print(f"\non a GPU of {args.device_memory:g} GiB per rank (ProcessGrid(device=...)): the "
           "operator's torch CSR blocks, one call's exchange tensors at the widest width, the "
           "training's dense part; MiB on the largest rank (CUDA's context not counted)",
           flush=True)
-    print(format_device(rows) if rows else "no algorithm of --algorithm runs on a device grid",
-          flush=True)
+    rows: list[dict] = []
+    for P in args.P:  # each P's rows as they are ready, as the memory table's: no silent wait
+        done = device_rows(A, [P], args.c, algorithms, shape, args.device_memory * GIB,
+                           args.partitioner, layouts, args.parts_per_node)
+        if done:
+            print(format_device(done, header=not rows), flush=True)
+        rows += done
+    if not rows:
+        print("no algorithm of --algorithm runs on a device grid", flush=True)
     return rows
 
 
