@@ -30,8 +30,10 @@ import sys
 import traceback
 import warnings
 
+from .commands import check_files
 from .runtime import signals
-from .runtime.errors import RankFailed, SpmmgnnError
+from .runtime.errors import RankFailed, SpmmgnnError, agree, check_on_root
+from .runtime.settings import settings_error
 from .runtime.signals import Terminated
 
 KERNEL_COMMANDS = ("train", "spmm", "bench")  # they run the numba kernels
@@ -143,11 +145,13 @@ def _main(argv: list[str] | None) -> int:
         except SystemExit as exc:  # usage error or --help: the same on every rank
             return _collective(exc.code if isinstance(exc.code, int) else 2)
         prog = f"spmmgnn {args.command}"
-        if args.command in KERNEL_COMMANDS and rank == 0:
-            from .runtime.jit import COMPILE_NOTICE, kernels_cached
+        agree(comm, settings_error())  # before any work: the SPMMGNN_* numbers
+        check_on_root(comm, 0, lambda: check_files(args))
+        from .runtime.jit import announce_compile, kernels_cached, notice_prefix
 
-            if not kernels_cached():
-                print(f"{prog}: {COMPILE_NOTICE}", file=sys.stderr, flush=True)
+        notice_prefix(prog)  # any kernel numba compiles (partition, model, ...) says so
+        if args.command in KERNEL_COMMANDS and not kernels_cached():
+            announce_compile()  # before any work: the kernels of every step compile
         with warnings.catch_warnings():
             warnings.showwarning = _warning_printer(prog)
             code = int(args.func(args) or 0)

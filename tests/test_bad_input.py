@@ -23,6 +23,8 @@ import argparse
 import json
 import os
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -36,6 +38,7 @@ from spmmgnn import SpmmgnnError
 from spmmgnn.data.csbm import csbm
 from spmmgnn.data.h5graph import write_graph
 from spmmgnn.data.partitioned import write_partitioned
+from spmmgnn.runtime.atomic import MARKER, _host
 
 from .mpi import one_line_error, run_cli, run_mpi
 
@@ -321,12 +324,16 @@ def test_unwritable_json_fails_before_training(tmp_path):
 
 def test_stale_checkpoint_temporaries_are_removed(tmp_path):
     ck = tmp_path / "ck.npz"
-    stale = tmp_path / ".ck.npz.k1ll3d.tmp"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    stale = tmp_path / f".ck.npz.{int(gone.stdout)}@{_host()}.k1ll3d00{MARKER}"
     stale.write_bytes(b"\0" * 1000)
     other = tmp_path / ".other.npz.abc.tmp"  # another target's: left alone
-    other.write_bytes(b"x")
+    user = tmp_path / ".ck.npz.k1ll3d.tmp"  # not named by spmmgnn: left alone
+    for p in (other, user):
+        p.write_bytes(b"x")
     _short_run(ck)
-    assert not stale.exists() and other.exists()
+    assert not stale.exists() and other.exists() and user.exists()
 
 
 # ------------------------------------------------------------------ 9. small things

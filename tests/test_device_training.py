@@ -173,7 +173,7 @@ def test_preflight_refuses_what_the_device_cannot_hold(tmp_path):
     assert "epoch" not in proc.stdout
     proc = run_cli(1, "train", *SMALL, "--device", "cpu",
                    env=dict(SPMMGNN_DEVICE_MEMORY="lots"))
-    one_line_error(proc, "SPMMGNN_DEVICE_MEMORY='lots'")
+    one_line_error(proc, "$SPMMGNN_DEVICE_MEMORY must be a number of bytes >= 0, got 'lots'")
     out = tmp_path / "run.json"
     ok = run_cli(1, "train", *SMALL, "--device", "cpu", "--json", str(out),
                  env=dict(SPMMGNN_DEVICE_MEMORY=str(10**9)))

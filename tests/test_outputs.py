@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 from spmmgnn import SpmmgnnError
-from spmmgnn.runtime.atomic import _host, atomic_path, check_writable, write_text_atomic
+from spmmgnn.runtime.atomic import MARKER, _host, atomic_path, check_writable, write_text_atomic
 
 from .mpi import WORKERS, one_line_error, run_cli
 
@@ -125,17 +125,33 @@ def _dead_pid() -> int:
 
 
 def test_temporaries_of_killed_writers_are_removed_live_ones_kept(tmp_path):
-    host = _host()
-    dead = tmp_path / f".out.h5.{_dead_pid()}@{host}.abcd1234.tmp"
-    legacy = tmp_path / ".out.h5.k1ll3d.tmp"  # spmmgnn before issue 41: no pid
-    live = tmp_path / f".out.h5.{os.getpid()}@{host}.efgh5678.tmp"
-    elsewhere = tmp_path / f".out.h5.{_dead_pid()}@another-host.ijkl9012.tmp"
-    longer = tmp_path / f".out.h5.b.{_dead_pid()}@{host}.mnop3456.tmp"  # out.h5.b's
-    for p in (dead, legacy, live, elsewhere, longer):
+    host, mark = _host(), MARKER
+    dead = tmp_path / f".out.h5.{_dead_pid()}@{host}.abcd1234{mark}"
+    live = tmp_path / f".out.h5.{os.getpid()}@{host}.efgh5678{mark}"
+    elsewhere = tmp_path / f".out.h5.{_dead_pid()}@another-host.ijkl9012{mark}"
+    longer = tmp_path / f".out.h5.b.{_dead_pid()}@{host}.mnop3456{mark}"  # out.h5.b's
+    for p in (dead, live, elsewhere, longer):
         p.write_bytes(b"\0" * 100)
     write_text_atomic(tmp_path / "out.h5", "new")
-    assert not dead.exists() and not legacy.exists()
+    assert not dead.exists()
     assert live.exists() and elsewhere.exists() and longer.exists()
+
+
+def test_files_spmmgnn_did_not_make_are_never_removed(tmp_path):
+    """A user's files beside the target named like a temporary (``.NAME.WORD.tmp``, the
+    pre-marker ``.NAME.PID@HOST.XXXXXXXX.tmp`` with a dead pid, the marker without our
+    random token) all survive writes of the target."""
+    host, dead = _host(), _dead_pid()
+    user = [tmp_path / ".pj.json.backup.tmp", tmp_path / ".pj.json.v2.tmp",
+            tmp_path / ".pj.json.k1ll3d.tmp", tmp_path / f".pj.json.{dead}@{host}.abcd1234.tmp",
+            tmp_path / f".pj.json.{dead}@{host}.notes{MARKER}",
+            tmp_path / f".pj.json.mine.{dead}@{host}.abcd1234{MARKER}"]
+    for i, p in enumerate(user):
+        p.write_text(f"user file {i}")
+    write_text_atomic(tmp_path / "pj.json", "{}")
+    check_writable(tmp_path / "pj.json")
+    assert [p.read_text() for p in user] == [f"user file {i}" for i in range(len(user))]
+    assert sorted(tmp_path.glob(f"*{MARKER}")) == sorted(user[-2:])
 
 
 class _SigtermOnDelete:

@@ -153,8 +153,9 @@ def test_refuses_what_it_cannot_do():
 
 
 def test_plexus_layout_refuses_what_it_cannot_do():
-    """``plexus_blocks`` with another algorithm, GraphSAGE, LayerNorm or a negative count:
-    one clear error (in-process, P = 1); on a 1 x 1 x 1 grid the blocks train as the rows."""
+    """``plexus_blocks`` with another algorithm, GraphSAGE, LayerNorm, a negative count or
+    more row blocks than a vertex block has rows (2**31 - 1 allocated 16 GiB): one clear
+    error (in-process, P = 1); on a 1 x 1 x 1 grid the blocks train as the rows."""
     from mpi4py import MPI
 
     import spmmgnn
@@ -168,7 +169,11 @@ def test_plexus_layout_refuses_what_it_cannot_do():
     base = dict(layers=2, hidden=4, epochs=2, progress=False, seed=1, dropout=0.5)
     for extra, words in (({"model": "sage"}, "trains GCN without --layernorm"),
                          ({"layernorm": True}, "trains GCN without --layernorm"),
-                         ({"plexus_blocks": -1}, "--plexus-blocks must be >= 0")):
+                         ({"plexus_blocks": -1}, "--plexus-blocks must be >= 0"),
+                         ({"plexus_blocks": 2**31 - 1}, r"takes 1 to 40 row blocks "
+                          r"\(--plexus-blocks\) here, got 2147483647: .* the largest holds "
+                          r"40 rows \(n = 40 in X Z = 1 blocks of the 1x1x1 grid\)"),
+                         ({"plexus_blocks": 41}, "takes 1 to 40 row blocks")):
         cfg = TrainConfig(**{**base, "plexus_blocks": 2, **extra})
         with pytest.raises(SpmmgnnError, match=words):
             Trainer(distribute_graph(g, grid, "mean", algorithm="plexus3d")

@@ -26,7 +26,7 @@ from ..exchange.halo import displacements
 from ..layout import Partition
 from ..local.local_matrix import LocalCSR
 from ..runtime.buffers import BufferPool
-from ..runtime.machine import available_bytes, ranks_on_this_node
+from ..runtime.machine import available_bytes, format_bytes_apart, ranks_on_this_node
 from ..runtime.stats import CommStats
 from ..runtime.wire import allgather_json
 from .base import DistSpMM
@@ -67,9 +67,10 @@ class FeatureParallel(DistSpMM):
                 return None
             memory_budget = int(USABLE_MEMORY * avail / ranks_on_this_node(grid.comm))
         if need > memory_budget:
-            return (f"featureparallel replicates A on every rank: about {need / 2**20:,.1f} MiB "
+            need_text, have_text = format_bytes_apart(need, memory_budget)
+            return (f"featureparallel replicates A on every rank: about {need_text} "
                     f"per rank for {shape[0]:,} x {shape[1]:,} with {nnz:,} non-zeros, more "
-                    f"than the {memory_budget / 2**20:,.1f} MiB available per rank; use "
+                    f"than the {have_text} available per rank; use "
                     "sparse1d or more nodes")
         return None
 

@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ..backend.convert import FLOAT_DTYPES, is_torch
+from ..backend.convert import FLOAT_DTYPES, is_torch, lazy_view_error
 from ..backend.device import device_error
 from ..backend.host import HOST
 from ..exchange.persistent import Owned, available, start
@@ -209,7 +209,7 @@ def _kind_error(x, what: str) -> str | None:
     if is_torch(x) and str(x.dtype) not in ("torch.float32", "torch.float64"):
         return (f"{what}: expected float32 or float64, got {x.dtype}; convert with "
                 "x.float() or x.double()")
-    return None
+    return lazy_view_error(x, what)
 
 
 def local_input_error(x, what: str, device=None) -> str | None:

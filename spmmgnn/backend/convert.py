@@ -18,14 +18,28 @@ def is_torch(x) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
 
 
+def lazy_view_error(x, what: str) -> str | None:
+    """The refusal of a torch tensor with its negative or conjugate bit set (``z.conj().imag``
+    is a lazily negated view: neither numpy nor MPI see the negation), naming the fix."""
+    if not is_torch(x) or not (x.is_neg() or x.is_conj()):
+        return None
+    fix, bit = ("x.resolve_neg()", "negative") if x.is_neg() else ("x.resolve_conj()",
+                                                                   "conjugate")
+    return (f"{what}: the tensor is a lazy view with its {bit} bit set (e.g. z.conj().imag), "
+            f"which neither numpy nor MPI can read as it is; pass {fix} (a copy that holds "
+            "the values)")
+
+
 def to_numpy(x, what: str = "input") -> np.ndarray:
     """A C-contiguous numpy view (or copy) of an array or tensor (copied to the CPU).
     SpmmgnnError naming ``what`` and the fix for a tensor numpy cannot hold: a meta tensor
-    (no values) or a dtype without a numpy equivalent (bfloat16, ...)."""
+    (no values), a lazily negated view, or a dtype without a numpy equivalent (bfloat16)."""
     if is_torch(x):
         if x.device.type == "meta":
             raise SpmmgnnError(f"{what}: a meta tensor has a shape but no values; pass a "
                                "tensor that holds data (e.g. created with device='cpu')")
+        if (lazy := lazy_view_error(x, what)) is not None:
+            raise SpmmgnnError(lazy)
         x = x.detach()
         if x.device.type != "cpu":
             x = x.cpu()

@@ -324,7 +324,7 @@ def measure_rate(A, f: int, dtype="float32", repeat: int = 3) -> float:
 def kept_rows(A, Ps: list[int], algorithms: list[str], f: int, itemsize: int, m: Machine,
               layers: int, partitioner: str = "none", seed: int = 0,
               layouts: dict[int, Layout] | None = None, grids: list | None = None,
-              symmetric: bool | None = None) -> list[dict]:
+              symmetric: bool | None = None, parts_per_node: int | None = None) -> list[dict]:
     """The training step in the kept layouts (``kept_volumes``: ``train --grid-layout``,
     ``--plexus-blocks``) of the ``algorithms`` that have one, at each P and grid: a GCN of
     ``layers`` layers f -> f -> ... -> f without the first-layer cache (``2 layers - 1``
@@ -332,7 +332,8 @@ def kept_rows(A, Ps: list[int], algorithms: list[str], f: int, itemsize: int, m:
     the network's alpha and beta plus its local products at ``m.rate``; ``epoch_seconds``
     and the largest rank's bytes (``max_bytes_sent``: the algorithm's, ``max_convert_bytes``:
     the logits' conversions); ``row_step_seconds``: the same SpMM calls in the row layout
-    (``predict``'s volumes, converting on every call, as ``spmm_time`` prices them)."""
+    (``predict``'s volumes, converting on every call, as ``spmm_time`` prices them);
+    ``parts_per_node``: a ``twolevel:`` partitioner's block rows of one node."""
     from ..grid import format_shape
     from .kept_volumes import KEPT, kept_step
     from .volumes import grid_points
@@ -345,7 +346,8 @@ def kept_rows(A, Ps: list[int], algorithms: list[str], f: int, itemsize: int, m:
     for P in Ps:
         for algo in (a for a in algorithms if a in KEPT):
             for _, shape in grid_points(algo, P, [1], grids):
-                layout = cached_layout(layouts, A, P, partitioner, seed)
+                layout = cached_layout(layouts, A, P, partitioner, seed,
+                                       parts_per_node=parts_per_node)
                 step = kept_step(algo, layout, P, dims, itemsize, symmetric, False, shape)
                 local = step.work / m.rate
                 total = local + sum(phase_seconds(ph, m) for ph in step.phases)

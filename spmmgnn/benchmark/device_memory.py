@@ -25,6 +25,7 @@ import numpy as np
 
 from ..nn.memory import DENSE, ModelShape, dense_bytes
 from ..runtime.errors import SpmmgnnError
+from ..runtime.machine import format_bytes_apart
 from ..stages import stage_ranges
 from .device_volumes import OBLIVIOUS, runs_on_device
 from .volumes import Layout, predict
@@ -127,14 +128,16 @@ def fit_verdict(m: dict[str, np.ndarray], capacity: float) -> str:
     ranks = ", ".join(map(str, over[:8])) + (" ..." if over.size > 8 else "")
     what = ("the operator's blocks and exchange alone do not fit"
             if spmm[r] > capacity else "the SpMM fits, the training's dense part does not")
-    return (f"does not fit on rank(s) {ranks}: rank {r} needs {m['total'][r] / GIB:.2f} GiB "
-            f"> {capacity / GIB:.2f} GiB (blocks {m['blocks'][r] / GIB:.2f}, exchange "
-            f"{m['exchange'][r] / GIB:.2f}, training {m['training'][r] / GIB:.2f}); {what}")
+    need, have, *parts = format_bytes_apart(m["total"][r], capacity,
+                                            *(m[k][r] for k in DEVICE_PARTS))
+    return (f"does not fit on rank(s) {ranks}: rank {r} needs {need} > {have} ("
+            + ", ".join(f"{k} {v}" for k, v in zip(DEVICE_PARTS, parts, strict=True))
+            + f"); {what}")
 
 
 def device_rows(A, Ps: list[int], cs: list[int], algorithms: list[str], shape: ModelShape,
                 capacity: float, partitioner: str = "none",
-                layouts: dict | None = None) -> list[dict]:
+                layouts: dict | None = None, parts_per_node: int | None = None) -> list[dict]:
     """For every (P, c, algorithm) that runs on a device grid: the largest rank's bytes of
     ``DEVICE_PARTS`` and whether every rank fits ``capacity`` bytes (``verdict``)."""
     from .costs import cached_layout
@@ -146,7 +149,8 @@ def device_rows(A, Ps: list[int], cs: list[int], algorithms: list[str], shape: M
     for P in Ps:
         for algo in filter(runs_on_device, algorithms):
             for c, _ in grid_points(algo, P, cs, None):
-                layout = cached_layout(layouts, A, P // c, partitioner, 0)
+                layout = cached_layout(layouts, A, P // c, partitioner, 0,
+                                       parts_per_node=parts_per_node)
                 m = device_memory(algo, layout, P, c, shape, symmetric)
                 r = int(np.argmax(m["total"]))
                 rows.append(dict(P=P, c=c, algorithm=algo, rank=r, capacity=int(capacity),

@@ -6,10 +6,11 @@ model (``node_volumes``), which both import it from here so neither imports the 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ..runtime.jit import eager_njit
 
 
-@njit(cache=True, nogil=True)
+@eager_njit(cache=True, nogil=True)
 def grid_rows(indptr, indices, part, pc, pl, P, record=False):
     """The rows each step of sparse2d/sparse3d moves, in one pass over the CSR (see
     ``volumes._expand_fold_rows``): ``rows[s, 0/1, r]`` sent / received by rank r in step s
@@ -65,7 +66,7 @@ def grid_rows(indptr, indices, part, pc, pl, P, record=False):
     return rows, pairs, nnz, moves, count
 
 
-@njit(cache=True, nogil=True)
+@eager_njit(cache=True, nogil=True)
 def _record(moves, count, s, a, b, c):
     moves[s, 0, count[s]], moves[s, 1, count[s]], moves[s, 2, count[s]] = a, b, c
     count[s] += 1

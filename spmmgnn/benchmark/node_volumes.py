@@ -27,11 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from ..algorithms.prepost1d import cover_split
 from ..exchange.nodes import carriers, node_of_rank
 from ..local.hashing import hash_ids
+from ..runtime.jit import eager_njit
 from ..stages import stage_ranges
 from .grid_rows import grid_rows
 
@@ -47,7 +47,7 @@ class Needs:
     rank_color: np.ndarray   # per rank: its communicator (ranks of one color exchange)
 
 
-@njit(cache=True, nogil=True)
+@eager_njit(cache=True, nogil=True)
 def _needs_1d(indptr, indices, part):
     """(block row, column) once per pair, for columns of other blocks: the rows of block i
     are contiguous, so a column last claimed by block i is marked i (no sort)."""

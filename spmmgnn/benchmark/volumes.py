@@ -26,7 +26,6 @@ from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
 
 from ..algorithms import ALGORITHMS
 from ..algorithms.plexus3d import plexus_blocks, plexus_orders
@@ -35,13 +34,14 @@ from ..exchange.nodes import node_of_rank
 from ..layout import resolve_partition
 from ..local.codecs import get_codec
 from ..runtime.errors import SpmmgnnError
+from ..runtime.jit import eager_njit
 from ..stages import stage_ranges
 from .grid_rows import grid_rows
 from .node_volumes import Needs, algorithm_needs, exchange_rows, tier_bytes
 from .summa_tiers import summa_inter
 
 
-@njit(cache=True, nogil=True)
+@eager_njit(cache=True, nogil=True)
 def _pair_volume(indptr, indices, part, k):
     """``V[i, q]`` of ``Layout.pair_volume`` in one pass over the CSR: the rows of block i
     are contiguous, so a column seen last by block i is marked with i (no sort)."""
@@ -59,7 +59,7 @@ def _pair_volume(indptr, indices, part, k):
     return V
 
 
-@njit(cache=True, nogil=True)
+@eager_njit(cache=True, nogil=True)
 def block_pairs(indptr, indices, row_block, col_block, kr, kc):
     """``N[a, b]``: the non-zeros whose row is in block ``row_block[row]`` = a and whose
     column is in block ``col_block[column]`` = b, in one pass (no per-non-zero arrays)."""
@@ -94,7 +94,7 @@ def _cover_graph(indptr, indices, part, k, graph):
                        graph.left_row, graph.left_block, graph.right_col, graph.right_block)
 
 
-@njit(cache=True, nogil=True)
+@eager_njit(cache=True, nogil=True)
 def _cover_pass(indptr, indices, part, k, write, g_indptr, g_right, left_row, left_block,
                 right_col, right_block):
     """One pass over the CSR (block rows contiguous). A row's left vertices are numbered as

@@ -2,6 +2,7 @@
 
 import argparse
 import math
+import os
 
 from ..grid import parse_grid
 
@@ -106,3 +107,55 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         if "default" in text or action.default in (None, False, argparse.SUPPRESS):
             return text
         return super()._get_help_string(action)
+
+
+def file_roles(parser: argparse.ArgumentParser, inputs: dict[str, str] | None = None,
+               outputs: dict[str, str] | None = None) -> None:
+    """Declare which of ``parser``'s arguments name files it reads (``inputs``) and writes
+    (``outputs``), each as {dest: the flag as the help shows it}; ``check_files`` compares
+    them before the command runs. A value may be a list (``nargs``)."""
+    parser.set_defaults(file_inputs=dict(inputs or {}), file_outputs=dict(outputs or {}))
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Do paths ``a`` and ``b`` name one file: the same resolved path (symbolic links
+    followed, also to a file not made yet), or one file reached by two names (hard links)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
+def _named(args: argparse.Namespace, roles: dict[str, str]) -> list[tuple[str, str]]:
+    """(flag, path) for each path the arguments in ``roles`` hold."""
+    found = []
+    for dest, flag in roles.items():
+        value = getattr(args, dest, None)
+        for path in value if isinstance(value, (list, tuple)) else [value]:
+            if path is not None and str(path) != "":
+                found.append((flag, str(path)))
+    return found
+
+
+def check_files(args: argparse.Namespace) -> None:
+    """SpmmgnnError, before any work, if an output the command would write is one of its
+    existing inputs or another of its outputs (resolved, symbolic and hard links included):
+    the run would replace its own input, or one output the other. One argument that is both
+    read and written (``train --resume --checkpoint``) is not compared with itself."""
+    from ..runtime.errors import SpmmgnnError
+
+    outputs = _named(args, getattr(args, "file_outputs", {}))
+    inputs = [(flag, path) for flag, path in _named(args, getattr(args, "file_inputs", {}))
+              if os.path.exists(path)]  # a spec like 'csbm' or 'rmat:scale=10' is no file
+    for i, (flag, path) in enumerate(outputs):
+        for in_flag, in_path in inputs:
+            if in_flag != flag and _same_file(path, in_path):
+                raise SpmmgnnError(f"{flag} {path} is the input file {in_path} ({in_flag}): "
+                                   "writing it would replace the input; give another name")
+        for other_flag, other in outputs[:i]:
+            if other_flag != flag and _same_file(path, other):
+                raise SpmmgnnError(f"{flag} {path} and {other_flag} {other} are the same "
+                                   "file: one output would replace the other; give another "
+                                   "name")

@@ -20,7 +20,7 @@ from mpi4py import MPI
 from ..runtime.atomic import check_writable
 from ..runtime.errors import SpmmgnnError, check_on_root
 from ..runtime.wire import bcast_json
-from . import EXCHANGE_HELP, RANKS_PER_NODE_HELP, count_arg, grid_arg
+from . import EXCHANGE_HELP, RANKS_PER_NODE_HELP, count_arg, file_roles, grid_arg
 
 PRESETS = {
     # every algorithm (the 2D/3D ones on the grid closest to a square / cube), c = 1, 2,
@@ -83,6 +83,8 @@ def add_parser(sub) -> None:
                    help="threads per rank (0 = cores/ranks)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
+    file_roles(p, inputs={"config": "--config", "graphs": "--graph"},
+               outputs={"results": "-o"})
 
 
 def sweep_config(args):

@@ -20,7 +20,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..data.csbm import DEFAULTS, MAX_SIGNAL
-from ..runtime.atomic import check_not_input, check_writable
+from ..runtime.atomic import check_writable
 from ..runtime.errors import check_on_root
 from . import (
     PARTS_PER_NODE_HELP,
@@ -28,6 +28,7 @@ from . import (
     HelpFormatter,
     check_parts_per_node,
     count_arg,
+    file_roles,
     real_arg,
 )
 
@@ -49,6 +50,7 @@ def add_parser(sub) -> None:
         q.add_argument("--row-weight", type=count_arg(0), default=0, metavar="W",
                        help=ROW_WEIGHT_HELP)
         q.add_argument("--seed", type=int, default=0, help="seed of the graph and partitioner")
+        file_roles(q, inputs={"input": "input"}, outputs={"out": "--out"})
 
     w = s.add_parser("wordnet", help="WordNet 3.0 synset graph (needs Debian's wordnet-base)")
     common(w)
@@ -142,8 +144,6 @@ def run(args) -> int:
         check_parts_per_node(args.partitioner, args.parts_per_node, {"--parts": args.parts},
                              "--partitioner")
         check_row_weight_use(args.row_weight, args.partitioner, "--partitioner")
-        if args.dataset_command == "convert":
-            check_not_input(args.input, args.out)
         t0 = time.perf_counter()
         g = _build(args)
         t1 = time.perf_counter()

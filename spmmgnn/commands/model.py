@@ -37,7 +37,7 @@ from mpi4py import MPI
 from ..exchange.tiers import DEVICE_LINKS, DEVICE_RATE
 from ..runtime.atomic import check_writable
 from ..runtime.errors import SpmmgnnError, check_on_root
-from . import PARTS_PER_NODE_HELP, check_parts_per_node, count_arg, grid_arg
+from . import PARTS_PER_NODE_HELP, check_parts_per_node, count_arg, file_roles, grid_arg
 
 
 def add_parser(sub) -> None:
@@ -47,8 +47,10 @@ def add_parser(sub) -> None:
                        epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("graph", help="a graph spec (rmat:scale=..., random:..., csbm:...) or file")
     p.add_argument("--P", dest="P", nargs="+", type=int, default=[4, 16, 64, 256, 1024])
-    p.add_argument("--c", dest="c", nargs="+", type=int, default=[1, 2, 4, 8],
-                   help="replication factors to model (1D and 1.5D algorithms)")
+    p.add_argument("--c", dest="c", nargs="+", type=int, default=None,
+                   help="replication factors to model (1D and 1.5D algorithms; default: "
+                   f"{' '.join(map(str, DEFAULT_C))}, those that fit a twolevel: "
+                   "partitioner's nodes)")
     p.add_argument("--grid", dest="grids", nargs="+", type=grid_arg, metavar="PRxPC[xPL]",
                    help="2D/3D grid shapes to model (those whose product is a --P; default: "
                         "at each P the factors closest to a square or cube)")
@@ -112,11 +114,14 @@ def add_parser(sub) -> None:
                    help="with --memory: the memory of one rank's GPU; says per rank whether "
                         "the operator's blocks and exchange buffers fit it")
     p.set_defaults(func=run)
+    file_roles(p, inputs={"graph": "graph", "compare": "--compare"},
+               outputs={"plot": "-o", "json": "--json"})
 
 
 # spmmgnn.benchmark.costs.NETWORKS, spelled out so that --help does not import the model
 NETWORK_NAMES = ("ethernet-25g", "ib-edr", "ib-hdr", "slingshot")
 
+DEFAULT_C = (1, 2, 4, 8)  # --c when not given
 # The volume model holds k x k int64 matrices of peer volumes (k = P / c): 512 MiB each here.
 MAX_P = 8192
 
@@ -147,6 +152,9 @@ def _check_args(args) -> None:
     if args.device_memory and not args.memory:
         raise SpmmgnnError("--device-memory says what fits a GPU in the memory model: give "
                            "--memory")
+    if args.device_memory and args.codec:  # before the tables are computed
+        raise SpmmgnnError("--device-memory models the device path without a codec; drop "
+                           "--codec")
     args.exchange = args.exchange or ["flat", "node"]
     for grid in args.grids or []:
         ranks = math.prod(int(d) for d in grid.split("x"))
@@ -213,19 +221,54 @@ def _algorithms(args) -> list[str]:
 
 
 def _check_parts_per_node(args, algorithms: list[str]) -> None:
-    """``--parts-per-node`` with a ``twolevel:`` partitioner: a divisor of every block-row
-    count modelled (the time model on two tiers takes --ranks-per-node / c without it)."""
+    """With a ``twolevel:`` partitioner, the block rows of one node (``--parts-per-node``,
+    else ``--ranks-per-node`` / c) must divide every P / c modelled. Values of the default
+    c list that do not fit are left out (a note says which); any other misfit is one error
+    naming the flags as given. Without one, ``--parts-per-node`` is an error."""
+    from ..partitioners.twolevel import is_two_level
+
+    if not is_two_level(args.partitioner):
+        check_parts_per_node(args.partitioner, args.parts_per_node, {}, "--partitioner")
+        return
+    if args.parts_per_node is None and (args.memory or not args.ranks_per_node):
+        raise SpmmgnnError(f"--partitioner {args.partitioner} partitions the nodes first: give "
+                           "--parts-per-node K (the block rows of one node)"
+                           + ("" if args.memory else " or --ranks-per-node K"))
+    bad = _two_level_misfits(args, algorithms)
+    dropped = sorted({c for _, c, _ in bad if c > 1}) if not args.c_given else []
+    if dropped:
+        args.c = [c for c in args.c if c not in dropped]
+        print(f"spmmgnn model: --partitioner {args.partitioner}: leaving out c = "
+              f"{', '.join(map(str, dropped))} of the default --c list (P / c must be a "
+              "multiple of the block rows of one node)", file=sys.stderr, flush=True)
+        bad = _two_level_misfits(args, algorithms)
+    if bad:
+        points = "; ".join(f"--P {P}" + (f" --c {c}" if c > 1 else "") + f": {P // c} block "
+                           f"rows, {how}" for P, c, how in bad[:4])
+        raise SpmmgnnError(f"--partitioner {args.partitioner} keeps the block rows of one "
+                           f"node together, so their count must divide P / c: not at {points}")
+
+
+def _two_level_misfits(args, algorithms: list[str]) -> list[tuple[int, int, str]]:
+    """(P, c, the block rows per node as the flags give them) of every modelled point whose
+    P / c is not a multiple of its block rows per node."""
+    from ..benchmark.kept_volumes import KEPT
     from ..benchmark.volumes import grid_points
 
-    if args.parts_per_node is None and args.ranks_per_node and not args.memory:
-        return
-    points = {}
-    for P in args.P:
-        for algo in algorithms:
-            for c, _ in grid_points(algo, P, args.c, args.grids):
-                points.setdefault(P // c, f"P {P} / c {c} =")
-    check_parts_per_node(args.partitioner, args.parts_per_node,
-                         {text: k for k, text in sorted(points.items())}, "--partitioner")
+    Ks = [None] if args.parts_per_node is not None or args.memory else args.ranks_per_node
+    points = {(P, c) for P in args.P for algo in algorithms
+              for c, _ in grid_points(algo, P, args.c, args.grids)}
+    points |= {(P, 1) for P in args.P if set(algorithms) & set(KEPT)}
+    bad = []
+    for P, c in sorted(points):
+        for K in Ks:
+            per_node = args.parts_per_node if K is None else max(1, K // c)
+            if (P // c) % per_node:
+                how = (f"--parts-per-node {per_node}" if K is None else
+                       f"--ranks-per-node {K} / c {c} = {per_node} per node")
+                bad.append((P, c, how))
+                break
+    return bad
 
 
 def _memory(args) -> dict:
@@ -286,17 +329,19 @@ def _device_memory(A, args, algorithms: list[str], shape, layouts: dict) -> list
     largest rank keeps on its GPU and whether every rank fits."""
     from ..benchmark.device_memory import GIB, device_rows, format_device
 
-    if args.codec:
-        raise SpmmgnnError("--device-memory models the device path without a codec; drop "
-                           "--codec")
-    rows = device_rows(A, args.P, args.c, algorithms, shape, args.device_memory * GIB,
-                       args.partitioner, layouts)
     print(f"\non a GPU of {args.device_memory:g} GiB per rank (ProcessGrid(device=...)): the "
           "operator's torch CSR blocks, one call's exchange tensors at the widest width, the "
           "training's dense part; MiB on the largest rank (CUDA's context not counted)",
           flush=True)
-    print(format_device(rows) if rows else "no algorithm of --algorithm runs on a device grid",
-          flush=True)
+    rows: list[dict] = []
+    for P in args.P:  # each P's rows as they are ready, as the memory table's: no silent wait
+        done = device_rows(A, [P], args.c, algorithms, shape, args.device_memory * GIB,
+                           args.partitioner, layouts, args.parts_per_node)
+        if done:
+            print(format_device(done, header=not rows), flush=True)
+        rows += done
+    if not rows:
+        print("no algorithm of --algorithm runs on a device grid", flush=True)
     return rows
 
 
@@ -307,6 +352,8 @@ def _work(args) -> dict:
     from ..benchmark.compare import compare_runs, format_compare, measured_rate, spmm_records
     from ..benchmark.graphs import make_graph
 
+    args.c_given = args.c is not None
+    args.c = list(args.c or DEFAULT_C)
     if args.memory:
         return _memory(args)
     if args.codec or args.classes or args.hidden != 64:
@@ -383,7 +430,8 @@ def _kept(A, args, m, itemsize: int, layouts: dict, K) -> list[dict]:
     from ..benchmark import costs
 
     kept = costs.kept_rows(A, args.P, _algorithms(args), args.features, itemsize, m,
-                           args.layers, args.partitioner, layouts=layouts, grids=args.grids)
+                           args.layers, args.partitioner, layouts=layouts, grids=args.grids,
+                           parts_per_node=args.parts_per_node or K)
     if not kept:
         return []
     print(f"\nkept layouts (train --grid-layout: oblivious2d/3d; --plexus-blocks: plexus3d): "

@@ -16,7 +16,13 @@ from mpi4py import MPI
 
 from ..runtime.atomic import check_writable, write_text_atomic
 from ..runtime.errors import SpmmgnnError, check_on_root
-from . import PARTS_PER_NODE_HELP, ROW_WEIGHT_HELP, check_parts_per_node, count_arg
+from . import (
+    PARTS_PER_NODE_HELP,
+    ROW_WEIGHT_HELP,
+    check_parts_per_node,
+    count_arg,
+    file_roles,
+)
 
 # input files from this size on announce their reading (it takes seconds)
 LOUD_BYTES = 64 * 2**20
@@ -72,6 +78,8 @@ def add_parser(sub) -> None:
                    "refined total, default 0.1) may be traded for a lower max send")
     p.add_argument("--json", help="also write the metrics (with per-part values) as JSON")
     p.set_defaults(func=run)
+    file_roles(p, inputs={"graph": "graph", "from_parts": "--from-parts"},
+               outputs={"output": "-o", "json": "--json"})
 
 
 def _partition(args) -> dict:
@@ -81,8 +89,6 @@ def _partition(args) -> dict:
 
     if args.parts < 1:
         raise SpmmgnnError(f"-k must be a positive number of parts, got {args.parts}")
-    if Path(args.output).resolve() == Path(args.graph).resolve():
-        raise SpmmgnnError("the output file must differ from the input graph")
     if args.method in CONTIGUOUS:
         raise SpmmgnnError(f"--method {args.method} does not partition; choose a partitioner")
     if args.from_parts is None:

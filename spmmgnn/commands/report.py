@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from mpi4py import MPI
 
+from . import file_roles
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("report", help="Markdown summary and PNG plots of bench results",
@@ -14,6 +16,7 @@ def add_parser(sub) -> None:
     p.add_argument("results", help="results file written by spmmgnn bench (JSON lines)")
     p.add_argument("-o", "--out", default="report", help="output folder")
     p.set_defaults(func=run)
+    file_roles(p, inputs={"results": "results"}, outputs={"out": "-o"})
 
 
 def run(args) -> int:

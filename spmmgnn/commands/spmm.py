@@ -21,6 +21,7 @@ from . import (
     RANKS_PER_NODE_HELP,
     HelpFormatter,
     count_arg,
+    file_roles,
     grid_arg,
     real_arg,
 )
@@ -55,6 +56,7 @@ def add_parser(sub) -> None:
                         "tensors on cpu or cuda (the 1D and 1.5D algorithms; docs/gpu.md)")
     p.add_argument("--json", help="write the results as JSON to this file")
     p.set_defaults(func=run)
+    file_roles(p, outputs={"json": "--json"})
 
 
 def run(args) -> int:

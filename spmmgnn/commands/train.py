@@ -18,6 +18,7 @@ from . import (
     ROW_WEIGHT_HELP,
     HelpFormatter,
     count_arg,
+    file_roles,
     grid_arg,
     real_arg,
 )
@@ -142,6 +143,9 @@ def add_parser(sub) -> None:
                          "refused: its options or data fingerprint differ)")
     io.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=run)
+    # --checkpoint with --resume is read and written: one argument, not compared with itself
+    file_roles(p, inputs={"dataset": "--dataset"},
+               outputs={"json": "--json", "checkpoint": "--checkpoint"})
 
 
 def run(args, on_epoch_end=None) -> int:

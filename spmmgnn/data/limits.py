@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..runtime.errors import SpmmgnnError
-from ..runtime.machine import check_memory, format_bytes
+from ..runtime.machine import check_memory, format_bytes_apart
 
 MAX_VERTICES = 2**31 - 1      # vertex ids fit int32
 FREE_VERTICES = 2**20         # always allowed, whatever the file size
@@ -112,8 +112,9 @@ def read_npz(path, what: str = "file", names: tuple[str, ...] | None = None,
             declared = {i.filename.removesuffix(".npy"): _declared(zf, i, size) for i in infos}
             bounded = sum(v for k, v in declared.items() if k not in unbounded)
             if max_bytes is not None and bounded > max_bytes:
-                raise SpmmgnnError(f"{what} {path} declares {format_bytes(bounded)} of arrays "
-                                   f"where at most {format_bytes(max_bytes)} are expected")
+                declared, most = format_bytes_apart(bounded, max_bytes)
+                raise SpmmgnnError(f"{what} {path} declares {declared} of arrays "
+                                   f"where at most {most} are expected")
             check_memory(sum(declared.values()), f"reading {what} {path}")
             out = {}
             for info in infos:

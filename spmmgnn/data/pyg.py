@@ -22,7 +22,20 @@ from .graph import Graph
 from .limits import MAX_VERTICES, data_bytes, vertex_limit
 
 SPLITS = ("train", "val", "test")
-PYG_DATA_CLASSES = ("torch_geometric.data.",)
+# The exact globals a ``torch.save``d PyG ``Data`` (PyG 2.x) needs: its class, its storage and
+# attribute classes. Names, not prefixes: a module prefix would also admit the module's functions
+# (``torch_geometric.data.extract_zip`` unpacks an archive anywhere when called by the unpickler).
+PYG_DATA_CLASSES = frozenset({
+    "torch_geometric.data.data.Data",
+    "torch_geometric.data.data.DataEdgeAttr",
+    "torch_geometric.data.data.DataTensorAttr",
+    "torch_geometric.data.feature_store.TensorAttr",
+    "torch_geometric.data.graph_store.EdgeAttr",
+    "torch_geometric.data.storage.BaseStorage",
+    "torch_geometric.data.storage.GlobalStorage",
+    "torch_geometric.data.storage.NodeStorage",
+    "torch_geometric.data.storage.EdgeStorage",
+})
 
 
 def _get(data, key: str):
@@ -131,8 +144,9 @@ def graph_from_pyg(data, name: str = "pyg", max_nodes: int | None = None) -> Gra
 def load_pt(path) -> Graph:
     """A ``.pt`` file from ``torch.save(data)`` or ``torch.save(data.to_dict())``.
 
-    Read with ``torch.load(weights_only=True)``: besides tensors, only PyG's own data classes
-    (``torch_geometric.data.*``, needs PyG installed) are allowed; anything else is refused."""
+    Read with ``torch.load(weights_only=True)``: besides tensors, only the classes named in
+    ``PYG_DATA_CLASSES`` (PyG's ``Data``, needs PyG installed) are allowed; any other global
+    is refused before anything is unpickled."""
     import importlib
 
     import torch
@@ -142,11 +156,11 @@ def load_pt(path) -> Graph:
     except Exception as exc:  # not a zip checkpoint, truncated, ...
         raise SpmmgnnError(f"cannot read graph {path}: not a torch .pt file "
                            f"({type(exc).__name__}: {exc})") from None
-    foreign = [g for g in wanted if not g.startswith(PYG_DATA_CLASSES)]
+    foreign = [g for g in wanted if g not in PYG_DATA_CLASSES]
     if foreign:
-        raise SpmmgnnError(f"cannot read graph {path}: it holds objects other than tensors "
-                           f"and PyG data ({', '.join(foreign[:3])}); refusing to unpickle "
-                           "them (weights_only=True)")
+        raise SpmmgnnError(f"cannot read graph {path}: refusing to unpickle {foreign[0]}"
+                           f"{f' (and {len(foreign) - 1} more)' if len(foreign) > 1 else ''}: "
+                           "only tensors and PyG's Data classes are allowed (weights_only=True)")
     allowed = []
     for name in wanted:  # PyG's own data containers only
         module, _, attr = name.rpartition(".")

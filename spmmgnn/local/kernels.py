@@ -12,8 +12,6 @@ for A^T, measured faster at every width.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from ..runtime.jit import lazy, njit, prange
@@ -64,8 +62,18 @@ def _make_prefetch_row():
 prefetch_row = lazy(_make_prefetch_row, globals())
 
 
-_LLC_ENV = os.environ.get("SPMMGNN_LLC_BYTES", "").strip()
-LLC_BYTES = int(_LLC_ENV) if _LLC_ENV.isdigit() and int(_LLC_ENV) > 0 else llc_bytes()
+# the last-level cache the blocking plans for (``machine.llc_bytes``, which reads
+# ``$SPMMGNN_LLC_BYTES``); None until the first ``llc()``, so a bad setting is an error of
+# the call that needs it, not of ``import spmmgnn``
+LLC_BYTES: int | None = None
+
+
+def llc() -> int:
+    """``LLC_BYTES``, probed on first use."""
+    global LLC_BYTES
+    if LLC_BYTES is None:
+        LLC_BYTES = llc_bytes()
+    return LLC_BYTES
 
 
 def column_split(f: int) -> int:

@@ -138,7 +138,7 @@ class LocalCSR:
     def llc_blocks(self, f: int, itemsize: int) -> int:
         """Column blocks whose rows of x (f columns) fill at most a quarter of the
         last-level cache each (at least 1, at most one per column)."""
-        quarter = max(1, kernels.LLC_BYTES // 4)
+        quarter = max(1, kernels.llc() // 4)
         return max(1, min(-(-self.shape[1] * f * itemsize // quarter), self.shape[1]))
 
     def col_blocks(self, f: int, itemsize: int) -> int:
@@ -150,7 +150,7 @@ class LocalCSR:
         if self.shape[0] == 0:
             return 1
         n = min(self.llc_blocks(f, itemsize), self.nnz // (BLOCK_MIN_DEGREE * self.shape[0]))
-        hot = kernels.LLC_BYTES // 4 // max(1, f * itemsize)  # x rows a quarter LLC holds
+        hot = kernels.llc() // 4 // max(1, f * itemsize)  # x rows a quarter LLC holds
         if n > 1 and self.hot_share(hot) >= HOT_SHARE_MAX:
             return 1
         return max(1, int(n))

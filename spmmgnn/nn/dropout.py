@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from numba import njit, prange, uint64
+from numba import prange, uint64
 
 from ..local import hashing
 from ..local.hashing import mix64
 from ..runtime.buffers import recycled_empty
-from ..runtime.jit import real
+from ..runtime.jit import eager_njit, real
 from ..runtime.threads import scoped
 
 splitmix64 = real(hashing.splitmix64)  # eager numba kernels below call it
 
 
-@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
+@eager_njit(parallel=True, cache=True, nogil=True, boundscheck=False)
 def _mask_kernel(key, vertex_ids, f, threshold, scale, out):
     for i in prange(vertex_ids.shape[0]):
         base = splitmix64(key ^ (uint64(vertex_ids[i]) * uint64(0x9E3779B97F4A7C15)))
@@ -32,7 +32,7 @@ def _mask_kernel(key, vertex_ids, f, threshold, scale, out):
             out[i, k] = scale if (h >> uint64(40)) >= threshold else 0.0
 
 
-@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
+@eager_njit(parallel=True, cache=True, nogil=True, boundscheck=False)
 def _relu_dropout_kernel(z, bias, key, vertex_ids, col0, threshold, scale, out):
     """out = relu(z + bias) * mask in one pass (``bias`` empty: none; mask from the hash,
     never stored; column k is feature ``col0 + k``, so a block of the features gets the
@@ -53,7 +53,7 @@ def _relu_dropout_kernel(z, bias, key, vertex_ids, col0, threshold, scale, out):
                 out[i, k] = 0.0
 
 
-@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
+@eager_njit(parallel=True, cache=True, nogil=True, boundscheck=False)
 def _relu_dropout_backward_kernel(out, grad, scale, grad_in):
     """d out / d z is ``scale`` exactly where out > 0 (kept and z > 0), else 0."""
     f = out.shape[1]
@@ -65,7 +65,7 @@ def _relu_dropout_backward_kernel(out, grad, scale, grad_in):
 BIAS_ROWS = 1024  # rows per partial sum of the bias gradient: fixed, so not set by threads
 
 
-@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
+@eager_njit(parallel=True, cache=True, nogil=True, boundscheck=False)
 def _relu_dropout_bias_backward_kernel(out, grad, scale, grad_in, partial):
     """``_relu_dropout_backward_kernel`` plus each block of ``BIAS_ROWS`` rows' column sums
     of ``grad_in`` in ``partial`` (blocks fixed by the row count: the same sums on any

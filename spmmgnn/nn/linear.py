@@ -35,9 +35,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
-from numba import njit, prange
+from numba import prange
 
 from ..runtime.buffers import recycled_empty
+from ..runtime.jit import eager_njit
 from ..runtime.threads import get_threads, running_threads, scope
 
 
@@ -58,7 +59,7 @@ def linear_torch(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None
     return out if add is None else out + add
 
 
-@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
+@eager_njit(parallel=True, cache=True, nogil=True, boundscheck=False)
 def _add_rows(out, b, add):
     """out[i] = (out[i] + b) + add[i] in one pass (b or add empty: left out)."""
     f = out.shape[1]

@@ -297,6 +297,19 @@ class _ToRows(torch.autograd.Function):
             None, None
 
 
+def _row_blocks_problem(op: Plexus3D, row_blocks: int) -> str | None:
+    """Why ``row_blocks`` is too many (None: it is not): a row block slices every vertex
+    block, so beyond the rows of the largest one the blocks are empty, each still a message
+    and a slot in arrays of ``row_blocks`` entries (2**31 of them: 16 GiB)."""
+    X, Y, Z = op.grid.shape
+    most = max(1, int(np.diff(op.row_bounds).max(initial=0)))
+    if row_blocks <= most:
+        return None
+    return (f"takes 1 to {most} row blocks (--plexus-blocks) here, got {row_blocks}: a row "
+            f"block slices each vertex block, and the largest holds {most} rows (n = {op.n} "
+            f"in X Z = {X * Z} blocks of the {X}x{Y}x{Z} grid)")
+
+
 class PlexusGCN(nn.Module):
     """A ``GNN`` (GCN, no LayerNorm, no labels as input) trained in Plexus's layout V:
     same parameters (``convs``; the state dict and checkpoints are the row model's), same
@@ -312,6 +325,8 @@ class PlexusGCN(nn.Module):
             problem = "trains GCN without --layernorm or --label-propagation only"
         elif isinstance(row_blocks, bool) or not isinstance(row_blocks, int) or row_blocks < 1:
             problem = f"row_blocks must be an integer >= 1, got {row_blocks!r}"
+        else:
+            problem = _row_blocks_problem(op, row_blocks)
         if problem:
             raise collective_error(f"the Plexus layout {problem}")
         self.convs = model.convs

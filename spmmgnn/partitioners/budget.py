@@ -33,6 +33,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..runtime import signals
+
 DEFAULT_BUDGET, DEFAULT_MIN_BUDGET = 3.0, 2.0
 # the steps plan to end by this share of the budget: a label-propagation round or FM chunk
 # that has started, the final metrics and the process's noise take the rest
@@ -88,6 +90,23 @@ def mt_seconds(pins: int, k: int) -> float:
     return MT_SECONDS_PER_PIN * pins * max(1.0, math.log2(max(k, 2)) / 4.0)
 
 
+def _child(fn: Callable[[], np.ndarray], r: int, w: int) -> None:
+    """The forked child of ``run_until``: ``fn()``'s vector to the pipe, then ``os._exit``
+    (status 0 once written; any failure: 1, a short read for the parent)."""
+    code = 1
+    try:
+        os.close(r)
+        data = np.ascontiguousarray(fn(), dtype=np.int64).tobytes()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(w, view):]
+        code = 0
+    except BaseException:  # noqa: BLE001 - the parent sees the short read
+        pass
+    finally:
+        os._exit(code)
+
+
 def run_until(fn: Callable[[], np.ndarray], deadline: float) -> np.ndarray | None:
     """``fn()`` (returning an int64 vector) in a forked child, or None if it did not finish
     by ``deadline`` (``time.perf_counter()``) or failed: the child is then killed. For a
@@ -97,23 +116,13 @@ def run_until(fn: Callable[[], np.ndarray], deadline: float) -> np.ndarray | Non
     if not hasattr(os, "fork"):
         return None
     r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child
-        code = 1
-        try:
-            os.close(r)
-            data = np.ascontiguousarray(fn(), dtype=np.int64).tobytes()
-            view = memoryview(data)
-            while view:
-                view = view[os.write(w, view):]
-            code = 0
-        except BaseException:  # any failure: the parent sees a short read and skips it
-            pass
-        finally:
-            os._exit(code)
-    os.close(w)
-    chunks, done = [], False
+    chunks, done, pid = [], False, 0
     try:
+        with signals.deferred():  # a signal before ``pid`` is set would leave the child be
+            pid = os.fork()
+            if pid == 0:
+                _child(fn, r, w)  # never returns
+            os.close(w)
         while True:
             wait = deadline - time.perf_counter()
             if wait <= 0:
@@ -128,9 +137,9 @@ def run_until(fn: Callable[[], np.ndarray], deadline: float) -> np.ndarray | Non
             chunks.append(chunk)
     finally:
         os.close(r)
-        if not done:
+        if pid and not done:
             os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
+        status = os.waitpid(pid, 0)[1] if pid else 1
     if not done or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
         return None
     return np.frombuffer(b"".join(chunks), dtype=np.int64).copy()

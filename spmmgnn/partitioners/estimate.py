@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 
 from ..runtime.errors import SpmmgnnError
-from ..runtime.machine import available_bytes, format_bytes
+from ..runtime.machine import available_bytes, format_bytes, format_bytes_apart
 from .budget import DEFAULT_BUDGET, DEFAULT_MIN_BUDGET
 from .contract import coarsened
 
@@ -206,10 +206,11 @@ def check_estimate(est: Estimate, graph_bytes: float = 0.0) -> None:
     have = available_bytes()
     need = est.peak_bytes - BASE_BYTES - graph_bytes
     if have is not None and need > have:
+        need_text, have_text = format_bytes_apart(need, have)
         raise SpmmgnnError(
             f"{est.method} k={est.k} on n={est.n:,}, nnz={est.nnz:,} needs about "
-            f"{format_bytes(need)} more memory (a peak of about {format_bytes(est.peak_bytes)},"
-            f" estimate fitted on measured rows) and this node has {format_bytes(have)} "
+            f"{need_text} more memory (a peak of about {format_bytes(est.peak_bytes)},"
+            f" estimate fitted on measured rows) and this node has {have_text} "
             "available; use a machine with more memory, the method kaminpar (the leanest), "
             "or partition offline (dKaMinPar, ParMETIS) and pass the part vector to "
             "'spmmgnn partition --from-parts' (docs/partitioning.md, Beyond one machine)")

@@ -3,8 +3,9 @@
 What a target may be (docs/failures.md, "Output files"):
 
 - a regular file or a new name: written through a temporary file
-  ``.NAME.PID@HOST.XXXXXXXX.tmp`` beside it that replaces it only once complete, so a crash, a
-  full disk or a signal leaves the old file as it was and no temporary behind;
+  ``.NAME.PID@HOST.XXXXXXXX.spmmgnn-partial.tmp`` beside it that replaces it only once
+  complete, so a crash, a full disk or a signal leaves the old file as it was and no
+  temporary behind;
 - a symbolic link: followed; the file it names is replaced, the link kept;
 - a character device or a FIFO (``/dev/null``, ``/dev/stdout``, a pipe): written in place
   once complete (the temporary lives in the system's temporary folder), since turning it into
@@ -13,9 +14,11 @@ What a target may be (docs/failures.md, "Output files"):
 - a directory, a block device or a socket: refused.
 
 Temporaries that an earlier write of the same target left behind when its process was killed
-(same host, process gone) are removed first. Every failure is one ``SpmmgnnError`` naming the
-target. The result has the permissions a plain ``open(target, "w")`` would give: an existing
-target's mode, else ``0o666`` less the umask (``mkstemp`` alone would leave ``0o600``).
+(same host, process gone) are removed first: only names of that exact form, which no other
+program makes (the ``spmmgnn-partial`` marker); a user's ``.NAME.backup.tmp`` is never
+touched. Every failure is one ``SpmmgnnError`` naming the target. The result has the
+permissions a plain ``open(target, "w")`` would give: an existing target's mode, else
+``0o666`` less the umask (``mkstemp`` alone would leave ``0o600``).
 """
 
 from __future__ import annotations
@@ -57,10 +60,14 @@ def _host() -> str:
     return socket.gethostname().replace("/", "_") or "localhost"
 
 
+# the fixed end of our temporaries' names: what tells them from files spmmgnn did not make
+MARKER = ".spmmgnn-partial.tmp"
+
+
 def _temp_in(folder: Path, name: str) -> Path:
-    """A new empty file ``.NAME.PID@HOST.XXXXXXXX.tmp`` in ``folder`` (what
-    ``_remove_stale`` parses)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.{os.getpid()}@{_host()}.", suffix=".tmp",
+    """A new empty file ``.NAME.PID@HOST.XXXXXXXX.spmmgnn-partial.tmp`` in ``folder`` (the
+    form ``_remove_stale`` matches; ``XXXXXXXX``: ``mkstemp``'s random token)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.{os.getpid()}@{_host()}.", suffix=MARKER,
                                dir=folder)
     os.close(fd)
     return Path(tmp)
@@ -77,19 +84,15 @@ def _alive(pid: int) -> bool:
 
 
 def _remove_stale(target: Path) -> list[Path]:
-    """Temporary files of earlier writes of ``target`` whose process is gone: on this host
-    with a pid that no longer runs, or named without a pid (spmmgnn before 0.x)."""
+    """Temporaries of earlier writes of ``target`` whose process is gone: named exactly as
+    ``_temp_in`` names them, by this host, with a pid that no longer runs. Any other file,
+    whatever its name, is left alone: spmmgnn never deletes a file it did not create."""
     prefix = f".{target.name}."
-    ours = re.compile(r"(\d+)@(.+)\.\w+")
+    ours = re.compile(rf"(\d+)@(.+)\.[a-z0-9_]{{8}}{re.escape(MARKER)}")
     host, removed = _host(), []
-    for old in target.parent.glob(f"{glob_escape(prefix)}*.tmp"):
-        middle = old.name[len(prefix):-len(".tmp")]
-        found = ours.fullmatch(middle)
-        if found:
-            stale = found.group(2) == host and not _alive(int(found.group(1)))
-        else:
-            stale = re.fullmatch(r"\w+", middle) is not None
-        if stale:
+    for old in target.parent.glob(f"{glob_escape(prefix)}*{MARKER}"):
+        found = ours.fullmatch(old.name[len(prefix):])
+        if found and found.group(2) == host and not _alive(int(found.group(1))):
             try:
                 old.unlink()
                 removed.append(old)
@@ -189,9 +192,11 @@ def atomic_path(target: str | os.PathLike, what: str = "output", remove_stale: b
         if remove_stale:
             _remove_stale(folder / path.name)
         if size is not None and size > (free := free_bytes(folder)):
-            raise SpmmgnnError(f"cannot write {what} {target}: it needs about "
-                               f"{size / 2**20:,.1f} MiB and {folder} has {free / 2**20:,.1f} "
-                               "MiB free (disk space or ulimit -f)")
+            from .machine import format_bytes_apart
+
+            need, have = format_bytes_apart(size, free)
+            raise SpmmgnnError(f"cannot write {what} {target}: it needs about {need} and "
+                               f"{folder} has {have} free (disk space or ulimit -f)")
         with signals.deferred():  # a signal between creating and naming it would leak it
             tmp = _temp_in(folder, path.name)
         yield tmp
@@ -226,19 +231,6 @@ def check_writable(target: str | os.PathLike, what: str = "output") -> None:
         _temp_in(path.parent, path.name).unlink()
     except OSError as exc:
         raise SpmmgnnError(f"cannot write {what} {target}: {exc.strerror or exc}") from None
-
-
-def check_not_input(source: str | os.PathLike, target: str | os.PathLike,
-                    what: str = "--out") -> None:
-    """SpmmgnnError if writing ``target`` would replace ``source`` (the same file, also
-    through a symbolic or hard link): the input would be lost."""
-    try:
-        same = os.path.samefile(source, target)
-    except OSError:  # one of them does not exist (yet)
-        same = False
-    if same:
-        raise SpmmgnnError(f"{what} {target} is the input file {source}: writing it would "
-                           "replace the input; give another name")
 
 
 def default_mode() -> int:

@@ -8,6 +8,11 @@ imports numba, makes the real dispatcher (compiled, or loaded from numba's cache
 call as before) and rebinds every ``Lazy`` global of its module to its real object, so that
 numba, compiling a kernel, sees real dispatchers, intrinsics and ``numba.prange`` in the
 kernel's globals (a kernel calling another module's kernel binds that one too).
+
+A first compile takes tens of seconds (80 CPU-s for the partitioners' refinement), so every
+kernel's dispatcher announces it: when numba misses its cache for a kernel and is about to
+compile, ``COMPILE_NOTICE`` is printed once per process, on rank 0, to stderr
+(``watch_compiles``; modules that use numba eagerly take ``eager_njit``).
 """
 
 from __future__ import annotations
@@ -113,13 +118,24 @@ def njit(*args, **options):
         def make():
             import numba
 
-            return numba.njit(**options)(fn)
+            return watch_compiles(numba.njit(**options)(fn))
 
         make.__doc__ = fn.__doc__
         return Lazy(make, fn.__name__, fn.__globals__)
 
     if args and callable(args[0]) and not options:
         return decorate(args[0])
+    return decorate
+
+
+def eager_njit(**options):
+    """``numba.njit(**options)`` made now (for modules that import numba anyway), its
+    compiles announced like the lazy kernels' (``watch_compiles``)."""
+    import numba
+
+    def decorate(fn):
+        return watch_compiles(numba.njit(**options)(fn))
+
     return decorate
 
 
@@ -167,4 +183,49 @@ def kernels_cached(folders: list[Path] | None = None) -> bool:
 
 
 COMPILE_NOTICE = ("compiling the numba kernels (the first run in this environment: about "
-                  "20-40 s; later runs load them from numba's cache)")
+                  "20-90 s; later runs load them from numba's cache)")
+_notice = {"prefix": "spmmgnn", "shown": False}
+
+
+def notice_prefix(prefix: str) -> None:
+    """What starts the notice line (the command line: ``spmmgnn train``)."""
+    _notice["prefix"] = prefix
+
+
+def announce_compile() -> None:
+    """Print ``COMPILE_NOTICE`` once per process, on rank 0 of the MPI job, to stderr."""
+    if _notice["shown"]:
+        return
+    _notice["shown"] = True
+    if _world_rank() == 0:
+        print(f"{_notice['prefix']}: {COMPILE_NOTICE}", file=sys.stderr, flush=True)
+
+
+def _world_rank() -> int:
+    """This process's rank in MPI's world (0 without MPI running)."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    try:
+        if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+            return mpi.COMM_WORLD.Get_rank()
+    except Exception:  # noqa: BLE001 - a notice must never fail the call it precedes
+        pass
+    return 0
+
+
+def watch_compiles(dispatcher):
+    """``dispatcher`` (a numba ``Dispatcher``), made to call ``announce_compile`` when its
+    cache does not hold a signature it is about to compile: numba asks the dispatcher's
+    cache (``load_overload``) first, and compiles when that finds nothing."""
+    cache = getattr(dispatcher, "_cache", None)
+    load = getattr(cache, "load_overload", None)
+    if load is None:
+        return dispatcher
+
+    def load_or_announce(sig, target_context):
+        found = load(sig, target_context)
+        if found is None:
+            announce_compile()
+        return found
+
+    cache.load_overload = load_or_announce
+    return dispatcher

@@ -21,15 +21,11 @@ MEMORY_ENV = "SPMMGNN_AVAILABLE_MEMORY"
 def available_bytes() -> int | None:
     """Memory available on this node (``SPMMGNN_AVAILABLE_MEMORY`` bytes if set, else
     ``/proc/meminfo`` MemAvailable, or sysconf), or None."""
-    forced = os.environ.get(MEMORY_ENV)
-    if forced:
-        try:
-            return int(float(forced))
-        except ValueError:
-            from .errors import SpmmgnnError
+    from .settings import env_setting
 
-            raise SpmmgnnError(f"{MEMORY_ENV} must be a number of bytes, got {forced!r}") \
-                from None
+    forced = env_setting(MEMORY_ENV)
+    if forced is not None:
+        return int(forced)
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
@@ -95,12 +91,23 @@ def idle_cores(cores: int, interval: float = 0.1) -> float | None:
     return max(0.0, min(float(cores), (os.cpu_count() or cores) - busy))
 
 
-def format_bytes(n: float) -> str:
-    """``1.5 GiB``, ``12.0 MiB``, ``512 B``."""
+def format_bytes(n: float, digits: int = 1) -> str:
+    """``1.5 GiB``, ``12.0 MiB``, ``512 B`` (``digits`` decimals)."""
     for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale:
-            return f"{n / scale:,.1f} {unit}"
-    return f"{int(n)} B"
+            return f"{n / scale:,.{digits}f} {unit}"
+    return f"{int(n):,} B"
+
+
+def format_bytes_apart(a: float, b: float, *more: float) -> list[str]:
+    """``a``, ``b`` and ``more`` by ``format_bytes``, with the decimals (1 to 3) that tell
+    ``a`` from ``b`` when they differ, else in bytes: "needs 1.1 MiB > 1.0 MiB" or "1.03 MiB
+    > 1.02 MiB", never "needs 0.00 GiB > 0.00 GiB"."""
+    for digits in (1, 2, 3):
+        out = [format_bytes(v, digits) for v in (a, b, *more)]
+        if out[0] != out[1] or a == b:
+            return out
+    return [f"{int(v):,} B" for v in (a, b, *more)]
 
 
 def memory_problem(need: float, what: str, ranks: int = 1,
@@ -115,12 +122,12 @@ def memory_problem(need: float, what: str, ranks: int = 1,
     if have is None or total <= have:
         return None
     if total != need * ranks:
-        return (f"{what} needs about {format_bytes(need)} on this rank and "
-                f"{format_bytes(total)} for the {ranks} ranks on this node, and this node has "
-                f"{format_bytes(have)} available")
+        total_text, have_text, need_text = format_bytes_apart(total, have, need)
+        return (f"{what} needs about {need_text} on this rank and {total_text} for the "
+                f"{ranks} ranks on this node, and this node has {have_text} available")
     per = f" per rank x {ranks} ranks on this node" if ranks > 1 else ""
-    return (f"{what} needs about {format_bytes(need)}{per} and this node has "
-            f"{format_bytes(have)} available")
+    total_text, have_text, need_text = format_bytes_apart(total, have, need)
+    return (f"{what} needs about {need_text}{per} and this node has {have_text} available")
 
 
 def check_memory(need: float, what: str, ranks: int = 1) -> None:
@@ -140,7 +147,13 @@ def peak_rss_bytes() -> int:
 
 
 def llc_bytes() -> int:
-    """Size of the largest (last-level) CPU cache in bytes, from sysfs; 32 MiB if unknown."""
+    """Size of the largest (last-level) CPU cache in bytes: ``$SPMMGNN_LLC_BYTES`` if set,
+    else from sysfs; 32 MiB if unknown."""
+    from .settings import env_setting
+
+    forced = env_setting("SPMMGNN_LLC_BYTES")
+    if forced is not None:
+        return int(forced)
     best = 0
     for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
         try:

@@ -26,6 +26,7 @@ from mpi4py import MPI
 from .errors import SpmmgnnError, agree
 from .jit import numba_pool
 from .machine import core_times, shared_node
+from .settings import env_setting
 from .wire import allgather_json
 
 ENV_VAR = "SPMMGNN_THREADS"
@@ -60,19 +61,15 @@ def default_threads(comm: MPI.Comm = MPI.COMM_WORLD) -> int:
     mine = affinity()
     with shared_node(comm) as node:
         node_sets = [set(s) for s in allgather_json(node, sorted(mine))]
-    env = os.environ.get(ENV_VAR, "").strip()
-    error = None
-    if env:
-        try:
-            value = int(env)
-            if value < 1:
-                raise ValueError
-        except ValueError:
-            error = f"${ENV_VAR} must be a positive integer, got {env!r}"
+    error, value = None, None
+    try:
+        value = env_setting(ENV_VAR)
+    except SpmmgnnError as exc:
+        error = str(exc)
     agree(comm, error)
     check_busy_setting(comm)
-    if env:
-        return value
+    if value is not None:
+        return int(value)
     return fair_share(mine, node_sets)
 
 
@@ -145,17 +142,8 @@ def get_threads() -> int:
 def busy_setting() -> float | None:
     """``$SPMMGNN_BUSY_CORES``: None for ``auto`` (unset: measure), else the cores taken as
     busy with other work (0: always run the chosen threads)."""
-    env = os.environ.get(BUSY_ENV, "").strip().lower()
-    if env in ("", "auto"):
-        return None
-    try:
-        value = float(env)
-        if value < 0 or value != value:
-            raise ValueError
-    except ValueError:
-        raise SpmmgnnError(f"${BUSY_ENV} must be 'auto' or a number of cores >= 0, got "
-                           f"{env!r}") from None
-    return value
+    value = env_setting(BUSY_ENV)
+    return None if value in (None, "auto") else float(value)
 
 
 def check_busy_setting(comm: MPI.Comm) -> None:

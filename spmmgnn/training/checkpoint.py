@@ -195,18 +195,46 @@ def restore(model, optimizer, meta: dict, arrays: dict) -> None:
                            f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None
 
 
+def _check_shapes(model, optimizer, params: dict, state: dict) -> None:
+    """SpmmgnnError naming the first parameter, or optimizer state of one, whose shape in
+    the checkpoint differs from the model's, with both shapes (torch's own error names
+    neither; the optimizer would reshape a moment of the right size silently)."""
+    mine = model.state_dict()
+    for name, saved in params.items():
+        if tuple(saved.shape) != tuple(mine[name].shape):
+            raise SpmmgnnError(f"checkpoint parameters do not fit the model: param/{name} has "
+                               f"shape {tuple(saved.shape)} in the checkpoint and "
+                               f"{tuple(mine[name].shape)} in the model")
+    names = {id(p): n for n, p in model.named_parameters()}
+    ordered = list(getattr(optimizer, "params", None)
+                   or [p for g in optimizer.param_groups for p in g["params"]])
+    for i, st in sorted(state.items()):
+        if not 0 <= i < len(ordered):
+            raise SpmmgnnError(f"checkpoint parameters do not fit the model: opt/{i} is the "
+                               f"state of parameter {i}, the model has {len(ordered)}")
+        p = ordered[i]
+        for key, saved in st.items():
+            want = () if key == "step" else tuple(p.shape)
+            if tuple(saved.shape) != want:
+                raise SpmmgnnError(f"checkpoint parameters do not fit the model: opt/{i}/{key}"
+                                   f" (of {names.get(id(p), f'parameter {i}')}) has shape "
+                                   f"{tuple(saved.shape)} in the checkpoint and {want} in "
+                                   "the model")
+
+
 def _restore(model, optimizer, meta: dict, arrays: dict) -> None:
     params = {k.removeprefix("param/"): torch.from_numpy(np.array(v))
               for k, v in arrays.items() if k.startswith("param/")}
     missing = set(model.state_dict()) ^ set(params)
     if missing:
         raise SpmmgnnError(f"checkpoint parameters do not match the model: {sorted(missing)}")
-    model.load_state_dict(params)
     state: dict = {}
     for k, v in arrays.items():
         if k.startswith("opt/"):
             _, i, key = k.split("/", 2)
             state.setdefault(int(i), {})[key] = torch.from_numpy(np.array(v))
+    _check_shapes(model, optimizer, params, state)
+    model.load_state_dict(params)
     current = optimizer.state_dict()
     groups = []
     for g, saved in zip(current["param_groups"], meta["param_groups"], strict=True):

@@ -112,6 +112,23 @@ def make_partition(A, k: int, method: str, seed: int = 0, parts_per_node: int | 
                      parts_per_node=parts_per_node, row_weight=row_weight)
 
 
+def two_level_problem(grid: ProcessGrid, partitioner: str) -> str | None:
+    """Why a ``twolevel:`` partitioner cannot lay out ``grid``'s block rows (None: it can,
+    or another partitioner), in the flags of ``train`` / ``bench``: one node's block rows,
+    its ranks over c, must divide the P / c block rows."""
+    from ..partitioners.twolevel import is_two_level
+
+    per_node, k = grid.block_rows_per_node, grid.n_block_rows
+    if not is_two_level(partitioner) or k % per_node == 0:
+        return None
+    ranks = (f"--ranks-per-node {grid.ranks_per_node}" if grid.ranks_per_node is not None
+             else f"the {per_node * grid.replication} ranks sharing a node")
+    return (f"--partitioner {partitioner} keeps the block rows of one node together: "
+            f"{ranks} / --replication {grid.replication} = {per_node} block rows per node, "
+            f"which must divide the {k} block rows of P = {grid.comm.Get_size()} ranks / "
+            f"--replication {grid.replication}")
+
+
 def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
                      algorithm: str = "sparse1d", partitioner: str = "none", seed: int = 0,
                      dtype: torch.dtype = torch.float32, root: int = 0,
@@ -126,6 +143,11 @@ def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
     """
     comm = grid.comm
     np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
+    if partition is None and comm.Get_rank() == root:
+        two_level = two_level_problem(grid, partitioner)
+    else:
+        two_level = None
+    agree(comm, two_level)
 
     def prepare():
         g = _check_learnable(graph if isinstance(graph, Graph) else graph_from_pyg(graph))

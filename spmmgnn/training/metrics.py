@@ -11,8 +11,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from mpi4py import MPI
-from numba import njit, prange
+from numba import prange
 
+from ..runtime.jit import eager_njit
 from .data import SPLITS
 
 
@@ -72,7 +73,7 @@ class MaskedCrossEntropy(torch.autograd.Function):
         return torch.from_numpy(out), None, None
 
 
-@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
+@eager_njit(parallel=True, cache=True, nogil=True, boundscheck=False)
 def _ce_forward(z, y, rows, lse, terms):
     c = z.shape[1]
     for t in prange(rows.size):
@@ -87,7 +88,7 @@ def _ce_forward(z, y, rows, lse, terms):
         terms[t] = lse[t] - float(z[i, y[i]])
 
 
-@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
+@eager_njit(parallel=True, cache=True, nogil=True, boundscheck=False)
 def _ce_backward(z, y, rows, lse, g, out):
     n, c = z.shape
     for i in prange(n):

@@ -11,8 +11,6 @@ device once (the reduced buffer), not once per operation.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import torch
 from mpi4py import MPI
@@ -20,7 +18,9 @@ from mpi4py import MPI
 from ..backend.device import to_device, to_host
 from ..exchange.collectives import allreduce_rows
 from ..nn.memory import ModelShape, dense_bytes
-from ..runtime.machine import format_bytes
+from ..runtime.errors import SpmmgnnError
+from ..runtime.machine import format_bytes, format_bytes_apart
+from ..runtime.settings import env_setting
 from ..runtime.wire import allgather_json
 
 MEMORY_ENV = "SPMMGNN_DEVICE_MEMORY"  # pretend a device's free bytes (tests, CI)
@@ -63,15 +63,9 @@ def free_bytes(device, sharing: int) -> int | None:
     when set (any device, so CI tests the refusal on ``device="cpu"``), else on CUDA the
     device's free memory shared by the ``sharing`` ranks on it, plus what this process holds
     there already (the operator's blocks and the data, counted in the need)."""
-    text = os.environ.get(MEMORY_ENV)
-    if text is not None:
-        try:
-            value = int(float(text))
-        except (ValueError, OverflowError):
-            value = -1
-        if value < 0:
-            raise ValueError(f"{MEMORY_ENV}={text!r}: expected a number of bytes")
-        return value
+    value = env_setting(MEMORY_ENV)
+    if value is not None:
+        return int(value)
     if device.type != "cuda":
         return None
     free, _ = torch.cuda.mem_get_info(device)
@@ -86,7 +80,7 @@ def memory_problem(op, shape: ModelShape, comm: MPI.Comm) -> str | None:
     sharing = sum(1 for k in allgather_json(comm, key) if k == key)  # on every rank, first
     try:
         have = free_bytes(device, sharing)
-    except ValueError as exc:
+    except SpmmgnnError as exc:
         return str(exc)
     if have is None:
         return None
@@ -97,10 +91,11 @@ def memory_problem(op, shape: ModelShape, comm: MPI.Comm) -> str | None:
     need = blocks + model + data
     if need <= have:
         return None
-    return (f"training on {device} needs about {format_bytes(need)} of device memory on rank "
+    need_text, have_text = format_bytes_apart(need, have)
+    return (f"training on {device} needs about {need_text} of device memory on rank "
             f"{comm.Get_rank()} (operator blocks {format_bytes(blocks)}, features, activations "
             f"and gradients of {op.n_local} rows {format_bytes(data)}, parameters and Adam's "
-            f"state {format_bytes(model)}) and the device has {format_bytes(have)} for it: "
+            f"state {format_bytes(model)}) and the device has {have_text} for it: "
             "use more ranks or devices, lower --hidden or --layers, or train without --device")
 
 

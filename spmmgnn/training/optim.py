@@ -25,9 +25,10 @@ import math
 
 import numpy as np
 import torch
-from numba import njit, prange
+from numba import prange
 
 from ..local.kernels import SERIAL_WORK
+from ..runtime.jit import eager_njit
 
 
 class Adam:
@@ -100,7 +101,7 @@ def _fused(p: torch.Tensor, grad: torch.Tensor, st: dict) -> bool:
                     for x in arrays))
 
 
-@njit(inline="always", cache=True, nogil=True, boundscheck=False)
+@eager_njit(inline="always", cache=True, nogil=True, boundscheck=False)
 def _adam_element(i, p, g, m, v, one_b1, b2, one_b2, wd, eps, bc2_sqrt, step_size):
     """Element i of one Adam step: g += wd p; m lerps to g; v = b2 v + (1-b2) g^2;
     p -= step_size m / (sqrt(v) / sqrt(bc2) + eps). Inlined into both loops below, so the
@@ -113,14 +114,14 @@ def _adam_element(i, p, g, m, v, one_b1, b2, one_b2, wd, eps, bc2_sqrt, step_siz
     p[i] = p[i] - step_size * (mi / (np.sqrt(vi) / bc2_sqrt + eps))
 
 
-@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
+@eager_njit(parallel=True, cache=True, nogil=True, boundscheck=False)
 def _adam_kernel(p, g, m, v, one_b1, b2, one_b2, wd, eps, bc2_sqrt, step_size):
     """One Adam step over every element (``_adam_element``), in parallel."""
     for i in prange(p.shape[0]):
         _adam_element(i, p, g, m, v, one_b1, b2, one_b2, wd, eps, bc2_sqrt, step_size)
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@eager_njit(cache=True, nogil=True, boundscheck=False)
 def _adam_serial(p, g, m, v, one_b1, b2, one_b2, wd, eps, bc2_sqrt, step_size):
     """The serial twin of ``_adam_kernel``, for parameters below ``kernels.SERIAL_WORK``
     elements (a GCN's weights and biases: waking the threads for a few thousand elements
