@@ -133,6 +133,9 @@ class ProcessGrid:
         self.n_nodes = int(self.nodes.max()) + 1
         self._node_maps: list[tuple[MPI.Comm, NodeMap]] = []
         self.device = _device(device, self.comm, self.node_comm, K)
+        # (rows on this rank, rows in all) of each side of every operator built on this
+        # grid: what a table of this rank's rows looks like (nn.allreduce_gradients)
+        self.row_counts: set[tuple[int, int]] = set()
 
     def node_map(self, comm: MPI.Comm) -> NodeMap:
         """Collective over ``comm`` (one of this grid's communicators) the first time: the

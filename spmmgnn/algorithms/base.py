@@ -187,6 +187,7 @@ class DistSpMM(RowAlgebra):
         self.validate = bool(validate)
         self.symmetric: bool | None = None  # A.T == A; set by probe_symmetry() or the user
         self._auto_stream = 0
+        grid.row_counts.update({(self.n_local, self.m), (self.n_local_in, self.n)})
         ensure_threads(grid.comm)
 
     @property
