@@ -185,10 +185,11 @@ def _burn(env_value: str | None) -> dict:
 def test_openblas_idle_threads_sleep_after_a_product():
     """``import spmmgnn`` (before numpy) makes OpenBLAS's idle threads sleep at once: after a
     2-thread product, a 0.3 s pause burns (almost) no CPU. OpenBLAS's own default spins its
-    helper ~0.1 s after every call (taking the core from the numba kernel after it); a value
-    the user set is kept."""
+    helper ~0.1 s after every call (taking the core from the numba kernel after it). The
+    setting reaches OpenBLAS as it loads and leaves ``os.environ`` as it was; a value the
+    user set is kept."""
     mine = _burn(None)
-    assert mine["timeout"] == "4"
+    assert mine["timeout"] is None
     assert mine["burnt"] < 0.05, mine
     assert _burn("28")["timeout"] == "28"
 
