@@ -31,7 +31,7 @@ from ..collectives import REDUCE_OPS, allgather_blocks, allreduce_rows, fetch_ro
 from ..convert import FLOAT_DTYPES, is_torch, like_input, to_numpy
 from ..errors import SpmmgnnError, agree, collective_error
 from ..hashing import mix64
-from ..threads import scope
+from ..threads import BLAS_ROWS, blas_enter, blas_exit, scope
 from ..wire import allgather_json
 
 CHOLQR_MAX_COND = 1e6  # above this the first Cholesky factor hands over to TSQR
@@ -452,14 +452,29 @@ def _all_finite(values: np.ndarray) -> bool:
 
 def _column_dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``sum_i a[i, k] b[i, k]`` per column k, accumulated in float64 (one column: BLAS's
-    dot, ~1 us on 64 rows against ~5 us for einsum)."""
-    if a.shape[1] == 1:
-        if a.dtype == np.float64 and b.dtype == np.float64:
-            return (a.T @ b).reshape(1)  # (one BLAS dot, no views to make)
-        av = a.reshape(-1).astype(np.float64)
-        bv = av if b is a else b.reshape(-1).astype(np.float64)
-        return np.array([av @ bv])
-    return np.einsum("ij,ij->j", a, b, dtype=np.float64)
+    dot, ~1 us on 64 rows against ~5 us for einsum, which uses no BLAS). A dot of
+    ``BLAS_ROWS`` rows or more runs at the library's BLAS threads (``blas_enter``): numpy's
+    OpenBLAS would run it on every core it found, whatever the ranks sharing them, and its
+    idle threads spin after the call unless ``import spmmgnn`` loaded numpy (at P = 2 on
+    2 cores: 40-76 ms a call against ~0.1 ms)."""
+    if a.shape[1] != 1:
+        return np.einsum("ij,ij->j", a, b, dtype=np.float64)
+    if a.shape[0] < BLAS_ROWS:  # one BLAS thread whatever its setting
+        return _dot(a, b)
+    changed = blas_enter()
+    try:
+        return _dot(a, b)
+    finally:
+        blas_exit(changed)
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One column's dot by BLAS, accumulated in float64, as a 1-element array."""
+    if a.dtype == np.float64 and b.dtype == np.float64:
+        return (a.T @ b).reshape(1)  # (one BLAS dot, no views to make)
+    av = a.reshape(-1).astype(np.float64)
+    bv = av if b is a else b.reshape(-1).astype(np.float64)
+    return np.array([av @ bv])
 
 
 def _needs_scaling(a: np.ndarray, squares: np.ndarray) -> bool:
