@@ -38,7 +38,7 @@ from ..grid import ProcessGrid, format_shape, near_square, parse_grid
 from ..hashing import mix64, uniform_by_id
 from ..layout import Partition, bcast_partition, resolve_partition
 from ..node_exchange import EXCHANGES, exchange_plan
-from ..persistent import Owned, available, start
+from ..persistent import Owned, available
 from ..reorder import block_rcm, with_order
 from ..stats import CommStats
 from ..threads import ensure_threads, scope, serial_enter, serial_exit
@@ -591,7 +591,7 @@ class DistSpMM(RowAlgebra):
             made = self._probe_reduce = (send, seen, request)
         send, seen, request = made
         send[:] = probe
-        start(request)
+        request.Start()  # (waited right below, every time: never left active)
         request.Wait()
         return seen
 
