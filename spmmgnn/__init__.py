@@ -29,20 +29,23 @@ if (_mismatch := _launcher_mismatch()) is not None:  # every rank finds it; rank
         print(_mismatch, file=sys.stderr, flush=True)
     raise SystemExit(2)
 
-# spmmgnn.runtime.jit sets the OpenMP wait policy before numba or torch loads an OpenMP pool
-# (numba's and torch's pools spin-wait against each other when a rank runs more than one
-# thread: 186 against 28 ms per epoch at 2 threads)
-from .runtime import jit  # noqa: E402, F401, I001
-from . import krylov  # noqa: E402  (spmmgnn.krylov.cg, .subspace_iteration)
-from .runtime.abort import install_abort_hook  # noqa: E402
-from .algorithms import ALGORITHMS, DistSpMM  # noqa: E402
-from .runtime.errors import SpmmgnnError  # noqa: E402
-from .grid import ProcessGrid  # noqa: E402
-from .layout import Partition  # noqa: E402
-from .runtime.threads import default_threads, get_threads, set_threads  # noqa: E402
+# numpy's (and scipy's) OpenBLAS read their idle-thread timeout as they load: loaded here,
+# they get the library's (spmmgnn.runtime.thread_env), and os.environ is put back as it was
+from .runtime.thread_env import loading  # noqa: E402, I001
+
+with loading():
+    # spmmgnn.runtime.jit sets the OpenMP wait policy before numba or torch loads a pool
+    from .runtime import jit  # noqa: F401, I001
+    from . import krylov  # (spmmgnn.krylov.cg, .subspace_iteration)
+    from .algorithms import ALGORITHMS, DistSpMM
+    from .grid import ProcessGrid
+    from .layout import Partition
+    from .runtime.abort import install_abort_hook, install_if_asked
+    from .runtime.errors import SpmmgnnError
+    from .runtime.threads import default_threads, get_threads, set_threads
 
 __version__ = "0.1.0"
 
-install_abort_hook()
+install_if_asked()  # only with $SPMMGNN_ABORT_ON_EXCEPTION=1: see spmmgnn.runtime.abort
 __all__ = ["ALGORITHMS", "DistSpMM", "Partition", "ProcessGrid", "SpmmgnnError",
-           "default_threads", "get_threads", "krylov", "set_threads"]
+           "default_threads", "get_threads", "install_abort_hook", "krylov", "set_threads"]

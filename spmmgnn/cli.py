@@ -1,6 +1,8 @@
 """The ``spmmgnn`` command: one sub-command per module in ``spmmgnn.commands``.
 
-Failures never leave a rank hanging, whatever ``$SPMMGNN_ABORT_ON_EXCEPTION`` says:
+Failures never leave a rank hanging, whatever ``$SPMMGNN_ABORT_ON_EXCEPTION`` says (the
+command installs the abort hook of ``spmmgnn.runtime.abort`` for its threads and for what
+escapes the handlers below, unless that variable opts out):
 
 - a SpmmgnnError (bad input) agreed on by every rank prints one line on rank 0 and every rank
   exits with status 2; one raised by a single rank prints ``rank r: error: ...`` and aborts
@@ -31,7 +33,8 @@ import traceback
 import warnings
 
 from .commands import check_files
-from .runtime import signals
+from .runtime import signals, thread_env
+from .runtime.abort import install_abort_hook
 from .runtime.errors import RankFailed, SpmmgnnError, agree, check_on_root
 from .runtime.settings import settings_error
 from .runtime.signals import Terminated
@@ -126,6 +129,11 @@ def _signalled(comm, prog: str, signum: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # the command's process is its own: its threads' uncaught exceptions (and anything that
+    # escapes the handlers below) abort the job, and the runtimes it loads (torch's OpenMP,
+    # numba's) and the processes it starts get the library's idle-thread settings
+    install_abort_hook()
+    thread_env.for_process()
     previous = signals.install()
     try:
         return _main(argv)

@@ -160,6 +160,9 @@ class ProcessGrid:
             if not any(c is o for o in out):
                 out.append(c)
         return out
+        # (rows on this rank, rows in all) of each side of every operator built on this
+        # grid: what a table of this rank's rows looks like (nn.allreduce_gradients)
+        self.row_counts: set[tuple[int, int]] = set()
 
     def node_map(self, comm: MPI.Comm) -> NodeMap:
         """Collective over ``comm`` (one of this grid's communicators) the first time: the

@@ -31,9 +31,12 @@ def run_mpi(n: int, script: str, *args: str, timeout: float = 300,
             check: bool = True, env: dict | None = None,
             prefix: list[str] | None = None) -> subprocess.CompletedProcess:
     """Run ``tests/workers/<script>`` (or a module path) on n ranks; returns the process.
-    ``prefix`` goes between mpiexec's options and python (e.g. ``own_files``)."""
+    ``prefix`` goes between mpiexec's options and python (e.g. ``own_files``). The workers
+    import spmmgnn with ``SPMMGNN_ABORT_ON_EXCEPTION=1`` (the abort hook, as a script run
+    under mpiexec should have it), so a worker's bug on one rank ends the job at once."""
     target = str(WORKERS / script) if not os.path.isabs(script) else script
-    full_env = dict(os.environ, SPMMGNN_THREADS="1", PYTHONUNBUFFERED="1")
+    full_env = dict(os.environ, SPMMGNN_THREADS="1", PYTHONUNBUFFERED="1",
+                    SPMMGNN_ABORT_ON_EXCEPTION="1")
     full_env.update(env or {})
     cmd = [mpiexec(), "-n", str(n), *(prefix or []), sys.executable, target, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)

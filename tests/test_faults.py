@@ -3,8 +3,10 @@ non-zero status and a message naming the rank and the cause; never a hang.
 
 Cases (each must end within ``DEADLINE`` seconds):
 
-1. a plain ``RuntimeError`` on rank 1 of 3 in user code before ``op.matmul`` (abort hook);
-2. the same raised in a ``threading.Thread`` of rank 1 (thread hook);
+1. a plain ``RuntimeError`` on rank 1 of 3 in user code before ``op.matmul`` (the abort hook
+   the script installs with ``spmmgnn.install_abort_hook()``);
+2. the same raised in a ``threading.Thread`` of rank 1 (thread hook), also inside a
+   ``spmmgnn`` command (the hook the command installs);
 3. the opt-out (``SPMMGNN_ABORT_ON_EXCEPTION=0``) leaves the hooks uninstalled;
 4. bad input on one rank during setup (``from_block_row`` shape, ``HaloPlan`` ghost order):
    every rank gets the same collective SpmmgnnError, then the job ends;
@@ -53,9 +55,13 @@ def _run(n: int, script: str, *args: str, env: dict | None = None):
 
 
 # ------------------------------------------------------------------ exceptions
+NOT_ASKED = {"SPMMGNN_ABORT_ON_EXCEPTION": ""}  # no hook at import: only the explicit call's
+
+
 @pytest.mark.parametrize("where", ["main", "thread"])
 def test_user_exception_on_one_rank_aborts_the_job(where):
-    proc, _ = _run(3, "fault_user.py", *(["thread"] if where == "thread" else []))
+    proc, _ = _run(3, "fault_user.py", *(["thread"] if where == "thread" else []),
+                   env=NOT_ASKED)
     assert proc.returncode != 0
     assert "finished" not in proc.stdout
     assert "[rank 1] spmmgnn: unhandled RuntimeError" in proc.stderr
@@ -65,11 +71,24 @@ def test_user_exception_on_one_rank_aborts_the_job(where):
 
 
 def test_abort_hook_opt_out():
-    code = ("import sys, spmmgnn.runtime.abort as a; sys.stdout.write(str(a.is_installed()))")
-    for value, want in (("0", "False"), ("1", "True")):
+    """``import spmmgnn`` installs no hook; ``spmmgnn.install_abort_hook()`` does, unless
+    ``SPMMGNN_ABORT_ON_EXCEPTION=0`` opts out."""
+    code = ("import sys, spmmgnn, spmmgnn.runtime.abort as a; before = a.is_installed(); "
+            "spmmgnn.install_abort_hook(); sys.stdout.write(f'{before} {a.is_installed()}')")
+    for value, want in (("0", "False False"), ("", "False True")):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              env=dict(os.environ, SPMMGNN_ABORT_ON_EXCEPTION=value), check=True)
         assert out.stdout == want
+
+
+def test_thread_exception_in_a_command_aborts_the_job():
+    """The command installs the abort hook itself: a thread's exception on rank 1, whose main
+    thread then leaves while rank 0 waits in a collective, ends the job (no hang: the
+    launch's time limit) with the rank and the cause named."""
+    proc, _ = _run(2, "fault_cli.py", "spmm", env=NOT_ASKED)
+    assert proc.returncode != 0
+    assert "[rank 1] spmmgnn: unhandled RuntimeError in thread 'worker'" in proc.stderr
+    assert "command thread bug on purpose" in proc.stderr
 
 
 @pytest.mark.parametrize("mode,cause", [("block_row", "rank 1"), ("halo", "ghost")])
@@ -86,7 +105,7 @@ def test_setup_error_on_one_rank_is_collective(mode, cause):
 
 
 def test_exception_in_the_middle_of_training_aborts():
-    proc, _ = _run(3, "fault_train.py", "raise", "3", "2")
+    proc, _ = _run(3, "fault_train.py", "raise", "3", "2", env=NOT_ASKED)
     assert proc.returncode != 0
     assert "training finished" not in proc.stdout
     assert "[rank 2] spmmgnn: unhandled RuntimeError" in proc.stderr

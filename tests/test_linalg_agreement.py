@@ -20,11 +20,17 @@ COLLECTIVE_ERRORS = {
     "norm_nan_one_rank": "NaN or Inf",
     "dot_inf_in_y_only": "NaN or Inf",
     "norm_inf_one_rank": "NaN or Inf",
+    "calls_differ_vectors": "call different methods",
+    "dot_vector_nan_one_rank": "NaN or Inf",
 }
 RIGHT_NUMBERS = {  # case: the largest relative error allowed against float64 numpy
     "dot_x_or_copy": 1e-13, "gram_x_or_copy": 1e-13, "dot_after_errors": 1e-13,
     "allreduce_same": 0.0, "dot_float32": 1e-7, "norm_float32": 1e-7, "gram_float32": 1e-7,
     "norm_huge": 1e-13, "norm_tiny": 1e-13, "norm_huge_vector": 1e-13, "dot_overflow": 0.0,
+    "dot_vector_paths_mixed": 1e-13, "norm_vector_paths_mixed": 1e-13,
+    "dot_vector_short_path": 1e-13, "norm_vector_short_path": 1e-13,
+    "dot_float32_vector_short_path": 1e-7, "norm_float32_vector_short_path": 1e-7,
+    "norm_vector_zero_one_rank": 1e-13, "norm_vector_scaled_one_rank": 1e-13,
 }
 
 
@@ -51,6 +57,8 @@ def test_right_numbers(cases, name):
 
 def test_float32_in_float32_out(cases):
     assert cases["dtype_out_values"] == ["float32", "float32", "float32"]
+    assert cases["vector_dtypes"] == ["float32", "float32", "float64"]
+
 
 
 def test_nan_and_inf_refused_in_one_process():

@@ -1,9 +1,9 @@
 """Parameters distributed by rows (``spmmgnn.nn.RowEmbedding`` / ``distributed_rows``) next
 to replicated weights through ``allreduce_gradients``, under real ``mpiexec`` at P = 2 (1D)
 and P = 4 (1.5D c = 2, 2D 2x2, 3D 2x1x2): a LightGCN-like model's gradients and one Adam
-step equal one process's torch on the whole table; an unregistered table is refused on
-every rank with the fix, whether the blocks have equal sizes or not
-(tests/workers/row_params_cases.py)."""
+step equal one process's torch on the whole table; an undeclared table is refused on every
+rank with the fix whatever its values (zeros, the same seed), whether the blocks have equal
+sizes or not (tests/workers/row_params_cases.py)."""
 
 from __future__ import annotations
 
@@ -34,16 +34,56 @@ def test_row_table_and_replicated_weights_match_one_process(P, mpi_json):
 
 
 @pytest.mark.parametrize("P", sorted(GRIDS))
-@pytest.mark.parametrize("case", ["equal", "unequal"])
-def test_unregistered_table_is_refused_on_every_rank(P, case, mpi_json):
+def test_seeded_table_declared_by_rows_matches_one_process(P, mpi_json):
+    """A table drawn by ``torch.randn`` after the same seed on equal blocks holds the same
+    values on every rank; declared with ``distributed_rows`` its gradients and Adam step
+    are one process's (P = 2 and a 2 x 2 grid among the P = 4 grids)."""
     r = results(P, mpi_json)
     for g in GRIDS[P]:
-        msgs = r[f"{g}:refuse_{case}"]
+        assert r[f"{g}:seeded_equal_everywhere"] is True, g
+        for what in ("grad_rows", "grad_weight", "grad_bias", "step_rows", "step_bias"):
+            key = f"{g}:seeded:{what}"
+            assert r[key] < 1e-12, (key, r[key])
+
+
+@pytest.mark.parametrize("P", sorted(GRIDS))
+@pytest.mark.parametrize("case", ["equal", "unequal"])
+@pytest.mark.parametrize("kind", ["zeros", "seeded", "drawn"])
+def test_undeclared_table_is_refused_whatever_its_values(P, case, kind, mpi_json):
+    """An undeclared per-vertex table is refused on every rank, naming it and both fixes,
+    also when it holds the same values everywhere (zeros; ``torch.randn`` after the same
+    seed on equal blocks), which a comparison of values let through with other vertices'
+    gradients summed into its rows."""
+    r = results(P, mpi_json)
+    for g in GRIDS[P]:
+        msgs = r[f"{g}:refuse_{case}_{kind}"]
+        assert len(msgs) == P and all(msgs) and len(set(msgs)) == 1, (g, msgs)
+        m = msgs[0]
+        named = "parameter #1 ('emb.table')" if kind == "drawn" else "parameter #1 "
+        assert named in m, m
+        assert "declared neither distributed by rows nor replicated" in m, m
+        assert "distributed_rows(param, op)" in m and "RowEmbedding" in m, m
+        assert "spmmgnn.nn.replicated(param)" in m, m
+
+
+@pytest.mark.parametrize("P", sorted(GRIDS))
+def test_weight_shaped_like_rows_passes_once_declared_replicated(P, mpi_json):
+    r = results(P, mpi_json)
+    for g in GRIDS[P]:
+        msgs = r[f"{g}:head_undeclared"]
+        assert len(msgs) == P and all("parameter #0 " in m for m in msgs), (g, msgs)
+        assert r[f"{g}:head_declared"] == [None] * P, (g, r[f"{g}:head_declared"])
+
+
+@pytest.mark.parametrize("P", sorted(GRIDS))
+@pytest.mark.parametrize("what, words", [("values", "other values"),
+                                         ("shape", "another shape")])
+def test_replicated_weight_differing_between_ranks_is_refused(P, what, words, mpi_json):
+    r = results(P, mpi_json)
+    for g in GRIDS[P]:
+        msgs = r[f"{g}:replicated_other_{what}"]  # (each names its own shape)
         assert len(msgs) == P and all(msgs), (g, msgs)
-        for m in msgs:
-            assert "parameter #1 " in m, m  # its position in the caller's list
-            assert "distributed_rows(param, op)" in m and "RowEmbedding" in m, m
-            assert ("other values" if case == "equal" else "another shape") in m, m
+        assert all("parameter #0 " in m and words in m for m in msgs), msgs
 
 
 @pytest.mark.parametrize("P", sorted(GRIDS))

@@ -104,3 +104,78 @@ def test_a_lazy_kernel_is_handed_out_only_once_its_module_is_bound():
     a.join()
     b.join()
     assert errors == [] and results == [4, 4]
+
+
+PROCESS_STATE = """
+import json, os, sys, threading
+env = dict(os.environ)
+hooks = (sys.excepthook, threading.excepthook, sys.exit)
+import numpy as np, scipy.sparse as sp
+import spmmgnn, spmmgnn.nn, spmmgnn.training
+after_import = (dict(os.environ) == env, (sys.excepthook, threading.excepthook, sys.exit) == hooks)
+A = sp.random(300, 300, density=0.05, random_state=0, format="csr")
+op = spmmgnn.DistSpMM.from_scipy(A)  # starts numba's OpenMP pool (libgomp loads here)
+op.matmul(np.ones((300, 64)))
+op.norm(np.ones(300))
+after_calls = (dict(os.environ) == env, (sys.excepthook, threading.excepthook, sys.exit) == hooks)
+print(json.dumps(dict(after_import=after_import, after_calls=after_calls,
+                      installed=spmmgnn.runtime.abort.is_installed(),
+                      changed=sorted(k for k in set(env) | set(os.environ)
+                                     if env.get(k) != os.environ.get(k)))))
+"""
+
+
+def _process_state(**extra: str) -> dict:
+    import json
+    import os
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME",
+                        "OPENBLAS_THREAD_TIMEOUT", "SPMMGNN_ABORT_ON_EXCEPTION")}
+    env.update(extra)
+    proc = subprocess.run([sys.executable, "-c", PROCESS_STATE], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_import_and_calls_leave_the_environment_and_hooks_alone():
+    """``import spmmgnn`` (with its nn and training packages) and library calls that load
+    the thread runtimes change neither ``os.environ`` (whose variables the caller's own
+    OpenMP and BLAS code and child processes would inherit) nor ``sys.excepthook``,
+    ``threading.excepthook`` or ``sys.exit``, in a fresh process."""
+    got = _process_state()
+    assert got["changed"] == [], got
+    assert got["after_import"] == [True, True] and got["after_calls"] == [True, True], got
+    assert got["installed"] is False
+
+
+def test_abort_hook_on_request_at_import():
+    """``SPMMGNN_ABORT_ON_EXCEPTION=1`` asks ``import spmmgnn`` for the abort hook (for a
+    script one cannot edit); the environment is still left alone."""
+    got = _process_state(SPMMGNN_ABORT_ON_EXCEPTION="1")
+    assert got["installed"] is True and got["changed"] == [], got
+
+
+def test_runtime_settings_only_while_loading_and_opt_out(monkeypatch):
+    """``thread_env.loading`` puts the idle-thread variables the user did not set into the
+    environment for a runtime loading inside it, and takes them out after; a value the user
+    set is kept; ``SPMMGNN_KEEP_ENV=1`` sets none."""
+    import os
+
+    from spmmgnn.runtime import thread_env as runtimes
+
+    for name in runtimes.WAIT_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "28")
+    monkeypatch.delenv(runtimes.KEEP_ENV, raising=False)
+    with runtimes.loading():
+        inside = {name: os.environ.get(name) for name in runtimes.WAIT_ENV}
+    assert inside == dict(runtimes.WAIT_ENV, OPENBLAS_THREAD_TIMEOUT="28")
+    assert os.environ.get("OMP_WAIT_POLICY") is None
+    assert os.environ["OPENBLAS_THREAD_TIMEOUT"] == "28"
+    monkeypatch.setenv(runtimes.KEEP_ENV, "1")
+    with runtimes.loading():
+        assert os.environ.get("OMP_WAIT_POLICY") is None
+    runtimes.for_process()
+    assert os.environ.get("OMP_WAIT_POLICY") is None

@@ -34,7 +34,10 @@ from ..grid import ProcessGrid
 from ..layout import Partition
 from ..local import kernels
 from ..local.hashing import mix64, uniform_by_id
-from ..runtime.errors import SpmmgnnError, collective_error
+from ..runtime.errors import (
+    SpmmgnnError,
+    collective_error,
+)
 from ..runtime.stats import CommStats
 from ..runtime.threads import ensure_threads, scope, serial_enter, serial_exit
 from .construct import Construction
@@ -119,6 +122,7 @@ class DistSpMM(Construction, RowsInOut, Validation, RowAlgebra):
         self.validate = bool(validate)
         self.symmetric: bool | None = None  # A.T == A; set by probe_symmetry() or the user
         self._auto_stream = 0
+        grid.row_counts.update({(self.n_local, self.m), (self.n_local_in, self.n)})
         ensure_threads(grid.comm)
 
     @property

@@ -31,7 +31,7 @@ from ..exchange.collectives import REDUCE_OPS, allgather_blocks, allreduce_rows,
 from ..local import kernels
 from ..local.hashing import mix64
 from ..runtime.errors import SpmmgnnError, agree, collective_error
-from ..runtime.threads import scope
+from ..runtime.threads import BLAS_ROWS, blas_enter, blas_exit, scope
 from ..runtime.wire import allgather_json
 
 CHOLQR_MAX_COND = 1e6  # above this the first Cholesky factor hands over to TSQR
@@ -168,19 +168,52 @@ class RowAlgebra:
             if error:
                 raise collective_error(error) if comm.Get_size() == 1 else SpmmgnnError(error)
             return local if comm.Get_size() == 1 else allreduce_rows(self.grid, local)
-        fold = (error is None and local.size <= FOLD
-                and self.grid.across_block_rows.Get_size() == comm.Get_size())
-        words = [CALLS_LINALG.index(what), SIDES.index(side) if side in SIDES else 2,
-                 *widths, itemsize]
+        fold = error is None and local.size <= FOLD and self._without_replicas()
+        words = (CALLS_LINALG.index(what), SIDES.index(side) if side in SIDES else 2,
+                 *widths, itemsize)
         summed = _probe(comm, words, error, local if fold else None)
         if summed is None:  # every rank agreed; the sum did not fit the probe
             return allreduce_rows(self.grid, local)
         return summed[:local.size]
 
+    def _without_replicas(self) -> bool:
+        """Whether every rank of the grid holds rows of its own (no 1.5D replicas)."""
+        found = self.__dict__.get("_no_replicas")
+        if found is None:
+            grid = self.grid
+            found = self._no_replicas = (grid.across_block_rows.Get_size()
+                                         == grid.comm.Get_size())
+        return found
+
+    def _plain_vector(self, x, side: str) -> bool:
+        """Whether ``x`` is a C-contiguous float32/float64 numpy vector of this rank's rows
+        of ``side`` on a numpy grid: the one case ``dot`` and ``norm`` take without
+        ``_local``'s checks (the Krylov methods' calls: each check costs a fraction of a
+        microsecond, and the call is a few)."""
+        if type(x) is not np.ndarray or x.ndim != 1 or x.dtype not in FLOAT_DTYPES \
+                or self.device is not None or not x.flags.c_contiguous:
+            return False
+        if side == "input":
+            return x.shape[0] == self.n_local_in
+        return side == "output" and x.shape[0] == self.n_local
+
+    def _vector_sum(self, what: str, side: str, x: np.ndarray,
+                    local: np.ndarray) -> np.ndarray:
+        """``_checked_sum`` of a vector call's share: the same words and collectives as the
+        general path's for a one-column x (a rank taking either path agrees with the
+        others)."""
+        return self._checked_sum(what, side, (1, 1 if what == "dot" else 0), x.itemsize,
+                                 None, local)
+
     def dot(self, x, y, side: str = "input"):
         """Collective: ``sum_i x[i, k] * y[i, k]`` over all rows, one value per column k
         (a single value for vectors), the same on every rank; float32 accumulates in
         float64 and is rounded once at the end."""
+        if self._plain_vector(x, side) and (y is x or (
+                type(y) is np.ndarray and y.dtype == x.dtype and self._plain_vector(y, side))):
+            s = _dot1(x, y)
+            if math.isfinite(s):  # (else the general path names the NaN/Inf)
+                return x.dtype.type(self._vector_sum("dot", side, x, np.array([s]))[0])
         a, vector, error = self._local(x, "dot", side, finite_later=True)
         # (y is x: the same check; the collectives do not depend on it, see _checked_sum)
         b, _, error_y = (a, vector, None) if y is x else self._local(y, "dot", side, True)
@@ -209,6 +242,13 @@ class RowAlgebra:
         """Collective: the 2-norm of every column over all rows (one value for a vector);
         accumulated in float64, and scaled when the squares would overflow or underflow
         (then one more all-reduce of the columns' largest magnitudes)."""
+        if self._plain_vector(x, side):
+            s = _dot1(x, x)
+            if 1e-290 < s < 1e300:  # (else the general path: NaN/Inf, zero, or scaling)
+                total = self._vector_sum("norm", side, x, np.array([s, 0.0]))
+                if total[1] > 0:  # another rank's squares need scaling: all scale
+                    return x.dtype.type(self._scaled_norm(x.reshape(-1, 1))[0])
+                return x.dtype.type(math.sqrt(total[0]))
         a, vector, error = self._local(x, "norm", side, finite_later=True)
         local = None
         if error is None:
@@ -380,38 +420,45 @@ def _solve_right(a: np.ndarray, r: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(scipy.linalg.solve_triangular(r, a.T, trans="T").T)
 
 
-_PROBES: dict[tuple, tuple[np.ndarray, bytes]] = {}  # words -> (buffer head, agreed sums)
+_PROBES: dict[tuple, tuple[np.ndarray, bytes]] = {}  # (words, P) -> (head, agreed sums)
 
 
-def _probe_head(words: tuple[int, ...]) -> tuple[np.ndarray, bytes]:
-    """[0, each word's 16-bit digits d, their squares d^2] (made once per distinct words)."""
-    got = _PROBES.get(words)
+def _probe_head(words: tuple[int, ...], size: int) -> tuple[np.ndarray, bytes]:
+    """[0, each word's 16-bit digits d, their squares d^2, FOLD zeros] and the bytes of the
+    first part's sums when all ``size`` ranks sent the same words: [0, size d, size d^2]
+    (exact in float64). Made once per distinct words and size."""
+    key = (words, size)
+    got = _PROBES.get(key)
     if got is None:
         digits = np.array([(w >> (PROBE_BITS * i)) & 0xFFFF for w in words for i in range(3)],
                           dtype=np.float64)
-        head = np.concatenate([[0.0], digits, digits * digits, np.zeros(FOLD)])
-        got = _PROBES[words] = (head, head[1:1 + 2 * digits.size].tobytes())
+        agreed = np.concatenate([[0.0], digits, digits * digits])
+        head = np.concatenate([agreed, np.zeros(FOLD)])
+        got = (head, (agreed * size).tobytes())
+        if len(_PROBES) < 256:  # (a program makes a handful of distinct calls)
+            _PROBES[key] = got
     return got
 
 
-def _probe(comm: MPI.Comm, words: list[int], error: str | None,
+def _probe(comm: MPI.Comm, words: tuple[int, ...], error: str | None,
            local: np.ndarray | None) -> np.ndarray | None:
     """Collective over ``comm``: one SUM all-reduce of [error flag, each word's 16-bit digits
     d and d^2, ``local`` padded to ``FOLD``]. Every rank passed the same words iff the sums
     are P times this rank's own d and d^2 (then P * sum(d^2) == sum(d)^2, equality in
     Cauchy-Schwarz, which holds only when all are equal), so each rank reaches the same
-    verdict from the same sums. Returns the summed ``local`` (None when it was not sent);
-    raises one SpmmgnnError on every rank on an error or disagreement."""
-    head, mine = _probe_head(tuple(words))
-    m2 = len(mine) // 8
+    verdict from the same sums; one comparison of bytes checks the flag and the sums.
+    Returns the summed ``local`` (None when it was not sent); raises one SpmmgnnError on
+    every rank on an error or disagreement."""
+    head, agreed = _probe_head(words, comm.Get_size())
+    m = len(agreed) // 8
     buf = head.copy()
-    buf[0] = error is not None
+    if error is not None:
+        buf[0] = 1.0
     if local is not None:
-        buf[1 + m2:1 + m2 + local.size] = local
+        buf[m:m + local.size] = local
     comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
-    sums = buf[1:1 + m2]
-    if buf[0] == 0 and (sums / comm.Get_size()).tobytes() == mine:
-        return buf[1 + m2:] if local is not None else None
+    if buf[:m].tobytes() == agreed:
+        return buf[m:] if local is not None else None
     if buf[0] == 0:  # no rank's own error: name the disagreement, the same on every rank
         every = np.empty((comm.Get_size(), len(words)), dtype=np.int64)
         comm.Allgather(np.array(words, dtype=np.int64), every)
@@ -443,6 +490,7 @@ def well_formed(arr: np.ndarray, rows: int, finite: bool = True) -> bool:
             and not (finite and kernels.count_nonfinite(arr)))
 
 
+
 def _all_finite(values: np.ndarray) -> bool:
     """No NaN/Inf among a few sums (one value: a float compare, no array temporaries)."""
     if values.size == 1:
@@ -452,14 +500,30 @@ def _all_finite(values: np.ndarray) -> bool:
 
 def _column_dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``sum_i a[i, k] b[i, k]`` per column k, accumulated in float64 (one column: BLAS's
-    dot, ~1 us on 64 rows against ~5 us for einsum)."""
-    if a.shape[1] == 1:
-        if a.dtype == np.float64 and b.dtype == np.float64:
-            return (a.T @ b).reshape(1)  # (one BLAS dot, no views to make)
-        av = a.reshape(-1).astype(np.float64)
-        bv = av if b is a else b.reshape(-1).astype(np.float64)
-        return np.array([av @ bv])
-    return np.einsum("ij,ij->j", a, b, dtype=np.float64)
+    dot, ``_dot1``; more: einsum, which uses no BLAS)."""
+    if a.shape[1] != 1:
+        return np.einsum("ij,ij->j", a, b, dtype=np.float64)
+    av = a.reshape(-1)
+    return np.array([_dot1(av, av if b is a else b.reshape(-1))])
+
+
+def _dot1(a: np.ndarray, b: np.ndarray) -> float:
+    """The dot of two vectors by BLAS, accumulated in float64 (~1 us on 64 rows against
+    ~5 us for einsum). One of ``BLAS_ROWS`` rows or more runs at the library's BLAS
+    threads (``blas_enter``): numpy's OpenBLAS would run it on every core it found,
+    whatever the ranks sharing them, its idle threads spinning after the call unless
+    ``import spmmgnn`` loaded numpy (at P = 2 on 2 cores: 40-76 ms a call against ~0.1 ms)."""
+    if a.dtype != np.float64:
+        same = b is a
+        a = a.astype(np.float64)
+        b = a if same else b.astype(np.float64)
+    if a.shape[0] < BLAS_ROWS:  # one BLAS thread whatever its setting
+        return a @ b
+    changed = blas_enter()
+    try:
+        return a @ b
+    finally:
+        blas_exit(changed)
 
 
 def _needs_scaling(a: np.ndarray, squares: np.ndarray) -> bool:

@@ -13,7 +13,7 @@ from mpi4py import MPI
 from ..backend.convert import FLOAT_DTYPES, is_torch, lazy_view_error
 from ..backend.device import device_error
 from ..backend.host import HOST
-from ..exchange.persistent import Owned, available, start
+from ..exchange.persistent import Owned, available
 from ..runtime.errors import SpmmgnnError, agree, collective_error
 
 SIDES = ("input", "output")
@@ -99,7 +99,7 @@ class Validation:
             made = self._probe_reduce = (send, seen, request)
         send, seen, request = made
         send[:] = probe
-        start(request)
+        request.Start()  # (waited right below, every time: never left active)
         request.Wait()
         return seen
 

@@ -22,6 +22,7 @@ from torch import nn
 
 from ..algorithms.base import DistSpMM
 from .linear import linear
+from .rows import replicated
 from .spmm_function import spmm
 
 
@@ -84,6 +85,7 @@ class GCNConv(nn.Module):
         self.f_in, self.f_out = f_in, f_out
         self.weight = nn.Parameter(glorot_(torch.empty(f_in, f_out)))
         self.bias = nn.Parameter(torch.zeros(f_out)) if bias else None
+        replicated(self)  # the same weights on every rank (allreduce_gradients sums them)
 
     def forward(self, x: torch.Tensor, op: DistSpMM, aggregated: torch.Tensor | None = None,
                 stream: int | None = None, with_bias: bool = True) -> torch.Tensor:
@@ -103,6 +105,7 @@ class SAGEConv(nn.Module):
         self.weight_self = nn.Parameter(glorot_(torch.empty(f_in, f_out)))
         self.weight_neigh = nn.Parameter(glorot_(torch.empty(f_in, f_out)))
         self.bias = nn.Parameter(torch.zeros(f_out)) if bias else None
+        replicated(self)
 
     def forward(self, x: torch.Tensor, op: DistSpMM, aggregated: torch.Tensor | None = None,
                 stream: int | None = None) -> torch.Tensor:

@@ -18,10 +18,11 @@ thread (``weight_grad``): the same bits however many threads busy cores leave to
 ``h @ w`` and ``g @ w.T`` are split the same way (``panel_matmul``; a row's bits do not
 depend on its panel): no OpenBLAS worker thread runs, so none is left spinning after the
 call. OpenBLAS's workers spin ~0.1 s after each threaded call unless
-$OPENBLAS_THREAD_TIMEOUT was set before numpy loaded (``import spmmgnn`` first sets it),
-and spinning they took the cores from the numba kernel after every product (issue 48:
-``bench/thread_timeout.py``, 90k vertices at 1 x 2: 192-194 ms a step with OpenBLAS's
-threads spinning, 115-128 ms with them asleep or with the panels, either way).
+$OPENBLAS_THREAD_TIMEOUT was set when numpy loaded (``spmmgnn.runtime.thread_env``: it is, when
+``import spmmgnn`` loads numpy), and spinning they took the cores from the numba kernel
+after every product (issue 48: ``bench/thread_timeout.py``, 90k vertices at 1 x 2:
+192-194 ms a step with OpenBLAS's threads spinning, 115-128 ms with them asleep or with the
+panels, either way).
 
 Outputs come from ``buffers.recycled_empty`` (the step's memory is reused, not faulted in
 again). The sums of a product round as the BLAS does; they differ from torch's ``addmm`` in

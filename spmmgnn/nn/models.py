@@ -29,6 +29,7 @@ from ..local.hashing import mix64
 from .device_dropout import device_ids, relu_dropout_torch, vertex_dropout_torch
 from .dropout import relu_dropout, vertex_dropout
 from .layers import LAYERS, NORMALIZATION, GCNConv, aggregation_chunk
+from .rows import replicated
 from .spmm_function import spmm
 
 MODELS = tuple(LAYERS)
@@ -62,6 +63,7 @@ class GNN(nn.Module):
             nn.init.zeros_(self.label_embedding.weight)
         self._cache: tuple | None = None
         self._label_cache: tuple | None = None
+        replicated(self)  # every weight is the same on every rank
 
     def _stream(self, step: int, layer: int) -> int:
         return mix64(self.seed, step, layer)

@@ -1,4 +1,5 @@
-"""Parameters distributed by rows: ``distributed_rows`` and ``RowEmbedding``.
+"""How a parameter is laid out over the ranks, declared: ``distributed_rows`` and
+``RowEmbedding`` (rows that live with their vertices), ``replicated`` (the same on every rank).
 
 An embedding table whose rows live with their vertices (LightGCN's user and item vectors)
 is not replicated: rank r holds the rows of its block row, and the gradient its backward
@@ -7,6 +8,10 @@ row's contribution). Summing or averaging it with the other block rows' gradient
 the gradients of different rows, so ``allreduce_gradients`` must know these parameters:
 registered ones are left per row (on a 1.5D grid the c replicas of a block row computed the
 same gradient; replica 0's is handed to the others so their copies stay bit-identical).
+A weight built the same way on every rank is declared with ``replicated`` (spmmgnn's layers
+declare theirs); ``allreduce_gradients`` refuses an undeclared parameter whose first
+dimension is this rank's row count, since its values cannot tell such a table from a weight
+(a zero-initialized table, or one drawn after the same seed, is equal on every rank).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from ..local.hashing import uniform_by_id
 from ..runtime.errors import agree
 
 ATTR = "spmmgnn_rows"  # the attribute a registered parameter carries (a RowLayout)
+REPLICATED = "spmmgnn_replicated"  # the attribute a declared replicated parameter carries
 SIDES = ("input", "output")
 
 
@@ -56,8 +62,30 @@ def distributed_rows(param: torch.Tensor, op, side: str = "output") -> torch.Ten
 
 
 def row_layout(param: torch.Tensor) -> RowLayout | None:
-    """The layout ``distributed_rows`` registered for ``param`` (None: replicated)."""
+    """The layout ``distributed_rows`` registered for ``param`` (None: not registered)."""
     return getattr(param, ATTR, None)
+
+
+def replicated(*items):
+    """Declare parameters replicated: the same shape and values on every rank, their
+    gradient summed over the rows by ``allreduce_gradients``. Takes tensors, modules (all
+    their parameters) or iterables of either; returns its argument (one) or arguments, so
+    ``head = replicated(torch.nn.Linear(64, 4))`` reads as a declaration. Local: no
+    communication (``allreduce_gradients`` checks that the ranks agree)."""
+    for item in items:
+        tensors = (item.parameters() if isinstance(item, torch.nn.Module) else
+                   [item] if isinstance(item, torch.Tensor) else item)
+        for t in tensors:
+            if isinstance(t, torch.nn.Module):
+                replicated(t)
+            else:
+                setattr(t, REPLICATED, True)
+    return items[0] if len(items) == 1 else items
+
+
+def is_replicated(param: torch.Tensor) -> bool:
+    """Whether ``param`` was declared replicated (``replicated``)."""
+    return getattr(param, REPLICATED, False) is True
 
 
 class RowEmbedding(torch.nn.Module):

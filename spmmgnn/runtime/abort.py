@@ -2,15 +2,20 @@
 
 Without this, an exception on one rank (say, a bug in the user's script between two collective
 calls) ends that process while the others wait forever in their next collective. Like
-``python -m mpi4py``, importing ``spmmgnn`` installs a ``sys.excepthook`` (and a
-``threading.excepthook``) that, when the job has more than one rank, prints the traceback with
-every line prefixed by ``[rank r]`` and then calls ``MPI_Abort`` so every rank ends, with a
-non-zero exit status from ``mpiexec``.
+``python -m mpi4py``, ``install_abort_hook()`` (``spmmgnn.install_abort_hook``) installs a
+``sys.excepthook`` (and a ``threading.excepthook``) that, when the job has more than one rank,
+prints the traceback with every line prefixed by ``[rank r]`` and then calls ``MPI_Abort`` so
+every rank ends, with a non-zero exit status from ``mpiexec``.
 
+- Who installs it: the ``spmmgnn`` command, for its whole run; a script run under ``mpiexec``
+  calls ``spmmgnn.install_abort_hook()`` itself (``import spmmgnn`` leaves the process's
+  hooks alone), or is started with ``SPMMGNN_ABORT_ON_EXCEPTION=1`` in its environment, which
+  makes ``import spmmgnn`` install them (``install_if_asked``).
 - Single-rank runs (and runs where MPI is not initialized or already finalized) are left to the
   previous hooks: nothing changes there. The hook never initializes MPI itself.
-- Opt out with the environment variable ``SPMMGNN_ABORT_ON_EXCEPTION=0`` (read when spmmgnn is
-  imported), or call ``spmmgnn.runtime.abort.uninstall_abort_hook()``.
+- Opt out with the environment variable ``SPMMGNN_ABORT_ON_EXCEPTION=0`` (then
+  ``install_abort_hook()`` installs nothing, the command's included), or call
+  ``spmmgnn.runtime.abort.uninstall_abort_hook()``.
 - The hooks chain: a custom ``sys.excepthook`` installed before spmmgnn is called to print the
   exception (a header naming the rank comes first), then the job is aborted.
 - An unhandled exception in a ``threading.Thread`` also aborts (the main thread would otherwise
@@ -47,7 +52,11 @@ _atexit_registered = False
 
 
 def _enabled_by_env() -> bool:
-    return os.environ.get(ENV_VAR, "1").strip().lower() not in ("0", "false", "no", "off")
+    return os.environ.get(ENV_VAR, "").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _asked_by_env() -> bool:
+    return os.environ.get(ENV_VAR, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _mpi_world() -> tuple[int, int]:
@@ -167,7 +176,9 @@ def _abort_on_exit() -> None:
 
 
 def install_abort_hook(force: bool = False) -> bool:
-    """Install the hooks (idempotent). Returns whether they are installed.
+    """Install the hooks (idempotent): from now on an unhandled exception (or a non-zero
+    ``sys.exit``) on one rank of several aborts the whole MPI job instead of leaving the
+    other ranks waiting in their next collective. Returns whether they are installed.
 
     Does nothing when ``$SPMMGNN_ABORT_ON_EXCEPTION`` is 0/false/no/off, unless ``force``.
     """
@@ -188,6 +199,13 @@ def install_abort_hook(force: bool = False) -> bool:
         atexit.register(_abort_on_exit)
         _atexit_registered = True
     return True
+
+
+def install_if_asked() -> bool:
+    """``import spmmgnn``'s: install the hooks only when ``$SPMMGNN_ABORT_ON_EXCEPTION`` asks
+    for them (1/true/yes/on), for a script that cannot be edited to call
+    ``install_abort_hook``. Returns whether they are installed now."""
+    return install_abort_hook() if _asked_by_env() else is_installed()
 
 
 def uninstall_abort_hook() -> None:

@@ -24,20 +24,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-# Idle OpenMP threads sleep instead of spinning (numba's omp layer and torch share one
-# libgomp): a spinning worker takes the core from the caller's next numpy call and from the
-# other ranks of a busy node. Read by libgomp / Intel OpenMP when they load, so set here, at
-# ``import spmmgnn``, before numba's (or torch's) pool starts; a value the user set is kept.
-# OpenBLAS's idle threads spin 2^28 cycles (~0.1 s) after each threaded call unless
-# $OPENBLAS_THREAD_TIMEOUT says otherwise (4: 2^4 cycles, then sleep): spinning, they took
-# the cores from the numba kernel and the bias pass after every product (issue 48,
-# bench/thread_timeout.py: the GCN step at 1 rank x 2 threads 192-194 ms against 115-122 ms
-# with 4; at 1 x 16 on 1M vertices 681-760 against 502-549 ms). OpenBLAS reads it when numpy
-# loads it: ``import spmmgnn`` imports this module before numpy.
-WAIT_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0", "KMP_BLOCKTIME": "0",
-            "OPENBLAS_THREAD_TIMEOUT": "4"}
-for _name, _value in WAIT_ENV.items():
-    os.environ.setdefault(_name, _value)
+from .thread_env import loading
 
 _pool = None  # numba's (get_num_threads, set_num_threads) C functions, once its pool runs
 
@@ -52,9 +39,10 @@ def numba_pool() -> tuple[Callable[[], int], Callable[[int], None]]:
     if _pool is None:
         torch = sys.modules.get("torch")
         before = torch.get_num_threads() if torch is not None else None
-        from numba.np.ufunc import parallel
+        with loading():  # libgomp reads its idle-thread wait as it loads (thread_env)
+            from numba.np.ufunc import parallel
 
-        parallel._launch_threads()
+            parallel._launch_threads()
         if before is not None and torch.get_num_threads() != before:
             torch.set_num_threads(before)
         _pool = (parallel._get_num_threads, parallel._set_num_threads)

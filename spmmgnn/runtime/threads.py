@@ -36,7 +36,8 @@ _threads: int | None = None  # the library's threads (set_threads, or the first 
 _running: int | None = None  # what the scopes run: _threads, fewer while cores are busy
 _last: tuple | None = None   # the last look: (monotonic s, busy, total jiffies, CPU s)
 _next_look = 0.0
-_blas: list | None = None    # threadpoolctl's controllers of the loaded BLAS libraries
+_blas: list | None = None    # (get, set) thread count functions of the loaded BLAS libraries
+BLAS_ROWS = 4096  # a BLAS dot of fewer rows runs on one thread (OpenBLAS: up to 10,000)
 
 
 def affinity() -> set[int]:
@@ -86,26 +87,75 @@ def set_threads(n: int) -> int:
     _threads = _running = n
     _restart_looking()
     numba_pool()[1](n)
-    for lib in _blas_libs():
-        lib.set_num_threads(n)
+    for _, put in _blas_libs():
+        put(n)
     return n
 
 
 def set_blas_threads(n: int) -> None:
     """Limit the BLAS libraries loaded in this process (numpy's OpenBLAS) to ``n`` threads,
     so ranks sharing a node do not run cores x ranks BLAS threads (explicit calls only)."""
-    for lib in _blas_libs():
-        lib.set_num_threads(n)
+    for _, put in _blas_libs():
+        put(n)
 
 
-def _blas_libs() -> list:
-    """threadpoolctl's controllers of the BLAS libraries loaded now (found once: ~ms)."""
+OPENBLAS_AFFIXES = [(p, s) for p in ("", "scipy_") for s in ("", "64_", "_64")]
+
+
+def _openblas_calls(dynlib) -> tuple[Callable, Callable] | None:
+    """OpenBLAS's own ``openblas_get_num_threads`` / ``openblas_set_num_threads`` in
+    ``dynlib`` (their names carry the build's affixes), or None."""
+    import ctypes
+
+    for prefix, suffix in OPENBLAS_AFFIXES:
+        get = getattr(dynlib, f"{prefix}openblas_get_num_threads{suffix}", None)
+        put = getattr(dynlib, f"{prefix}openblas_set_num_threads{suffix}", None)
+        if get is not None and put is not None:
+            get.restype, get.argtypes = ctypes.c_int, []
+            put.restype, put.argtypes = None, [ctypes.c_int]
+            return get, put
+    return None
+
+
+def _blas_libs() -> list[tuple[Callable[[], int], Callable[[int], None]]]:
+    """(get, set) of the thread count of each BLAS library loaded now (found once: ~ms):
+    OpenBLAS's C functions called directly (~0.2 us a call against ~3-7 us through
+    threadpoolctl's controller, which the dot and norm of a large vector pay on every call),
+    threadpoolctl's controller methods for another BLAS."""
     global _blas
     if _blas is None:
         from threadpoolctl import ThreadpoolController
 
-        _blas = list(ThreadpoolController().select(user_api="blas").lib_controllers)
+        found = []
+        for lib in ThreadpoolController().select(user_api="blas").lib_controllers:
+            raw = _openblas_calls(lib.dynlib) if lib.internal_api == "openblas" else None
+            found.append(raw or (lib.get_num_threads, lib.set_num_threads))
+        _blas = found
     return _blas
+
+
+def blas_enter() -> list:
+    """What ``scope(blas=True)`` does to the BLAS libraries on entry, without the scope
+    object: their thread count set to the library's running threads (nothing before the
+    threads are chosen). Returns what ``blas_exit`` puts back. For calls whose only threads
+    are BLAS's (``dot``, ``norm``): numpy's OpenBLAS otherwise runs them on all the cores it
+    found at load, its idle threads spinning after each call against the other ranks'."""
+    if _threads is None:
+        return []
+    n = running_threads()
+    changed = []
+    for get, put in _blas_libs():
+        before = get()
+        if before != n:
+            put(n)
+            changed.append((put, before))
+    return changed
+
+
+def blas_exit(changed: list) -> None:
+    """Put back what ``blas_enter`` changed."""
+    for put, before in changed:
+        put(before)
 
 
 def ensure_threads(comm: MPI.Comm) -> None:
@@ -265,10 +315,10 @@ class scope:
             put(n)
         blas = None
         if self.blas:
-            blas = [lib.get_num_threads() for lib in _blas_libs()]
-            for lib, b in zip(_blas, blas, strict=True):
+            blas = [get() for get, _ in _blas_libs()]
+            for (_, put), b in zip(_blas, blas, strict=True):
                 if b != n:
-                    lib.set_num_threads(n)
+                    put(n)
         torch_before = None
         if self.torch:
             import torch  # only asked for by callers that hold torch tensors
@@ -287,9 +337,9 @@ class scope:
         if before != n:
             numba_pool()[1](before)
         if blas is not None:
-            for lib, b in zip(_blas, blas, strict=True):
+            for (_, put), b in zip(_blas, blas, strict=True):
                 if b != n:
-                    lib.set_num_threads(b)
+                    put(b)
         if torch_before is not None and torch_before != n:
             import torch
 

@@ -26,10 +26,11 @@ from mpi4py import MPI
 
 
 def raise_in_training(epoch_fail: int, rank_fail: int) -> None:
-    from spmmgnn import ProcessGrid
+    from spmmgnn import ProcessGrid, install_abort_hook
     from spmmgnn.data.csbm import csbm
     from spmmgnn.training import TrainConfig, Trainer, distribute_graph
 
+    install_abort_hook()  # as docs/failures.md tells a script run under mpiexec
     comm = MPI.COMM_WORLD
     grid = ProcessGrid(comm)
     graph = csbm(n=600, seed=1) if comm.rank == 0 else None

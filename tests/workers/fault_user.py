@@ -16,6 +16,7 @@ from mpi4py import MPI
 
 import spmmgnn
 
+spmmgnn.install_abort_hook()  # as docs/failures.md tells a script run under mpiexec
 comm = MPI.COMM_WORLD
 n = 40
 A = sp.random(n, n, density=0.2, random_state=3, format="csr")

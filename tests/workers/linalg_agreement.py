@@ -84,6 +84,32 @@ case("gram_float32", lambda: big.gram(v), V64.T @ V64)
 case("norm_huge", lambda: op.norm(x * 1e200) / 1e200, np.linalg.norm(X, axis=0))
 case("norm_tiny", lambda: op.norm(x * 1e-200) * 1e200, np.linalg.norm(X, axis=0))
 case("norm_huge_vector", lambda: op.norm(x[:, 0] * 1e300) / 1e300, np.linalg.norm(X[:, 0]))
+# vectors: a contiguous numpy vector takes dot/norm's short path, a strided one (or zeros,
+# NaN, huge values) the general one; ranks on different paths make the same collectives
+col = x[:, 0]  # a strided view: the general path
+contiguous = col.copy()
+mine = contiguous if me == 0 else col
+case("dot_vector_paths_mixed", lambda: op.dot(mine, mine), (X[:, 0] ** 2).sum())
+case("norm_vector_paths_mixed", lambda: op.norm(mine), np.linalg.norm(X[:, 0]))
+case("dot_vector_short_path", lambda: op.dot(contiguous, contiguous), (X[:, 0] ** 2).sum())
+case("norm_vector_short_path", lambda: op.norm(contiguous), np.linalg.norm(X[:, 0]))
+case("calls_differ_vectors",
+     lambda: op.dot(contiguous, contiguous) if me == 0 else op.norm(contiguous))
+first_rows = comm.bcast(op.row_ids("input") if me == 0 else None, root=0)
+zeroed = X[:, 0].copy()
+zeroed[first_rows] = 0.0
+zeros_here = np.zeros_like(contiguous) if me == 0 else contiguous
+case("norm_vector_zero_one_rank", lambda: op.norm(zeros_here), np.linalg.norm(zeroed))
+huge_here = contiguous * 1e300 if me == 0 else contiguous * 1e-300
+case("norm_vector_scaled_one_rank", lambda: op.norm(huge_here) / 1e300,
+     np.linalg.norm(X[first_rows, 0]))
+nan_here = np.full_like(contiguous, np.nan) if me == 0 else contiguous
+case("dot_vector_nan_one_rank", lambda: op.dot(nan_here, nan_here))
+vc = np.ascontiguousarray(v[:, 0])
+case("dot_float32_vector_short_path", lambda: big.dot(vc, vc), (V64[:, 0] ** 2).sum())
+case("norm_float32_vector_short_path", lambda: big.norm(vc), np.sqrt((V64[:, 0] ** 2).sum()))
+out["vector_dtypes"] = [str(big.dot(vc, vc).dtype), str(big.norm(vc).dtype),
+                        str(type(op.dot(contiguous, contiguous)).__name__)]
 case("dtype_out", lambda: [str(big.dot(v[:, 0], v[:, 0]).dtype),
                            str(big.norm(v).dtype), str(big.gram(v).dtype)])
 out["dtype_out_values"] = [str(big.dot(v[:, 0], v[:, 0]).dtype), str(big.norm(v).dtype),

@@ -5,7 +5,9 @@ next to replicated weights through ``nn.allreduce_gradients``, on every grid P a
 Usage: mpiexec -n P python row_params_cases.py OUT.json
 A LightGCN-like model (embeddings propagated twice, averaged, then a replicated linear
 layer) is checked against one process's torch on the whole table: the gradients of both
-and the parameters after one Adam step. Unregistered tables must be refused on every rank.
+and the parameters after one Adam step; so is a table drawn by ``torch.randn`` after the same
+seed on every rank and declared with ``distributed_rows``. Undeclared tables must be refused
+on every rank, whatever their values.
 Nothing is asserted here (one failing rank must not leave the others hanging).
 """
 
@@ -21,7 +23,13 @@ from mpi4py import MPI
 
 import spmmgnn
 from spmmgnn.data.normalize import gcn_norm
-from spmmgnn.nn import RowEmbedding, allreduce_gradients, distributed_rows, spmm
+from spmmgnn.nn import (
+    RowEmbedding,
+    allreduce_gradients,
+    distributed_rows,
+    replicated,
+    spmm,
+)
 
 from common import message
 
@@ -113,26 +121,116 @@ def check_training(tag: str, grid, algo: str, sizes) -> None:
     out[f"{tag}:step_bias"] = worst(rel(lin.bias.detach(), ref_lin.bias.detach()))
 
 
+def check_seeded_table(tag: str, grid, algo: str) -> None:
+    """The research client's table: ``torch.randn`` after the same ``torch.manual_seed`` on
+    equal blocks (the same values on every rank), declared with ``distributed_rows``, next
+    to a replicated linear layer: its gradients and one Adam step equal one process's torch
+    on the whole table (each rank's rows put where their global ids say)."""
+    k = grid.n_block_rows
+    sizes = [4] * k
+    n = sum(sizes)
+    A = graph(n)
+    T = np.random.default_rng(7).standard_normal((n, CLASSES))
+    op = spmmgnn.DistSpMM.from_scipy(A if grid.rank == 0 else None, grid, algorithm=algo,
+                                     partition=sizes, normalize="gcn")
+    torch.manual_seed(0)
+    table = torch.nn.Parameter(torch.randn(op.n_local, DIM, dtype=torch.float64))
+    distributed_rows(table, op)
+    lin = torch.nn.Linear(DIM, CLASSES).double()
+    ids = op.row_ids()
+    whole = torch.zeros(n, DIM, dtype=torch.float64)  # the table as one process holds it
+    for got_ids, rows in comm.allgather((ids, table.detach().numpy())):
+        whole[torch.from_numpy(got_ids)] = torch.from_numpy(rows)
+    out[f"{tag}:seeded_equal_everywhere"] = bool(comm.allreduce(
+        bool(np.array_equal(comm.bcast(table.detach().numpy(), root=0),
+                            table.detach().numpy())), op=MPI.LAND))
+    params = [table, *lin.parameters()]
+    opt = torch.optim.Adam(params, lr=0.05)
+    loss = ((lin(propagate(op, table)) - torch.from_numpy(T[ids])) ** 2).sum()
+    loss.backward()
+    allreduce_gradients(params, op)
+    grads = [p.grad.clone() for p in params]
+    opt.step()
+
+    ref_table = torch.nn.Parameter(whole.clone())
+    torch.manual_seed(0)
+    torch.randn(op.n_local, DIM, dtype=torch.float64)  # the same draws as above
+    ref_lin = torch.nn.Linear(DIM, CLASSES).double()
+    ref_params = [ref_table, *ref_lin.parameters()]
+    ref_opt = torch.optim.Adam(ref_params, lr=0.05)
+    An = torch.from_numpy(gcn_norm(A).toarray())
+    ((ref_lin(propagate(An, ref_table)) - torch.from_numpy(T)) ** 2).sum().backward()
+    ref_grads = [p.grad.clone() for p in ref_params]
+    ref_opt.step()
+    out[f"{tag}:seeded:grad_rows"] = worst(rel(grads[0], ref_grads[0][ids]))
+    out[f"{tag}:seeded:grad_weight"] = worst(rel(grads[1], ref_grads[1]))
+    out[f"{tag}:seeded:grad_bias"] = worst(rel(grads[2], ref_grads[2]))
+    out[f"{tag}:seeded:step_rows"] = worst(rel(table.detach(), ref_table.detach()[ids]))
+    out[f"{tag}:seeded:step_bias"] = worst(rel(lin.bias.detach(), ref_lin.bias.detach()))
+
+
 def check_refusals(tag: str, grid, algo: str) -> None:
-    """Unregistered tables (equal and unequal block sizes) and a wrong registration."""
+    """Undeclared per-vertex tables are refused whatever their values (zeros and a seeded
+    draw hold the same values on every rank when the blocks have equal sizes), named by
+    position and by name; a replicated weight whose first dimension equals the row count
+    goes through once declared; replicated weights of other values or shapes on some rank
+    are refused; and a wrong registration."""
     k = grid.n_block_rows
     for name, sizes in (("equal", [3] * k), ("unequal", [2] + [3] * (k - 1))):
         n = sum(sizes)
         op = spmmgnn.DistSpMM.from_scipy(graph(n) if grid.rank == 0 else None, grid,
                                          algorithm=algo, partition=sizes)
-        table = torch.nn.Parameter(torch.from_numpy(
-            np.random.default_rng(1).standard_normal((n, DIM))[op.row_ids()]))
-
         torch.manual_seed(0)
-        weight = torch.nn.Parameter(torch.randn(DIM, 2, dtype=torch.float64))  # replicated
+        tables = {"zeros": torch.zeros(op.n_local, DIM, dtype=torch.float64),
+                  "seeded": torch.randn(op.n_local, DIM, dtype=torch.float64),
+                  "drawn": torch.from_numpy(np.random.default_rng(1).standard_normal(
+                      (n, DIM))[op.row_ids()])}
+        for kind, init in tables.items():
+            table = torch.nn.Parameter(init)
+            torch.manual_seed(0)
+            weight = torch.nn.Parameter(torch.randn(DIM, 2, dtype=torch.float64))
 
-        def step(table=table, op=op, weight=weight):
-            (spmm(op, table) @ weight).sum().backward()
-            allreduce_gradients([weight, table], op)  # the table is parameter #1
+            def step(table=table, op=op, weight=weight, kind=kind):
+                (spmm(op, table) @ weight).sum().backward()
+                params = [weight, table]  # the table is parameter #1
+                if kind == "drawn":
+                    params = [("weight", weight), ("emb.table", table)]
+                allreduce_gradients(params, op)
 
-        msgs = message(step)
+            msgs = message(step)
+            if comm.rank == 0:
+                out[f"{tag}:refuse_{name}_{kind}"] = msgs
+        if name != "equal":
+            continue
+        # a replicated weight shaped like the rows: refused undeclared, summed once declared
+        torch.manual_seed(0)
+        head = torch.nn.Linear(DIM, op.n_local).double()  # weight: n_local x DIM
+        x = torch.ones(op.n_local, DIM, dtype=torch.float64)
+
+        def run_head(head=head, x=x, op=op):
+            head.zero_grad()
+            head(spmm(op, x)).sum().backward()
+            allreduce_gradients(head.parameters(), op)
+
+        msgs = message(run_head)
+        replicated(head)
+        declared = message(run_head)
         if comm.rank == 0:
-            out[f"{tag}:refuse_{name}"] = msgs
+            out[f"{tag}:head_undeclared"] = msgs
+            out[f"{tag}:head_declared"] = declared
+        # replicated weights that differ between ranks: other values, another shape
+        for what, shape in (("values", (DIM, 2)), ("shape", (DIM, 2 + (comm.rank == 0)))):
+            torch.manual_seed(comm.rank if what == "values" else 0)
+            weight = replicated(torch.nn.Parameter(torch.randn(*shape, dtype=torch.float64)))
+
+            def differing(weight=weight, op=op):
+                (spmm(op, torch.ones(op.n_local_in, DIM, dtype=torch.float64))
+                 @ weight).sum().backward()
+                allreduce_gradients([weight], op)
+
+            msgs = message(differing)
+            if comm.rank == 0:
+                out[f"{tag}:replicated_other_{what}"] = msgs
     op = spmmgnn.DistSpMM.from_scipy(graph(7) if grid.rank == 0 else None, grid,
                                      algorithm=algo)
     msgs = message(lambda: distributed_rows(torch.zeros(op.n_local + 1, 2), op))
@@ -162,6 +260,7 @@ def main() -> None:
         check_training(f"{g}:uneven", grid, algo, [5 + 2 * b for b in range(k)])
         check_training(f"{g}:empty", grid, algo, [0] + [4] * (k - 1))
         check_training(f"{g}:equal", grid, algo, [4] * k)
+        check_seeded_table(g, grid, algo)
         check_refusals(g, grid, algo)
         check_row_messages(g, grid, algo)
     if comm.rank == 0:
