@@ -182,3 +182,26 @@ def test_device_quantize_writes_the_cpu_codecs_bytes(name, kind, monkeypatch):
     empty, bad = enc(np.zeros((0, 5)), 1)
     assert empty.shape == (0, codec.row_bytes(5)) and bad == 0
     assert torch_quantize.decode(codec.bits, empty, 5, torch.float64).shape == (0, 5)
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "int8"])
+def test_backends_code_the_first_rows_without_an_index(name):
+    """Without an index a codec encodes the first rows of x, one per row of its output,
+    and decodes into the first rows of out: the host codecs and the torch backend alike,
+    also for none (a halo plan's reduce where no peer sends this rank a row)."""
+    from spmmgnn.backend.host import HOST
+    from spmmgnn.backend.torch_backend import TorchBackend
+
+    codec, be = get_codec(name), TorchBackend(torch.device("cpu"))
+    x = np.random.default_rng(3).standard_normal((6, 5))
+    for m in (0, 4):
+        want = np.empty((m, codec.row_bytes(5)), dtype=np.uint8)
+        got = torch.empty(want.shape, dtype=torch.uint8)
+        HOST.encode(codec, x, NO_INDEX, want, 7)
+        be.encode(codec, torch.from_numpy(x), NO_INDEX, got, 7)
+        np.testing.assert_array_equal(got.numpy(), want)
+        for accumulate in (False, True):
+            rows, out = np.ones((6, 5)), torch.ones(6, 5, dtype=torch.float64)
+            HOST.decode(codec, want, rows, NO_INDEX, accumulate)
+            be.decode(codec, got, out, NO_INDEX, accumulate)
+            np.testing.assert_array_equal(out.numpy(), rows)

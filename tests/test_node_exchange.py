@@ -106,3 +106,25 @@ def test_delayed_bins_by_tier_equal_the_model(node_runs):
                 want = 2 * sum(x[key] + back * x[t_key] for x in b)
                 assert want.tolist() == [r[key] for r in run["ranks"][exchange]], (
                     exchange, run["K"], run["backward"], key)
+
+
+def test_a_staged_plan_never_reads_in_place():
+    """On a torch backend over MPI a node-aware or auto plan runs on host copies
+    (``StagedPlan``): the products multiply the landed ghost rows, never the node's window
+    that ``auto``'s node-aware half would read in place, and a call returns tensors."""
+    import torch
+    from mpi4py import MPI
+
+    from spmmgnn.algorithms.ghost import GhostBlock
+    from spmmgnn.backend.torch_backend import TorchBackend
+    from spmmgnn.exchange.auto_plan import exchange_plan
+    from spmmgnn.runtime.stats import CommStats
+
+    be = TorchBackend(torch.device("cpu"))
+    for exchange in ("node", "auto"):
+        plan = exchange_plan(exchange, MPI.COMM_SELF, np.array([0, 5]),
+                             np.zeros(0, dtype=np.int64), CommStats(), backend=be)
+        block = GhostBlock([], plan, CommStats())
+        assert not block.in_place, exchange
+        rows = block.land(block.start_bcast(torch.ones(5, 3, dtype=torch.float64), 0))
+        assert isinstance(rows, torch.Tensor) and rows.shape == (0, 3), exchange

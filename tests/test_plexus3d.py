@@ -152,6 +152,24 @@ def test_refuses_what_it_cannot_do():
                                       side="input"), A.T @ x)
 
 
+def test_probe_symmetry_on_a_symmetric_matrix():
+    """``probe_symmetry`` finds a symmetric A symmetric (it had no blocks to drop the
+    transposes of, and failed there), and the products stay right (in-process, P = 1)."""
+    import scipy.sparse as sp
+    from mpi4py import MPI
+
+    import spmmgnn
+
+    B = sp.random(30, 30, density=0.1, format="csr", random_state=2)
+    A = sp.csr_array(B + B.T)
+    grid = spmmgnn.ProcessGrid(MPI.COMM_SELF, shape=(1, 1, 1))
+    op = spmmgnn.DistSpMM.from_scipy(A, grid, algorithm="plexus3d")
+    assert op.probe_symmetry() is True
+    x = np.arange(60.0).reshape(30, 2)
+    assert np.allclose(op.gather_rows(op.matmul_t(op.scatter_rows(x, side="output")),
+                                      side="input"), A @ x)
+
+
 def test_plexus_layout_refuses_what_it_cannot_do():
     """``plexus_blocks`` with another algorithm, GraphSAGE, LayerNorm, a negative count or
     more row blocks than a vertex block has rows (2**31 - 1 allocated 16 GiB): one clear

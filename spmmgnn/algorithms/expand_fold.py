@@ -24,6 +24,8 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
+from ..backend.host import HOST
+from ..backend.protocol import Backend
 from ..exchange.halo import HaloPlan
 from ..local.local_matrix import LocalCSR
 from ..runtime.stats import CommStats
@@ -60,8 +62,9 @@ class ExpandFold:
     def __init__(self, tile: sp.csr_array, col_comm: MPI.Comm, col_offsets: np.ndarray,
                  row_comm: MPI.Comm, row_offsets: np.ndarray, stats: CommStats,
                  codec=None, codec_backward=None, seed: int = 0, stream: int = 0,
-                 make_plan=None):
-        """``make_plan`` as ``GhostProduct``'s (the operator's ``halo_plan``; None: flat)."""
+                 make_plan=None, backend: Backend = HOST):
+        """``make_plan`` as ``GhostProduct``'s (the operator's ``halo_plan``; None: flat);
+        the blocks multiply on ``backend`` (the grid's, as the plans')."""
         cr, rr = col_comm.Get_rank(), row_comm.Get_rank()
         self.own_cols = (int(col_offsets[cr]), int(col_offsets[cr + 1]))
         self.own_rows = (int(row_offsets[rr]), int(row_offsets[rr + 1]))
@@ -69,13 +72,15 @@ class ExpandFold:
         self.ghost_rows, self.ghost_cols = ghost_rows, ghost_cols
         if make_plan is None:
             def make_plan(comm, offsets, ghosts, fwd, bwd, seed, stream):
-                return HaloPlan(comm, offsets, ghosts, stats, fwd, bwd, seed=seed, stream=stream)
+                return HaloPlan(comm, offsets, ghosts, stats, fwd, bwd, seed=seed, stream=stream,
+                                backend=backend)
         self.expand = make_plan(col_comm, col_offsets, ghost_cols, codec, codec_backward, seed,
                                 2 * stream)
         self.fold = make_plan(row_comm, row_offsets, ghost_rows, codec_backward, codec, seed,
                               2 * stream + 1)
         self.stats = stats
-        b = self.blocks
+        self.backend = backend
+        b = self.on_backend = {k: backend.block(m) for k, m in self.blocks.items()}
         # the expanded rows multiply the ghost-column blocks (read in place inside a node
         # sharing memory); the fold's partial sums are made where its reduce reads them
         self.expanded = GhostBlock([b["ghost", "ghost"], b["own", "ghost"]], self.expand, stats,
@@ -106,10 +111,13 @@ class ExpandFold:
     def matrices(self) -> list:
         return list(self.blocks.values())
 
-    def matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
+    def blocks_on_backend(self) -> list:
+        return list(self.on_backend.values())
+
+    def matmul(self, x, out, key: int) -> None:
         """out = A x for my own rows (``x``: my own columns' rows of X)."""
-        b, stats = self.blocks, self.stats
-        fold_plan, partial = self.folded.partials(x.shape[1], x.dtype)
+        b, stats = self.on_backend, self.stats
+        fold_plan, partial = self.folded.partials(x.shape[1], self.backend.dtype(x))
         expand = self.expanded.start_bcast(x, key)
         with stats.timing("seconds_multiply"):
             b["ghost", "own"].matmul(x, partial, accumulate=False)
@@ -120,13 +128,13 @@ class ExpandFold:
         self.expanded.times(1, expand, ghost_x, out)         # + A[own, ghost] X_ghost
         fold.finish()
 
-    def matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
+    def matmul_t(self, y, out, key: int) -> None:
         """out = A^T y for my own columns (``y``: my own rows' rows of Y). The spread rows
         of Y land in the fold plan's ghost buffer (its blocks multiply them transposed,
         whose terms a renaming would reorder); the partial sums of the gather are made
         where its reduce reads them."""
-        b, stats = self.blocks, self.stats
-        expand_plan, partial = self.expanded.partials(y.shape[1], y.dtype)
+        b, stats = self.on_backend, self.stats
+        expand_plan, partial = self.expanded.partials(y.shape[1], self.backend.dtype(y))
         spread = self.folded.start_bcast(y, key, in_place=False)
         with stats.timing("seconds_multiply"):
             b["own", "ghost"].t_matmul(y, partial, accumulate=False)

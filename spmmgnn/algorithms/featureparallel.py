@@ -21,11 +21,9 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ..backend.convert import mpi_float_type
 from ..exchange.halo import displacements
 from ..layout import Partition
 from ..local.local_matrix import LocalCSR
-from ..runtime.buffers import BufferPool
 from ..runtime.machine import available_bytes, format_bytes_apart, ranks_on_this_node
 from ..runtime.stats import CommStats
 from ..runtime.wire import allgather_json
@@ -51,10 +49,12 @@ class FeatureParallel(DistSpMM):
         super().__init__(grid, partition, block_row, col_partition, **options)
         self.comm = grid.comm
         self.far = ~grid.node_map(grid.comm).same   # peers on other nodes (bytes by tier)
+        self.link = grid.link(grid.comm)
         self.A = LocalCSR(_allgather_rows(self.comm, block_row, self.n))
+        self.on_backend = self.backend.block(self.A)
         self.rows_in = np.diff(self.col_offsets)   # rows of X per rank
         self.rows_out = np.diff(self.row_offsets)  # rows of A @ X per rank
-        self.buffers = BufferPool()
+        self.buffers = self.backend.pool()
         self._feature_cols: dict[int, np.ndarray] = {}
 
     @classmethod
@@ -80,39 +80,41 @@ class FeatureParallel(DistSpMM):
     def local_matrices(self) -> list:
         return [self.A]
 
-    def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
+    def backend_blocks(self) -> list:
+        return [self.on_backend]
+
+    def _matmul(self, x, out, key: int) -> None:
         self._product(x, out, self.rows_in, self.rows_out, transpose=False)
 
-    def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
+    def _matmul_t(self, y, out, key: int) -> None:
         self._product(y, out, self.rows_out, self.rows_in, transpose=True)
 
-    def _product(self, x: np.ndarray, out: np.ndarray, rows_in: np.ndarray,
-                 rows_out: np.ndarray, transpose: bool) -> None:
+    def _product(self, x, out, rows_in: np.ndarray, rows_out: np.ndarray,
+                 transpose: bool) -> None:
         """out = (A or A^T) x: rows -> feature columns, local product, columns -> rows."""
-        me, stats = self.comm.Get_rank(), self.stats
+        me, stats, dtype = self.comm.Get_rank(), self.stats, self.backend.dtype(x)
         f = x.shape[1]
         cols = self._feature_offsets(f)
         fp = int(cols[me + 1] - cols[me])
         width = np.diff(cols)
-        mpitype = mpi_float_type(x.dtype)
-        xc = self.buffers.get("xc", (int(rows_in.sum()), fp), x.dtype)
-        zc = self.buffers.get("zc", (int(rows_out.sum()), fp), x.dtype)
+        xc = self.buffers.get("xc", (int(rows_in.sum()), fp), dtype)
+        zc = self.buffers.get("zc", (int(rows_out.sum()), fp), dtype)
         # 1. rows -> columns: to q, my rows of its columns (q-major, contiguous per q)
-        send = self.buffers.get("send", (x.shape[0] * f,), x.dtype)
+        send = self.buffers.get("send", (x.shape[0] * f,), dtype)
         with stats.timing("seconds_exchange"):
             _column_blocks(x, cols, send, pack=True)
-        self._alltoallv(send, x.shape[0] * width, xc, rows_in * fp, mpitype, me)
+        self._alltoallv(send, x.shape[0] * width, xc.reshape(-1), rows_in * fp, me)
         # 2. the whole A (or A^T) times my columns
         with stats.timing("seconds_multiply"):
             if fp == 0:  # fewer feature columns than ranks: nothing to multiply here
                 pass
             elif transpose:
-                self.A.t_matmul(xc, zc, accumulate=False)
+                self.on_backend.t_matmul(xc, zc, accumulate=False)
             else:
-                self.A.matmul(xc, zc, accumulate=False)
+                self.on_backend.matmul(xc, zc, accumulate=False)
         # 3. columns -> rows: rows of q go to q (contiguous in zc); unpack by source column
-        recv = self.buffers.get("recv", (out.shape[0] * f,), x.dtype)
-        self._alltoallv(zc, rows_out * fp, recv, out.shape[0] * width, mpitype, me)
+        recv = self.buffers.get("recv", (out.shape[0] * f,), dtype)
+        self._alltoallv(zc.reshape(-1), rows_out * fp, recv, out.shape[0] * width, me)
         with stats.timing("seconds_exchange"):
             _column_blocks(out, cols, recv, pack=False)
 
@@ -122,21 +124,21 @@ class FeatureParallel(DistSpMM):
             self._feature_cols[f] = Partition.contiguous(f, self.comm.Get_size()).offsets
         return self._feature_cols[f]
 
-    def _alltoallv(self, send: np.ndarray, send_counts: np.ndarray, recv: np.ndarray,
-                   recv_counts: np.ndarray, mpitype, me: int) -> None:
-        """One all-to-all of elements; bytes count what leaves and enters this rank."""
+    def _alltoallv(self, send, send_counts: np.ndarray, recv, recv_counts: np.ndarray,
+                   me: int) -> None:
+        """One all-to-all of flat arrays (element counts); bytes count what leaves and
+        enters this rank."""
         stats: CommStats = self.stats
         sc, rc = send_counts.astype(np.int64), recv_counts.astype(np.int64)
         with stats.timing("seconds_exchange"):
-            self.comm.Alltoallv([send, (sc, displacements(sc)), mpitype],
-                                [recv, (rc, displacements(rc)), mpitype])
-        item = send.itemsize
+            self.link.alltoallv(send, sc, recv, rc, stats, "columns")
+        item = self.backend.dtype(send).itemsize
         stats.count_exchange(int(sc.sum() - sc[me]) * item, int(rc.sum() - rc[me]) * item, 0,
                              int(sc[self.far].sum()) * item, int(rc[self.far].sum()) * item)
 
 
 
-def _column_blocks(dense: np.ndarray, cols: np.ndarray, flat: np.ndarray, pack: bool) -> None:
+def _column_blocks(dense, cols: np.ndarray, flat, pack: bool) -> None:
     """``flat`` holds ``dense``'s feature-column blocks one after the other (block q is
     ``dense[:, cols[q]:cols[q+1]]``, row-major): pack copies dense into flat, else back."""
     rows, pos = dense.shape[0], 0

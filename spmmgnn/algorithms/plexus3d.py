@@ -23,13 +23,11 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from ..backend.convert import mpi_float_type
+from ..backend.host import HOST
 from ..exchange.halo import displacements
 from ..grid import ProcessGrid
-from ..local import kernels
 from ..runtime.errors import collective_error
 from ..runtime.stats import CommStats
-from ..runtime.threads import get_threads
 from ..stages import stage_ranges
 from .base import DistSpMM
 from .tiles import coo_of, local_csr, redistribute
@@ -57,13 +55,18 @@ def plexus_blocks(shape: tuple[int, int, int], m: int, n: int
 class BlockConversion:
     """Between the library's row layout (rank r owns rows lo..hi, all features) and a
     block layout (rank ``rank_of[b, y]`` owns positions bounds[b]..bounds[b+1], features
-    F_y) of the rows renumbered by ``pos``: one ``Alltoallv`` each way."""
+    F_y) of the rows renumbered by ``pos``: one all-to-all each way, through ``link`` (of
+    the grid's ``comm``), on ``backend``'s arrays."""
 
     def __init__(self, comm: MPI.Comm, offsets: np.ndarray, pos: np.ndarray,
                  bounds: np.ndarray, rank_of: np.ndarray, block: int, y: int,
-                 stats: CommStats, far: np.ndarray):
+                 stats: CommStats, far: np.ndarray, backend=HOST, link=None):
+        from ..exchange.transport import mpi_link
+
         me, size = comm.Get_rank(), comm.Get_size()
         self.comm, self.rank_of, self.y, self.stats, self.far = comm, rank_of, y, stats, far
+        self.backend = backend
+        self.link = mpi_link(comm, backend) if link is None else link
         lo, hi = int(offsets[me]), int(offsets[me + 1])
         nb = bounds.size - 1
         b_row = np.searchsorted(bounds, pos[lo:hi], side="right") - 1
@@ -80,6 +83,7 @@ class BlockConversion:
         owner = np.searchsorted(offsets, verts[self.recv_perm], side="right") - 1
         self.from_rank = np.bincount(owner, minlength=size).astype(np.int64)
         self.n_block = bhi - blo
+        self._sides: dict[int, tuple] = {}
 
     def _count(self, sc: np.ndarray, rc: np.ndarray, itemsize: int) -> None:
         me = self.comm.Get_rank()
@@ -88,54 +92,56 @@ class BlockConversion:
                                   rc[self.far].sum() * itemsize)
         self.stats.count_convert(sent, received)
 
-    def _rows_side(self, f: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per rank, values of my rows exchanged with it; where each (row, y) lands."""
-        bounds = stage_ranges(f, self.rank_of.shape[1])
-        widths = np.diff(bounds)
-        counts = np.zeros(self.comm.Get_size(), dtype=np.int64)
-        counts[self.rank_of] = self.counts[:, None] * widths[None, :]
-        return counts, bounds, displacements(counts)
+    def _rows_side(self, f: int) -> tuple[np.ndarray, np.ndarray, list]:
+        """Per rank, values of my rows exchanged with it, the feature blocks' bounds, and
+        per feature block y (None where empty) the flat start of each of my rows' block y
+        in the row side's buffer; made once per width."""
+        found = self._sides.get(f)
+        if found is None:
+            bounds = stage_ranges(f, self.rank_of.shape[1])
+            widths = np.diff(bounds)
+            counts = np.zeros(self.comm.Get_size(), dtype=np.int64)
+            counts[self.rank_of] = self.counts[:, None] * widths[None, :]
+            displ = displacements(counts)
+            starts = [displ[self.rank_of[self.b_row, y]] + self.k_row * int(w) if w else None
+                      for y, w in enumerate(widths)]
+            found = self._sides[f] = (counts, bounds, starts)
+        return found
 
-    def _index(self, displ: np.ndarray, y: int, w: int) -> np.ndarray:
-        """Flat positions of my rows' feature block y in the row side's buffer."""
-        start = displ[self.rank_of[self.b_row, y]] + self.k_row * w
-        return start[:, None] + np.arange(w)
-
-    def to_blocks(self, x: np.ndarray) -> np.ndarray:
-        """My rows (all features) -> my block, features F_y."""
-        sc, bounds, displ = self._rows_side(x.shape[1])
-        send = np.empty(int(sc.sum()), dtype=x.dtype)
-        for y in range(bounds.size - 1):
-            w = int(bounds[y + 1] - bounds[y])
-            if w:
-                send[self._index(displ, y, w)] = x[:, bounds[y]:bounds[y + 1]]
+    def to_blocks(self, x):
+        """My rows (all features) -> my block, features F_y (a new array)."""
+        be = self.backend
+        dtype = be.dtype(x)
+        sc, bounds, starts = self._rows_side(x.shape[1])
+        send = be.empty((int(sc.sum()),), dtype)
+        for y, start in enumerate(starts):
+            if start is not None:
+                be.put_spans(send, start, x[:, bounds[y]:bounds[y + 1]])
         w = int(bounds[self.y + 1] - bounds[self.y])
         rc = self.from_rank * w
-        recv = np.empty(int(rc.sum()), dtype=x.dtype)
-        mpitype = mpi_float_type(x.dtype)
+        recv = be.empty((int(rc.sum()),), dtype)
         with self.stats.timing("seconds_exchange"):
-            self.comm.Alltoallv([send, (sc, displ), mpitype],
-                                [recv, (rc, displacements(rc)), mpitype])
-        self._count(sc, rc, x.itemsize)
-        block = np.empty((self.n_block, w), dtype=x.dtype)
-        block[self.recv_perm] = recv.reshape(self.n_block, w)
+            self.link.alltoallv(send, sc, recv, rc, self.stats, "convert")
+        self._count(sc, rc, dtype.itemsize)
+        block = be.empty((self.n_block, w), dtype)
+        be.put_at(block, self.recv_perm, recv.reshape(self.n_block, w))
         return block
 
-    def to_rows(self, block: np.ndarray, out: np.ndarray) -> None:
+    def to_rows(self, block, out) -> None:
         """My block (features F_y) -> my rows, all features (the reverse of ``to_blocks``)."""
-        rc, bounds, displ = self._rows_side(out.shape[1])
+        be = self.backend
+        dtype = be.dtype(out)
+        rc, bounds, starts = self._rows_side(out.shape[1])
         sc = self.from_rank * block.shape[1]
-        send = np.ascontiguousarray(block[self.recv_perm]).ravel()
-        recv = np.empty(int(rc.sum()), dtype=out.dtype)
-        mpitype = mpi_float_type(out.dtype)
+        send = be.take_at(block, self.recv_perm).reshape(-1)
+        recv = be.empty((int(rc.sum()),), dtype)
         with self.stats.timing("seconds_exchange"):
-            self.comm.Alltoallv([send, (sc, displacements(sc)), mpitype],
-                                [recv, (rc, displ), mpitype])
-        self._count(sc, rc, out.itemsize)
-        for y in range(bounds.size - 1):
-            w = int(bounds[y + 1] - bounds[y])
-            if w:
-                out[:, bounds[y]:bounds[y + 1]] = recv[self._index(displ, y, w)]
+            self.link.alltoallv(send, sc, recv, rc, self.stats, "convert")
+        self._count(sc, rc, dtype.itemsize)
+        for y, start in enumerate(starts):
+            if start is not None:
+                out[:, bounds[y]:bounds[y + 1]] = be.take_spans(recv, start,
+                                                                int(bounds[y + 1] - bounds[y]))
 
 
 class Plexus3D(DistSpMM):
@@ -158,10 +164,11 @@ class Plexus3D(DistSpMM):
         self.row_bounds, self.col_bounds, rank_of = plexus_blocks(shape, self.m, self.n)
         comm = grid.comm
         far = ~grid.node_map(comm).same
+        be, link = self.backend, grid.link(comm)
         self.rows = BlockConversion(comm, self.row_offsets, row_pos, self.row_bounds,
-                                    rank_of[0], z * X + x, y, self.stats, far)
+                                    rank_of[0], z * X + x, y, self.stats, far, be, link)
         self.cols = BlockConversion(comm, self.col_offsets, col_pos, self.col_bounds,
-                                    rank_of[1], x * Z + z, y, self.stats, far)
+                                    rank_of[1], x * Z + z, y, self.stats, far, be, link)
         self.along_x, self.along_z = grid.comm_along("row"), grid.comm_along("layer")
         self.far_x = ~grid.node_map(self.along_x).same
         self.far_z = ~grid.node_map(self.along_z).same
@@ -180,6 +187,7 @@ class Plexus3D(DistSpMM):
         self.tile = (tile.indptr.astype(np.int64), tile.indices.astype(np.int32),
                      tile.data.astype(np.float64))
         self.tile_nnz = int(tile.nnz)
+        self.on_backend = be.tile(*self.tile, tile.shape)   # float64, multiplied as called
 
     def local_nnz(self) -> int:
         return self.tile_nnz
@@ -187,64 +195,60 @@ class Plexus3D(DistSpMM):
     def local_matrices(self) -> list:
         return []   # one fixed kernel on the tile
 
-    def all_gather(self, comm: MPI.Comm, block: np.ndarray, bounds: np.ndarray,
-                far: np.ndarray) -> np.ndarray:
-        """All-gather the blocks ``bounds`` splits a range into, along ``comm``."""
-        w = block.shape[1]
+    def backend_blocks(self) -> list:
+        return []   # the tile keeps no transposed copy to drop
+
+    def all_gather(self, comm: MPI.Comm, block, bounds: np.ndarray, far: np.ndarray):
+        """All-gather the blocks ``bounds`` splits a range into, along ``comm`` (one of the
+        grid's communicators); returns a new array."""
+        be = self.backend
+        w, dtype = block.shape[1], be.dtype(block)
         counts = np.diff(bounds) * w
-        full = np.empty((int(bounds[-1] - bounds[0]), w), dtype=block.dtype)
-        mpitype = mpi_float_type(block.dtype)
+        full = be.empty((int(bounds[-1] - bounds[0]), w), dtype)
         with self.stats.timing("seconds_exchange"):
-            comm.Allgatherv([block, mpitype], [full, (counts, displacements(counts)), mpitype])
-        peers = comm.Get_size() - 1
-        self.stats.count_exchange(block.nbytes * peers, full.nbytes - block.nbytes, 0,
-                                  block.nbytes * int(far.sum()),
-                                  int(counts[far].sum()) * block.itemsize)
+            self.grid.link(comm).allgatherv(block, full, counts, self.stats, "gather")
+        peers, nbytes = comm.Get_size() - 1, be.nbytes(block)
+        self.stats.count_exchange(nbytes * peers, be.nbytes(full) - nbytes, 0,
+                                  nbytes * int(far.sum()),
+                                  int(counts[far].sum()) * dtype.itemsize)
         return full
 
-    def reduce_scatter(self, comm: MPI.Comm, partial: np.ndarray, bounds: np.ndarray,
-                        far: np.ndarray) -> np.ndarray:
-        """Sum ``partial`` along ``comm``; I keep my block of ``bounds``."""
-        w, me = partial.shape[1], comm.Get_rank()
+    def reduce_scatter(self, comm: MPI.Comm, partial, bounds: np.ndarray, far: np.ndarray):
+        """Sum ``partial`` along ``comm`` (one of the grid's communicators; ``partial`` may
+        be overwritten); I keep my block of ``bounds``, in a new array."""
+        be = self.backend
+        w, me, dtype = partial.shape[1], comm.Get_rank(), be.dtype(partial)
         counts = np.diff(bounds) * w
-        mine = np.empty((int(bounds[me + 1] - bounds[me]), w), dtype=partial.dtype)
-        mpitype = mpi_float_type(partial.dtype)
+        mine = be.empty((int(bounds[me + 1] - bounds[me]), w), dtype)
         with self.stats.timing("seconds_exchange"):
-            comm.Reduce_scatter([partial, mpitype], [mine, mpitype], counts, op=MPI.SUM)
-        own = int(counts[me]) * partial.itemsize
-        self.stats.count_exchange(partial.nbytes - own, own * (comm.Get_size() - 1), 0,
-                                  int(counts[far].sum()) * partial.itemsize,
+            self.grid.link(comm).reduce_scatter(partial, mine, counts, self.stats, "scatter")
+        own = int(counts[me]) * dtype.itemsize
+        self.stats.count_exchange(be.nbytes(partial) - own, own * (comm.Get_size() - 1), 0,
+                                  int(counts[far].sum()) * dtype.itemsize,
                                   own * int(far.sum()))
         return mine
 
-    def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
-        X, Z = self.X, self.Z
+    def _matmul(self, x, out, key: int) -> None:
+        X, Z, be = self.X, self.Z, self.backend
         h = self.all_gather(self.along_z, self.cols.to_blocks(x),
-                         self.col_bounds[self.x * Z:(self.x + 1) * Z + 1], self.far_z)
-        partial = np.zeros((self.tile[0].size - 1, h.shape[1]), dtype=x.dtype)
+                            self.col_bounds[self.x * Z:(self.x + 1) * Z + 1], self.far_z)
+        partial = be.zeros((self.tile[0].size - 1, h.shape[1]), be.dtype(x))
         if h.shape[1] and self.tile_nnz:
             with self.stats.timing("seconds_multiply"):
-                indptr, indices, data = self.tile
-                kernels.csr_matmul_unrolled(indptr, indices, data, h, partial,
-                                            kernels.row_chunks(indptr, 4 * get_threads()),
-                                            True)
+                self.on_backend.matmul(h, partial, accumulate=True)
         z = self.reduce_scatter(self.along_x, partial,
-                                 self.row_bounds[self.z * X:(self.z + 1) * X + 1], self.far_x)
+                                self.row_bounds[self.z * X:(self.z + 1) * X + 1], self.far_x)
         self.rows.to_rows(z, out)
 
-    def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
-        X, Z = self.X, self.Z
+    def _matmul_t(self, y, out, key: int) -> None:
+        X, Z, be = self.X, self.Z, self.backend
         yv = self.all_gather(self.along_x, self.rows.to_blocks(y),
-                          self.row_bounds[self.z * X:(self.z + 1) * X + 1], self.far_x)
+                             self.row_bounds[self.z * X:(self.z + 1) * X + 1], self.far_x)
         n_cols = int(self.col_bounds[(self.x + 1) * Z] - self.col_bounds[self.x * Z])
-        partial = np.zeros((n_cols, yv.shape[1]), dtype=y.dtype)
+        partial = be.zeros((n_cols, yv.shape[1]), be.dtype(y))
         if yv.shape[1] and self.tile_nnz:
             with self.stats.timing("seconds_multiply"):
-                indptr, indices, data = self.tile
-                n_par = kernels.column_split(yv.shape[1])
-                kernels.csr_t_matmul(indptr, indices, data, yv, partial, True, n_par,
-                                     kernels.row_split(n_par))
+                self.on_backend.t_matmul(yv, partial, accumulate=True)
         z = self.reduce_scatter(self.along_z, partial,
-                                 self.col_bounds[self.x * Z:(self.x + 1) * Z + 1], self.far_z)
+                                self.col_bounds[self.x * Z:(self.x + 1) * Z + 1], self.far_z)
         self.cols.to_rows(z, out)
-

@@ -46,7 +46,8 @@ class Sparse2D(DistSpMM):
         self.product = ExpandFold(tile, grid.comm_along("row"), self.tiles.cols.offsets,
                                   grid.comm_along("col"), self.tiles.fold_offsets, self.stats,
                                   self.codec, self.codec_backward, seed=codec_seed,
-                                  stream=grid.rank, make_plan=self.halo_plan)
+                                  stream=grid.rank, make_plan=self.halo_plan,
+                                  backend=self.backend)
         # the tile's columns are one part per process row (SparseTiles.cols)
         by_row = np.bincount(np.searchsorted(self.tiles.cols.offsets, tile.indices,
                                              side="right") - 1, minlength=self.tiles.shape[0])
@@ -65,20 +66,20 @@ class Sparse2D(DistSpMM):
     def local_nnz(self) -> int:
         return self.product.nnz
 
-    def _matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
-        if self.route(x.shape[1], x.dtype, True) == "oblivious":
+    def _matmul(self, x, out, key: int) -> None:
+        if self.route(x.shape[1], self.backend.dtype(x), True) == "oblivious":
             self.router.product(self.product).matmul(x, out)
         else:
             self.sparse_matmul(x, out, key)
 
-    def _matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
-        if self.route(y.shape[1], y.dtype, False) == "oblivious":
+    def _matmul_t(self, y, out, key: int) -> None:
+        if self.route(y.shape[1], self.backend.dtype(y), False) == "oblivious":
             self.router.product(self.product).matmul_t(y, out)
         else:
             self.sparse_matmul_t(y, out, key)
 
-    def sparse_matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
+    def sparse_matmul(self, x, out, key: int) -> None:
         self.product.matmul(x, out, key)
 
-    def sparse_matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
+    def sparse_matmul_t(self, y, out, key: int) -> None:
         self.product.matmul_t(y, out, key)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..local import kernels
 from .expand_fold import ExpandFold
 from .sparse2d import Sparse2D
 
@@ -52,24 +51,24 @@ class Sparse3D(Sparse2D):
     def exchange_plans(self) -> list:
         return [self.product.expand, self.product.fold, self.fiber]
 
-    def sparse_matmul(self, x: np.ndarray, out: np.ndarray, key: int) -> None:
-        f, plan = x.shape[1], self.fiber
-        rows = plan.buffer("fiber", self.fiber_rows, f, x.dtype)
+    def sparse_matmul(self, x, out, key: int) -> None:
+        f, plan, be = x.shape[1], self.fiber, self.backend
+        rows = plan.buffer("fiber", self.fiber_rows, f, be.dtype(x))
         self.product.matmul(x, rows, key)
-        partial = plan.buffer("partial", plan.n_ghost, f, x.dtype)
+        partial = plan.buffer("partial", plan.n_ghost, f, be.dtype(x))
         with self.stats.timing("seconds_exchange"):
-            kernels.gather_rows(rows, plan.ghost_ids, partial)
+            be.gather_rows(rows, plan.ghost_ids, partial)
             out[...] = rows[self.own[0]:self.own[1]]
         plan.start_reduce(partial, out, key).finish()
 
-    def sparse_matmul_t(self, y: np.ndarray, out: np.ndarray, key: int) -> None:
-        f, plan = y.shape[1], self.fiber
-        rows = plan.buffer("fiber", self.fiber_rows, f, y.dtype)
-        ghost = plan.buffer("ghost", plan.n_ghost, f, y.dtype)
+    def sparse_matmul_t(self, y, out, key: int) -> None:
+        f, plan, be = y.shape[1], self.fiber, self.backend
+        rows = plan.buffer("fiber", self.fiber_rows, f, be.dtype(y))
+        ghost = plan.buffer("ghost", plan.n_ghost, f, be.dtype(y))
         plan.start_bcast(y, ghost, key).finish()
         with self.stats.timing("seconds_exchange"):
             rows[self.own[0]:self.own[1]] = y
-            rows[plan.ghost_ids] = ghost
+            be.put_at(rows, plan.ghost_ids, ghost)
         self.product.matmul_t(rows, out, key)
 
 

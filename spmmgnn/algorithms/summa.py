@@ -29,13 +29,8 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ..backend.convert import mpi_float_type
-from ..exchange.halo import displacements
 from ..grid import ProcessGrid
-from ..local import kernels
-from ..runtime.buffers import BufferPool
 from ..runtime.stats import CommStats
-from ..runtime.threads import get_threads
 from ..stages import stage_ranges
 from .block_broadcast import count_stage
 from .tiles import PartSet, SummaTiles, part_of
@@ -71,19 +66,23 @@ def summa_sent(shape: tuple[int, int, int], coords: tuple[int, int, int],
 
 
 class Summa:
-    """The SUMMA plan of one rank: its tiles, the stage non-zero counts, the buffers."""
+    """The SUMMA plan of one rank: its tiles, the stage non-zero counts, the buffers. The
+    dense blocks are the grid's backend arrays and move by its links; the plan itself (tile
+    counts, index lists) is numpy, built over MPI."""
 
     def __init__(self, grid: ProcessGrid, tiles: SummaTiles, held: dict[int, sp.csr_array],
                  stats: CommStats):
         self.t, self.stats = tiles, stats
         self.pr, self.pc, self.pl = tiles.shape
+        self.backend = grid.backend
         self.across_row = grid.comm_along("col")    # (i, ., l): tiles, to blocks / to rows
         self.across_col = grid.comm_along("row")    # (., j, l): dense blocks of H
         self.fiber = grid.comm_along("layer") if self.pl > 1 else None
+        comms = (("row", self.across_row), ("col", self.across_col), ("fiber", self.fiber))
         # per rank of each communicator: on another node than me (bytes by tier)
-        self.far = {name: ~grid.node_map(comm).same
-                    for name, comm in (("row", self.across_row), ("col", self.across_col),
-                                       ("fiber", self.fiber)) if comm is not None}
+        self.far = {name: ~grid.node_map(comm).same for name, comm in comms
+                    if comm is not None}
+        self.link = {name: grid.link(comm) for name, comm in comms if comm is not None}
         nnz = np.zeros(self.pr, dtype=np.int64)
         for k, m in held.items():
             nnz[k] = m.nnz
@@ -91,92 +90,99 @@ class Summa:
         self.nnz = nnz                               # of every stage's tile
         self.held = {k: (m.indptr.astype(np.int64), m.indices.astype(np.int32),
                          m.data.astype(np.float64)) for k, m in held.items()}
-        self.packed: dict[int, np.ndarray] = {}   # my tiles as sent, in one dtype at a time
+        # my tiles as sent (bytes) and as multiplied, in one dtype at a time
+        self.packed: dict[int, tuple] = {}
         self.packed_dtype: np.dtype | None = None
-        self.received = np.zeros(0, dtype=np.uint8)  # a tile received: grows, never shrinks
-        self.buffers = BufferPool()
+        self.received = self.backend.empty((0,), np.uint8)  # a tile received: grows
+        self.buffers = self.backend.pool()
         self.max_inner = max(u.size for u in tiles.inner)
 
-    def _stage(self, k: int, width: int, dtype) -> np.ndarray:
+    def _stage(self, k: int, width: int, dtype):
         """The scratch block of stage k: one buffer as tall as the tallest stage."""
         return self.buffers.get("stage", (self.max_inner, width), dtype)[:self.t.inner[k].size]
 
     # ---------------------------------------------------------------- tiles of A
-    def _pack(self, k: int, dtype) -> np.ndarray:
-        """My tile of stage k as bytes: rows, columns (int32), values (dtype); built once per
-        dtype (a call in another dtype, such as the float64 symmetry probe, rebuilds them)."""
+    def _pack(self, k: int, dtype) -> tuple:
+        """My tile of stage k as bytes (rows, columns: int32; values: dtype) on the backend,
+        and as the tile those bytes multiply; built once per dtype (a call in another dtype,
+        such as the float64 symmetry probe, rebuilds them)."""
         if self.packed_dtype != np.dtype(dtype):
             self.packed, self.packed_dtype = {}, np.dtype(dtype)
         if k not in self.packed:
+            be = self.backend
             indptr, indices, data = self.held[k]
             rows = np.repeat(np.arange(indptr.size - 1, dtype=np.int32), np.diff(indptr))
-            self.packed[k] = np.concatenate([rows.view(np.uint8), indices.view(np.uint8),
-                                             data.astype(dtype).view(np.uint8)])
+            buf = be.from_host(np.concatenate([rows.view(np.uint8), indices.view(np.uint8),
+                                               data.astype(dtype).view(np.uint8)]))
+            n = indices.size
+            tile = be.tile(be.from_host(indptr), be.view_bytes(buf[4 * n:8 * n], np.int32),
+                           be.view_bytes(buf[8 * n:], dtype), self._tile_shape(k))
+            self.packed[k] = (buf, tile)
         return self.packed[k]
 
+    def _tile_shape(self, k: int) -> tuple[int, int]:
+        return self.t.rows.size, self.t.inner[k].size
+
     def _tile(self, k: int, dtype):
-        """Stage k's tile (indptr, indices, values) on every rank of my process row: the
-        holder's own, broadcast to the others (and counted) on every call."""
-        dtype = np.dtype(dtype)
+        """Stage k's tile on every rank of my process row (a backend ``tile``): the holder's
+        own, broadcast to the others (and counted) on every call; None when it is empty."""
+        be, dtype = self.backend, np.dtype(dtype)
         root = k % self.pc
-        nbytes = int(self.nnz[k]) * (INDEX_BYTES + dtype.itemsize)
-        mine = self.across_row.Get_rank() == root
+        n = int(self.nnz[k])
+        nbytes = n * (INDEX_BYTES + dtype.itemsize)
+        link = self.link["row"]
+        mine = link.rank == root
         if nbytes == 0:
             return None
-        if not mine and self.received.size < nbytes:
-            self.received = np.empty(int(self.nnz.max()) * (INDEX_BYTES + dtype.itemsize),
-                                     dtype=np.uint8)
-        buf = self._pack(k, dtype) if mine else self.received[:nbytes]
+        if not mine and self.received.shape[0] < nbytes:
+            self.received = be.empty((int(self.nnz.max()) * (INDEX_BYTES + dtype.itemsize),),
+                                     np.uint8)
+        buf = self._pack(k, dtype)[0] if mine else self.received[:nbytes]
         with self.stats.timing("seconds_exchange"):
-            self.across_row.Bcast([buf, MPI.BYTE], root=root)
-        count_stage(self.stats, self.far["row"], self.across_row.Get_rank(), root, nbytes,
-                    into_root=False)
-        n = int(self.nnz[k])
+            link.bcast(buf, root, self.stats, "tile")
+        count_stage(self.stats, self.far["row"], link.rank, root, nbytes, into_root=False)
         if mine:
-            indptr = self.held[k][0]
-        else:
-            indptr = np.zeros(self.t.rows.size + 1, dtype=np.int64)
-            np.cumsum(np.bincount(buf[:4 * n].view(np.int32), minlength=self.t.rows.size),
-                      out=indptr[1:])
-        return indptr, buf[4 * n:8 * n].view(np.int32), buf[8 * n:].view(dtype)
+            return self._pack(k, dtype)[1]
+        indptr = be.row_pointers(be.view_bytes(buf[:4 * n], np.int32), self.t.rows.size)
+        return be.tile(indptr, be.view_bytes(buf[4 * n:8 * n], np.int32),
+                       be.view_bytes(buf[8 * n:], dtype), self._tile_shape(k))
 
     # ---------------------------------------------------------------- layouts
-    def _convert(self, send: np.ndarray, send_counts, recv: np.ndarray, recv_counts) -> None:
-        """One ``Alltoallv`` inside my process row of my layer (element counts), counted
-        without my own share, and apart as a conversion (``bytes_sent_by_phase``)."""
-        me = self.across_row.Get_rank()
-        mpitype = mpi_float_type(send.dtype)
+    def _convert(self, send, send_counts, recv, recv_counts) -> None:
+        """One all-to-all inside my process row of my layer (flat arrays, element counts),
+        counted without my own share, and apart as a conversion (``bytes_sent_by_phase``)."""
+        link = self.link["row"]
+        me = link.rank
         sc, rc = np.asarray(send_counts, np.int64), np.asarray(recv_counts, np.int64)
         with self.stats.timing("seconds_exchange"):
-            self.across_row.Alltoallv([send, (sc, displacements(sc)), mpitype],
-                                      [recv, (rc, displacements(rc)), mpitype])
-        isz, far = send.itemsize, self.far["row"]
+            link.alltoallv(send, sc, recv, rc, self.stats, "convert")
+        isz, far = self.backend.dtype(send).itemsize, self.far["row"]
         sent, received = (sc.sum() - sc[me]) * isz, (rc.sum() - rc[me]) * isz
         self.stats.count_exchange(sent, received, 0, sc[far].sum() * isz, rc[far].sum() * isz)
         self.stats.count_convert(sent, received)   # CAGNET keeps H in blocks: none there
 
-    def to_blocks(self, x: np.ndarray, rows: PartSet, bounds: np.ndarray) -> np.ndarray:
+    def to_blocks(self, x, rows: PartSet, bounds: np.ndarray):
         """My rows (all features) -> H[U_il, F_j] (rows of process row i in my layer)."""
-        j = self.t.j
+        j, dtype = self.t.j, self.backend.dtype(x)
         fj = int(bounds[j + 1] - bounds[j])
         n, widths = x.shape[0], np.diff(bounds)
-        send = self.buffers.get("send", (x.size,), x.dtype)
+        send = self.buffers.get("send", (n * x.shape[1],), dtype)
         start = 0
         for q in range(self.pc):   # feature block q of my rows, for rank (i, q, l)
             w = int(widths[q])
             send[start:start + n * w].reshape(n, w)[...] = x[:, bounds[q]:bounds[q + 1]]
             start += n * w
         sizes = np.diff(rows.offsets)
-        block = self.buffers.get("block", (rows.size, fj), x.dtype)
-        self._convert(send, x.shape[0] * np.diff(bounds), block, sizes * fj)
+        block = self.buffers.get("block", (rows.size, fj), dtype)
+        self._convert(send, n * np.diff(bounds), block.reshape(-1), sizes * fj)
         return block
 
-    def to_rows(self, block: np.ndarray, rows: PartSet, bounds: np.ndarray,
-                out: np.ndarray) -> None:
+    def to_rows(self, block, rows: PartSet, bounds: np.ndarray, out) -> None:
         """H[U_il, F_j] -> my rows, all features (the reverse of ``to_blocks``)."""
+        be = self.backend
         n, widths = out.shape[0], np.diff(bounds)
-        recv = self.buffers.get("rows", (n * out.shape[1],), out.dtype)
-        self._convert(np.ascontiguousarray(block).ravel(), np.diff(rows.offsets) * block.shape[1],
+        recv = self.buffers.get("rows", (n * out.shape[1],), be.dtype(out))
+        self._convert(be.contiguous(block).reshape(-1), np.diff(rows.offsets) * block.shape[1],
                       recv, n * widths)
         start = 0
         for q in range(self.pc):
@@ -185,99 +191,91 @@ class Summa:
             start += n * w
 
     # ---------------------------------------------------------------- products
-    def matmul(self, x: np.ndarray, out: np.ndarray) -> None:
+    def matmul(self, x, out) -> None:
         """out = my rows of A X (``x``: my rows of X)."""
         bounds = stage_ranges(x.shape[1], self.pc)
         h = self.to_blocks(x, self.t.in_rows, bounds)
         self.to_rows(self.matmul_blocks(h), self.t.out_rows, bounds, out)
 
-    def matmul_blocks(self, h: np.ndarray) -> np.ndarray:
+    def matmul_blocks(self, h):
         """(A H)[U_il, F_j] from H[U_il, F_j] (``in_rows`` x my feature block): the SUMMA
         stages alone, no conversion (what training in the block layout calls). Returns a
         pooled buffer, overwritten by the next call."""
-        t, stats, fj = self.t, self.stats, h.shape[1]
-        z = self.buffers.get("z", (t.rows.size, fj), h.dtype)
+        t, stats, fj, be = self.t, self.stats, h.shape[1], self.backend
+        dtype, link = be.dtype(h), self.link["col"]
+        z = self.buffers.get("z", (t.rows.size, fj), dtype)
         z[...] = 0
-        mpitype = mpi_float_type(h.dtype)
         for k in range(self.pr):
-            tile = self._tile(k, h.dtype)
-            hk = h if k == t.i else self._stage(k, fj, h.dtype)
+            tile = self._tile(k, dtype)
+            hk = h if k == t.i else self._stage(k, fj, dtype)
             with stats.timing("seconds_exchange"):
-                self.across_col.Bcast([hk, mpitype], root=k)
-            count_stage(stats, self.far["col"], t.i, k, hk.nbytes, into_root=False)
+                link.bcast(hk, k, stats, "stage")
+            count_stage(stats, self.far["col"], t.i, k, be.nbytes(hk), into_root=False)
             if tile is not None and fj:
                 with stats.timing("seconds_multiply"):
-                    indptr, indices, data = tile
-                    kernels.csr_matmul_unrolled(indptr, indices, data, hk, z,
-                                                kernels.row_chunks(indptr, 4 * get_threads()),
-                                                True)
+                    tile.matmul(hk, z, accumulate=True)
         return self._layers_sum(z)
 
-    def matmul_t(self, y: np.ndarray, out: np.ndarray) -> None:
+    def matmul_t(self, y, out) -> None:
         """out = my rows of A^T Y (``y``: my rows of Y)."""
         bounds = stage_ranges(y.shape[1], self.pc)
         block = self.to_blocks(y, self.t.out_rows, bounds)
         self.to_rows(self.matmul_t_blocks(block), self.t.in_rows, bounds, out)
 
-    def matmul_t_blocks(self, y: np.ndarray) -> np.ndarray:
+    def matmul_t_blocks(self, y):
         """(A^T Y)[U_il, F_j] from Y[U_il, F_j] (``out_rows`` x my feature block), no
-        conversion. Returns a pooled buffer, overwritten by the next call."""
-        t, stats, fj = self.t, self.stats, y.shape[1]
+        conversion. Returns a pooled buffer, overwritten by the next call. Stage k's
+        partial block is reduced onto its owner (k, j, l), in place there: the owner makes
+        its own stage's partial in the result buffer."""
+        t, stats, fj, be = self.t, self.stats, y.shape[1], self.backend
+        dtype, link = be.dtype(y), self.link["col"]
         yv = self._layers_gather(y)
-        mpitype = mpi_float_type(y.dtype)
-        mine = None
+        mine = self.buffers.get("result", (t.inner[t.i].size, fj), dtype)
         for k in range(self.pr):
-            tile = self._tile(k, y.dtype)
-            part = self._stage(k, fj, y.dtype)
+            tile = self._tile(k, dtype)
+            part = mine if k == t.i else self._stage(k, fj, dtype)
             part[...] = 0
             if tile is not None and fj:
                 with stats.timing("seconds_multiply"):
-                    indptr, indices, data = tile
-                    n_par = kernels.column_split(fj)
-                    kernels.csr_t_matmul(indptr, indices, data, yv, part, True, n_par,
-                                         kernels.row_split(n_par))
+                    tile.t_matmul(yv, part, accumulate=True)
             with stats.timing("seconds_exchange"):
-                if k == t.i:
-                    mine = self.buffers.get("result", part.shape, y.dtype)
-                    self.across_col.Reduce([part, mpitype], [mine, mpitype], op=MPI.SUM, root=k)
-                else:
-                    self.across_col.Reduce([part, mpitype], None, op=MPI.SUM, root=k)
-            count_stage(stats, self.far["col"], t.i, k, part.nbytes, into_root=True)
+                link.reduce(part, k, stats, "stage")
+            count_stage(stats, self.far["col"], t.i, k, be.nbytes(part), into_root=True)
         return mine
 
     # ---------------------------------------------------------------- layers (3D)
     def _layer_counts(self, width: int) -> np.ndarray:
         return np.diff(self.t.layer_offsets) * width
 
-    def _layers_sum(self, z: np.ndarray) -> np.ndarray:
-        """Sum the layers' Z[V_i, F_j]; I keep my layer's rows U_il (a reduce-scatter)."""
+    def _layers_sum(self, z):
+        """Sum the layers' Z[V_i, F_j]; I keep my layer's rows U_il (a reduce-scatter;
+        ``z`` is overwritten)."""
         if self.fiber is None:
             return z
-        counts, l = self._layer_counts(z.shape[1]), self.t.l
+        be = self.backend
+        counts, l, isz = self._layer_counts(z.shape[1]), self.t.l, be.dtype(z).itemsize
         lo, hi = self.t.layer_offsets[l], self.t.layer_offsets[l + 1]
-        mine = self.buffers.get("layer", (int(hi - lo), z.shape[1]), z.dtype)
-        mpitype = mpi_float_type(z.dtype)
+        mine = self.buffers.get("layer", (int(hi - lo), z.shape[1]), be.dtype(z))
         with self.stats.timing("seconds_exchange"):
-            self.fiber.Reduce_scatter([z, mpitype], [mine, mpitype], counts, op=MPI.SUM)
-        own, far = int(counts[l]) * z.itemsize, self.far["fiber"]
-        self.stats.count_exchange(z.nbytes - own, own * (self.pl - 1), 0,
-                                  int(counts[far].sum()) * z.itemsize, own * int(far.sum()))
+            self.link["fiber"].reduce_scatter(z, mine, counts, self.stats, "layers")
+        own, far = int(counts[l]) * isz, self.far["fiber"]
+        self.stats.count_exchange(be.nbytes(z) - own, own * (self.pl - 1), 0,
+                                  int(counts[far].sum()) * isz, own * int(far.sum()))
         return mine
 
-    def _layers_gather(self, block: np.ndarray) -> np.ndarray:
+    def _layers_gather(self, block):
         """Y[U_il, F_j] of every layer -> Y[V_i, F_j] (an all-gather across the fiber)."""
         if self.fiber is None:
             return block
+        be = self.backend
         counts = self._layer_counts(block.shape[1])
-        full = self.buffers.get("yv", (self.t.rows.size, block.shape[1]), block.dtype)
-        mpitype = mpi_float_type(block.dtype)
+        full = self.buffers.get("yv", (self.t.rows.size, block.shape[1]), be.dtype(block))
         with self.stats.timing("seconds_exchange"):
-            self.fiber.Allgatherv([block, mpitype], [full, (counts, displacements(counts)),
-                                                     mpitype])
-        far = self.far["fiber"]
-        self.stats.count_exchange(block.nbytes * (self.pl - 1), full.nbytes - block.nbytes, 0,
-                                  block.nbytes * int(far.sum()),
-                                  int(counts[far].sum()) * block.itemsize)
+            self.link["fiber"].allgatherv(block, full, counts, self.stats, "layers")
+        far, nbytes = self.far["fiber"], be.nbytes(block)
+        self.stats.count_exchange(nbytes * (self.pl - 1), be.nbytes(full) - nbytes, 0,
+                                  nbytes * int(far.sum()),
+                                  int(counts[far].sum()) * be.dtype(block).itemsize)
         return full
 
     @property

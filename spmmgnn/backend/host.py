@@ -159,6 +159,28 @@ class HostBackend:
         kernels.scatter_add(rows, idx, out, kernels.column_split(rows.shape[1]))
 
     @staticmethod
+    def take_at(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """``x[idx]``, a new array (``idx``: an int64 index array of any shape that the
+        caller keeps for the plan's life)."""
+        return x[idx]
+
+    @staticmethod
+    def put_at(out: np.ndarray, idx: np.ndarray, values: np.ndarray) -> None:
+        """``out[idx] = values`` (``idx`` as ``take_at``'s)."""
+        out[idx] = values
+
+    @staticmethod
+    def take_spans(x: np.ndarray, starts: np.ndarray, w: int) -> np.ndarray:
+        """The (n x w) rows ``x[starts[i]:starts[i] + w]`` of a flat ``x``."""
+        return x[starts[:, None] + np.arange(w)]
+
+    @staticmethod
+    def put_spans(out: np.ndarray, starts: np.ndarray, values: np.ndarray) -> None:
+        """``out[starts[i]:starts[i] + w] = values[i]`` in a flat ``out`` (``values``:
+        n x w)."""
+        out[starts[:, None] + np.arange(values.shape[1])] = values
+
+    @staticmethod
     def count_nonfinite(x: np.ndarray) -> int:
         return int(kernels.count_nonfinite(x))
 

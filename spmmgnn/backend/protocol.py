@@ -122,27 +122,48 @@ class Backend(Protocol):
 
     def tile(self, indptr: Array, indices: Array, data: Array,
              shape: tuple[int, int]) -> Block:
-        """A CSR given by its arrays, each call anew (a tile that arrived by broadcast)."""
+        """A CSR given by its arrays, multiplied in the dtype of the rows it meets (a tile
+        that arrived by broadcast; its arrays are read, not copied, where they can be)."""
 
     def row_pointers(self, rows: Array, n_rows: int) -> Array:
-        """CSR row pointers of sorted COO row ids."""
+        """CSR row pointers (int64) of sorted COO row ids (a broadcast tile's rows)."""
+
+    def view_bytes(self, buf: Array, dtype) -> Array:
+        """A flat byte buffer read as ``dtype`` (numpy's), no copy."""
 
     def gather_rows(self, x: Array, idx: np.ndarray, out: Array) -> None: ...
 
     def scatter_add(self, rows: Array, idx: np.ndarray, out: Array) -> None:
         """``out[idx[i]] += rows[i]``."""
 
+    def take_at(self, x: Array, idx: np.ndarray) -> Array:
+        """``x[idx]``, a new array (``idx``: an int64 index array of any shape, kept by the
+        caller for the plan's life: the torch backend keeps its device copy)."""
+
+    def put_at(self, out: Array, idx: np.ndarray, values: Array) -> None:
+        """``out[idx] = values`` (``idx`` as ``take_at``'s)."""
+
+    def take_spans(self, x: Array, starts: np.ndarray, w: int) -> Array:
+        """The (n x w) rows ``x[starts[i]:starts[i] + w]`` of a flat ``x`` (``starts``:
+        kept by the caller for the plan's life)."""
+
+    def put_spans(self, out: Array, starts: np.ndarray, values: Array) -> None:
+        """``out[starts[i]:starts[i] + w] = values[i]`` in a flat ``out`` (``values``:
+        n x w)."""
+
     def count_nonfinite(self, x: Array) -> int: ...
 
     # ------------------------------------------------------------ codecs
     def encode(self, codec, x: Array, idx: np.ndarray, out: Array, key: int) -> int:
-        """Encode ``x[idx]`` (all of ``x`` for an empty ``idx``) into the byte rows ``out``;
+        """Encode ``x[idx]`` (for an empty ``idx`` the first rows of ``x``, one per row of
+        ``out``) into the byte rows ``out``;
         returns the number of rows with NaN or Inf."""
 
     def decode(self, codec, buf: Array, out: Array, idx: np.ndarray,
                accumulate: bool) -> None:
         """Decode the byte rows ``buf`` into ``out`` (``idx`` non-empty: into ``out[idx]``,
-        added when ``accumulate``)."""
+        else into the first rows of ``out``, one per row of ``buf``; added when
+        ``accumulate``)."""
 
     # ------------------------------------------------------------ MPI's view of the data
     def wire_out(self, x: Array, stats=None, name: str = "") -> Any:

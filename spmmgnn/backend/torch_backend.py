@@ -106,25 +106,35 @@ class TorchBlock:
 
 
 class TorchTile:
-    """A CSR tile given by its arrays on the device (a tile that arrived by broadcast)."""
+    """A CSR tile given by its arrays (a tile that arrived by broadcast, or one held in
+    float64 and multiplied in the call's dtype), as a torch CSR on the device per dtype
+    used, made at its first product."""
 
     def __init__(self, indptr, indices, data, shape, device):
-        self.shape, self.nnz = tuple(shape), int(indices.shape[0])
-        self.a = csr_tensor(indptr, indices, data, shape, device, data.dtype)
+        self.shape, self.nnz = tuple(int(s) for s in shape), int(indices.shape[0])
+        self.arrays, self.device = (indptr, indices, data), device
+        self._csr: dict = {}
+
+    def csr(self, dtype):
+        found = self._csr.get(dtype)
+        if found is None:
+            found = self._csr[dtype] = csr_tensor(*self.arrays, self.shape, self.device,
+                                                  dtype)
+        return found
 
     def matmul(self, x, out, accumulate: bool) -> None:
-        if self.nnz == 0:
+        if self.nnz == 0 or x.shape[1] == 0:
             if not accumulate:
                 out.zero_()
             return
-        _product(self.a, x, out, accumulate)
+        _product(self.csr(x.dtype), x, out, accumulate)
 
     def t_matmul(self, y, out, accumulate: bool) -> None:
-        if self.nnz == 0:
+        if self.nnz == 0 or y.shape[1] == 0:
             if not accumulate:
                 out.zero_()
             return
-        _product(self.a.t(), y, out, accumulate)
+        _product(self.csr(y.dtype).t(), y, out, accumulate)
 
     def drop_transpose(self) -> None:
         pass
@@ -302,6 +312,28 @@ class TorchBackend:
     def scatter_add(self, rows, idx: np.ndarray, out) -> None:
         out.index_add_(0, self.index(idx), rows)
 
+    def take_at(self, x, idx: np.ndarray):
+        """``x[idx]``, a new tensor (``idx``: kept by the caller for the plan's life)."""
+        return x[self.index(idx)]
+
+    def put_at(self, out, idx: np.ndarray, values) -> None:
+        """``out[idx] = values``."""
+        out[self.index(idx)] = values
+
+    def _spans(self, starts: np.ndarray, w: int):
+        import torch
+
+        return self.index(starts)[:, None] + torch.arange(w, device=self.device)
+
+    def take_spans(self, x, starts: np.ndarray, w: int):
+        """The (n x w) rows ``x[starts[i]:starts[i] + w]`` of a flat ``x`` (``starts``: kept
+        by the caller for the plan's life)."""
+        return x[self._spans(starts, w)]
+
+    def put_spans(self, out, starts: np.ndarray, values) -> None:
+        """``out[starts[i]:starts[i] + w] = values[i]`` in a flat ``out``."""
+        out[self._spans(starts, values.shape[1])] = values
+
     @staticmethod
     def count_nonfinite(x) -> int:
         """Entries of ``x`` that are NaN or Inf (0 or more: only "any" matters to callers):
@@ -319,12 +351,13 @@ class TorchBackend:
 
     # ------------------------------------------------------------ codecs
     def encode(self, codec, x, idx: np.ndarray, out, key: int) -> int:
-        """``codec``'s bytes of ``x[idx]`` (all of ``x`` for an empty ``idx``) in ``out``."""
+        """``codec``'s bytes of ``x[idx]`` in ``out`` (for an empty ``idx`` the first rows of
+        ``x``, one per row of ``out``, as the host codecs: none when ``out`` has none)."""
         import torch
 
         from . import torch_quantize
 
-        rows = x.index_select(0, self.index(idx)) if idx.size else x
+        rows = x.index_select(0, self.index(idx)) if idx.size else x[:out.shape[0]]
         if isinstance(codec, CastCodec):
             cast = rows.to(torch_dtype(codec.wire))
             bad = int((~torch.isfinite(cast).all(dim=1)).sum()) if cast.numel() else 0
@@ -347,10 +380,10 @@ class TorchBackend:
                 out.index_add_(0, self.index(idx), rows)
             else:
                 out.index_copy_(0, self.index(idx), rows)
-        elif accumulate:
-            out += rows
+        elif accumulate:  # (the first rows of out, as the host codecs: none for no rows)
+            out[:rows.shape[0]] += rows
         else:
-            out.copy_(rows)
+            out[:rows.shape[0]].copy_(rows)
 
     # ------------------------------------------------------------ MPI's view of the data
     def wire_out(self, x, stats=None, name: str = ""):

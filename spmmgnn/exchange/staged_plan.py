@@ -49,6 +49,12 @@ class StagedPlan:
     def __getattr__(self, name: str):
         return getattr(self.plan, name)
 
+    @property
+    def node(self) -> StagedPlan:
+        """The plan a ``GhostBlock`` asks whether it reads rows in place: this one, which
+        never does (an ``auto`` plan's node-aware half would, on host rows only)."""
+        return self
+
     def buffer(self, name: str, rows: int, f: int, dtype, slot: int = 0):
         """A reusable (rows x f) backend array (the ghost rows, partial sums)."""
         return self.pool.get(name, (rows, f), dtype, slot)

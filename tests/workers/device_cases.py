@@ -58,8 +58,6 @@ def errors(grid, A) -> dict:
                                             torch.ones(op.n_local, 2, dtype=torch.float64,
                                                        device=grid.device)),
         "nan_on_rank_0": lambda: op.matmul(x * float("nan") if comm.rank == 0 else x),
-        "refused_family": lambda: spmmgnn.DistSpMM.from_scipy(
-            A if comm.rank == 0 else None, grid, algorithm="featureparallel"),
         "scatter_numpy": lambda: op.scatter_rows(np.ones((A.shape[0], 2))
                                                  if comm.rank == 0 else None),
         "gather_numpy": lambda: op.gather_rows(np.ones((op.n_local, 2))),
