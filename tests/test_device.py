@@ -235,10 +235,13 @@ def test_device_link_presets_price_the_staged_bytes():
 
 
 def test_nonfinite_checks_agree_with_isfinite():
-    """The device path's input check: the CUDA branch (sum first) on CPU tensors, overflowing
-    finite values included, equals the elementwise test and the CPU branch."""
-    from spmmgnn.algorithms.on_device import has_nonfinite, torch_nonfinite
+    """The torch backend's input check (the sum first, the elementwise test only when the
+    sum is not finite) on CPU tensors, overflowing finite values included, equals the
+    elementwise test and the host backend's one-pass kernel."""
+    from spmmgnn.backend.host import HOST
+    from spmmgnn.backend.torch_backend import TorchBackend
 
+    torch_backend = TorchBackend(torch.device("cpu"))
     big = torch.full((4, 3), 3e38, dtype=torch.float32)  # finite; its sum overflows
     cases = [torch.zeros(0, 2), torch.ones(5, 2, dtype=torch.float64), big]
     for bad in (float("nan"), float("inf"), -float("inf")):
@@ -247,7 +250,8 @@ def test_nonfinite_checks_agree_with_isfinite():
         cases.append(x)
     for x in cases:
         want = not bool(torch.isfinite(x).all())
-        assert torch_nonfinite(x) == want == has_nonfinite(x), x
+        assert bool(torch_backend.count_nonfinite(x)) == want, x
+        assert bool(HOST.count_nonfinite(x.numpy())) == want, x
 
 
 def test_staged_copies_count_their_bytes():
