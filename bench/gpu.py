@@ -179,9 +179,9 @@ def local_product(op, A, dev, repeat: int, sync) -> dict:
     """op.matmul at P = 1 against torch.sparse.mm of the same CSR (seconds, best of repeat)."""
     import torch
 
-    from spmmgnn.algorithms.device_products import tensor_csr  # the CSR the device path uses
+    from spmmgnn.backend.torch_backend import csr_tensor  # the CSR the torch backend uses
 
-    a = tensor_csr(A, dev, torch.float32)
+    a = csr_tensor(A.indptr, A.indices, A.data, A.shape, dev, torch.float32)
     out = {}
     for f in (16, 128):
         x = torch.randn(A.shape[1], f, device=dev)
@@ -211,9 +211,11 @@ def tuned_torch(where: Path, device: str, hidden: int, epochs: int) -> dict:
     A, X, y, train_mask = load(where)
     dev = torch.device(device)
 
-    from spmmgnn.algorithms.device_products import tensor_csr  # int32 indices, as tuned as it gets
+    from spmmgnn.backend.torch_backend import csr_tensor  # int32 indices, as tuned as it gets
 
-    a, at = tensor_csr(A, dev, torch.float32), tensor_csr(A.T.tocsr(), dev, torch.float32)
+    At = A.T.tocsr()
+    a = csr_tensor(A.indptr, A.indices, A.data, A.shape, dev, torch.float32)
+    at = csr_tensor(At.indptr, At.indices, At.data, At.shape, dev, torch.float32)
 
     class Aggregate(torch.autograd.Function):
         @staticmethod

@@ -11,6 +11,12 @@ different numbers and the collective products would hang or return wrong results
 Both methods need a square A whose two sides share one layout (the default for a square A),
 and a symmetric A (``op.symmetric``, probed once with ``op.probe_symmetry()`` when unknown).
 Computations run in float64; results come back in the input's kind and dtype.
+
+They run on any grid: the vectors are the operator's kind (numpy arrays on a grid without
+a device, tensors on its device with one: ``op.backend``), and the few numbers per column
+the iterations steer by (step lengths, residuals, Ritz values) are read on the host, where
+every rank holds the same bits; on a device those small copies count as the ``device_host``
+tier of ``op.stats``.
 """
 
 from __future__ import annotations
@@ -19,9 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .backend.convert import is_torch, like_input, to_numpy
+from .backend.device import device_error
 from .local.hashing import uniform_by_id
-from .runtime.errors import collective_error
+from .runtime.errors import SpmmgnnError, agree, collective_error
 
 RAYLEIGH_RITZ_EVERY = 5  # subspace iterations between two Rayleigh-Ritz rotations
 
@@ -55,21 +61,49 @@ def _square_symmetric(op, what: str) -> None:
                                f"{what} needs a symmetric A")
 
 
-def _as_float64(x, what: str):
-    """(x as float64 numpy, 2-D), whether it was a 1-D vector; the template for the result."""
-    arr = to_numpy(x, what)
+class _Host:
+    """The f numbers per column an iteration steers by, to the host and back (on a torch
+    backend counted as ``device_host`` with the operator's statistics)."""
+
+    def __init__(self, op):
+        self.backend, self.stats = op.backend, op.stats
+
+    def __call__(self, v) -> np.ndarray:
+        return self.backend.to_host(v, self.stats)
+
+    def back(self, v: np.ndarray):
+        return self.backend.from_host(v, self.stats)
+
+
+def _as_float64(op, x, what: str):
+    """(x as the operator's float64 array, 2-D), whether it was a 1-D vector, its dtype:
+    data where the grid keeps it (refused on every rank otherwise), never copied across
+    devices."""
+    be = op.backend
+    error = device_error(x, be.device, what)
+    arr, dtype = None, None
+    if error is None:
+        try:
+            arr = be.local_array(x, what)
+            dtype = be.dtype(arr)
+        except SpmmgnnError as exc:  # a tensor numpy cannot hold, on the host backend
+            error = str(exc)
+        except TypeError:  # numpy has no name for its dtype (bfloat16)
+            error = (f"{what}: a {x.dtype} tensor has no numpy equivalent; convert it "
+                     "first, e.g. x.double()")
+    agree(op.grid.comm, error)
     vector = arr.ndim == 1
     arr = arr.reshape(-1, 1) if vector else arr
-    return arr.astype(np.float64, copy=False), vector
+    return be.astype(arr, np.float64), vector, dtype
 
 
-def _back(values: np.ndarray, template, vector: bool):
+def _back(op, values, template, dtype: np.dtype, vector: bool):
     """``values`` in the kind (numpy or torch), dtype and dimensions of ``template``."""
-    dtype = to_numpy(template).dtype if is_torch(template) else np.asarray(template).dtype
-    out = np.ascontiguousarray(values[:, 0] if vector else values)
+    be = op.backend
+    out = be.contiguous(values[:, 0] if vector else values)
     if dtype.kind == "f":
-        out = out.astype(dtype, copy=False)
-    return like_input(out, template)
+        out = be.astype(out, dtype)
+    return be.like(out, template)
 
 
 def cg(op, b, x0=None, tol: float = 1e-10, maxiter: int | None = None):
@@ -81,38 +115,39 @@ def cg(op, b, x0=None, tol: float = 1e-10, maxiter: int | None = None):
     ``(x, SolveInfo)``, x this rank's rows in b's kind. One ``matmul`` and two reductions per
     step. A direction with p^T A p <= 0 (A not positive definite) is one error everywhere."""
     _square_symmetric(op, "cg")
-    rhs, vector = _as_float64(b, "cg")
+    be, host = op.backend, _Host(op)
+    rhs, vector, dtype = _as_float64(op, b, "cg")
     maxiter = 10 * op.n if maxiter is None else int(maxiter)
     if x0 is None:
-        x = np.zeros_like(rhs)
-        r = rhs.copy()
+        x = be.zeros(tuple(rhs.shape), np.float64)
+        r = be.copy(rhs)
     else:
-        x = _as_float64(x0, "cg (x0)")[0].copy()
+        x = be.copy(_as_float64(op, x0, "cg (x0)")[0])
         r = rhs - op.matmul(x)  # validates x0 against b's layout (collective)
-    b_norm = op.norm(rhs)
+    b_norm = host(op.norm(rhs))
     b_norm = np.where(b_norm > 0, b_norm, 1.0)
-    p = r.copy()
-    rr = op.dot(r, r)
+    p = be.copy(r)
+    rr = host(op.dot(r, r))
     residual = np.sqrt(rr) / b_norm
     it = 0
     while residual.max() > tol and it < maxiter:
         it += 1
         ap = op.matmul(p)
-        pap = op.dot(p, ap)
+        pap = host(op.dot(p, ap))
         active = rr > 0
         if np.any(active & (pap <= 0)):  # the same reduced numbers on every rank
             raise collective_error(f"cg: p^T A p = {pap[active].min():.3g} <= 0 at step {it}: "
                                    "A is not positive definite")
-        alpha = np.divide(rr, pap, out=np.zeros_like(rr), where=active)
+        alpha = host.back(np.divide(rr, pap, out=np.zeros_like(rr), where=active))
         x += p * alpha
         r -= ap * alpha
-        rr_next = op.dot(r, r)
+        rr_next = host(op.dot(r, r))
         beta = np.divide(rr_next, rr, out=np.zeros_like(rr), where=active)
-        p = r + p * beta
+        p = r + p * host.back(beta)
         rr = rr_next
         residual = np.sqrt(rr) / b_norm
     worst = float(residual.max(initial=0.0))
-    return _back(x, b, vector), SolveInfo(it, worst, worst <= tol)
+    return _back(op, x, b, dtype, vector), SolveInfo(it, worst, worst <= tol)
 
 
 def _start_block(op, block: int, seed: int) -> np.ndarray:
@@ -133,16 +168,19 @@ def subspace_iteration(op, k: int, block: int | None = None, tol: float = 1e-8,
     random by global id, alike on any grid). Stops when every wanted pair has
     ||A q - theta q|| <= tol max |theta|. Returns ``(theta, Q, SolveInfo)``: the k values
     by decreasing magnitude (the same on every rank) and this rank's rows of their
-    orthonormal vectors, in x0's kind (numpy without x0)."""
+    orthonormal vectors, in x0's kind (without x0: the grid's, numpy arrays or tensors on its
+    device)."""
     _square_symmetric(op, "subspace_iteration")
     b = min(op.n, k + max(4, k // 2)) if block is None else int(block)
     if not 1 <= k <= b <= op.n:
         raise collective_error(f"subspace_iteration: need 1 <= k <= block <= n, got k={k}, "
                                f"block={b}, n={op.n}")
+    host = _Host(op)
     if x0 is None:
-        start, template = _start_block(op, b, seed), None
+        start, template, dtype = host.back(_start_block(op, b, seed)), None, None
     else:
-        start, template = _as_float64(x0, "subspace_iteration (x0)")[0], x0
+        start, _, dtype = _as_float64(op, x0, "subspace_iteration (x0)")
+        template = x0
     q, _ = op.qr(start)
     theta = np.zeros(b)
     residual = np.inf
@@ -151,15 +189,17 @@ def subspace_iteration(op, k: int, block: int | None = None, tol: float = 1e-8,
         it += 1
         aq = op.matmul(q)
         if it % RAYLEIGH_RITZ_EVERY == 0 or it == maxiter:
-            theta, w = np.linalg.eigh(op.gram(q, aq))
+            theta, w = np.linalg.eigh(host(op.gram(q, aq)))
             order = np.argsort(-np.abs(theta), kind="stable")
-            theta, q, aq = theta[order], q @ w[:, order], aq @ w[:, order]
+            rotate = host.back(w[:, order])
+            theta, q, aq = theta[order], q @ rotate, aq @ rotate
             scale = max(float(np.abs(theta).max()), 1e-300)
-            residual = float(op.norm(aq[:, :k] - q[:, :k] * theta[:k]).max()) / scale
+            moved = aq[:, :k] - q[:, :k] * host.back(theta[:k])
+            residual = float(host(op.norm(moved)).max()) / scale
             if residual <= tol:
                 break
         q, _ = op.qr(aq)
-    vectors = q[:, :k] if template is None else _back(q[:, :k], template, False)
+    vectors = q[:, :k] if template is None else _back(op, q[:, :k], template, dtype, False)
     return theta[:k].copy(), vectors, SolveInfo(it, residual, residual <= tol)
 
 
@@ -178,13 +218,15 @@ def as_linear_operator(op):
             "would reduce this rank's rows only; use spmmgnn.krylov.cg or "
             "subspace_iteration, or op.dot / op.norm / op.qr in your own loop")
     rows, cols = op.row_ids("output"), op.row_ids("input")
+    be = op.backend  # scipy's vectors are numpy: to the grid's kind and back
 
     def apply(fn, ids_in, ids_out, n_out, v):
         v = np.asarray(v, dtype=np.float64)
         vector = v.ndim == 1
         local = (v.reshape(-1, 1) if vector else v)[ids_in]
         out = np.empty((n_out, local.shape[1]))
-        out[ids_out] = fn(np.ascontiguousarray(local))
+        out[ids_out] = be.to_host(fn(be.from_host(np.ascontiguousarray(local), op.stats)),
+                                  op.stats)
         return out[:, 0] if vector else out
 
     return LinearOperator(

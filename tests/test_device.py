@@ -141,8 +141,14 @@ def test_device_cpu_vector_linalg_and_stats(dtype):
     assert np.allclose(op.norm(x).numpy(), np.linalg.norm(X, axis=0), rtol=tol)
     q, r = op.qr(x)
     assert isinstance(q, torch.Tensor) and np.allclose((q @ r).numpy(), X, atol=1e-4)
-    tiers = op.comm_stats()["bytes_sent_by_tier"]
-    assert set(tiers) == {"intra", "inter", "device_host"} and tiers["device_host"] == 0
+    stats = op.comm_stats()
+    tiers, tiers_in = stats["bytes_sent_by_tier"], stats["bytes_received_by_tier"]
+    # matmul stages nothing at P = 1; norm's f float64 sums and qr's two f x f Gram matrices
+    # go to the host, the norms, the two Cholesky factors and R come back: all counted
+    f, itemsize = X.shape[1], x.element_size()
+    assert set(tiers) == {"intra", "inter", "device_host"}
+    assert tiers["device_host"] == 8 * f + 2 * 8 * f * f
+    assert tiers_in["device_host"] == itemsize * f + 2 * 8 * f * f + itemsize * f * f
     assert DistSpMM.from_scipy(A).comm_stats()["bytes_received_by_tier"]["device_host"] == 0
     with pytest.raises(SpmmgnnError, match="requires grad"):
         op.matmul(x.clone().requires_grad_())
@@ -232,10 +238,13 @@ def test_device_link_presets_price_the_staged_bytes():
 
 
 def test_nonfinite_checks_agree_with_isfinite():
-    """The device path's input check: the CUDA branch (sum first) on CPU tensors, overflowing
-    finite values included, equals the elementwise test and the CPU branch."""
-    from spmmgnn.algorithms.on_device import has_nonfinite, torch_nonfinite
+    """The torch backend's input check (the sum first, the elementwise test only when the
+    sum is not finite) on CPU tensors, overflowing finite values included, equals the
+    elementwise test and the host backend's one-pass kernel."""
+    from spmmgnn.backend.host import HOST
+    from spmmgnn.backend.torch_backend import TorchBackend
 
+    torch_backend = TorchBackend(torch.device("cpu"))
     big = torch.full((4, 3), 3e38, dtype=torch.float32)  # finite; its sum overflows
     cases = [torch.zeros(0, 2), torch.ones(5, 2, dtype=torch.float64), big]
     for bad in (float("nan"), float("inf"), -float("inf")):
@@ -244,7 +253,8 @@ def test_nonfinite_checks_agree_with_isfinite():
         cases.append(x)
     for x in cases:
         want = not bool(torch.isfinite(x).all())
-        assert torch_nonfinite(x) == want == has_nonfinite(x), x
+        assert bool(torch_backend.count_nonfinite(x)) == want, x
+        assert bool(HOST.count_nonfinite(x.numpy())) == want, x
 
 
 def test_staged_copies_count_their_bytes():

@@ -20,8 +20,10 @@ The backward (``matmul_t``) follows ``backward``:
   remote contributions of step t - r.
 
 The choice and the measured accuracies behind it are in ``bench/results/delayed.md``.
-These change the model's mathematics; evaluation uses the exact operator. On a device grid
-the views run the same calls on torch tensors (``delayed_device.py``).
+These change the model's mathematics; evaluation uses the exact operator. The views are
+written once against the grid's backend and transport: the rows, ghost buffers and products
+are the backend's arrays (numpy, or torch tensors on the grid's device) and each bin's halo
+plan moves them by the grid's link, as ``sparse1d``'s own exchange does.
 """
 
 from __future__ import annotations
@@ -29,12 +31,10 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from ..backend.convert import like_input
 from ..exchange.halo import Exchange
 from ..local.hashing import hash_ids
 from ..runtime.errors import SpmmgnnError
 from .base import DistSpMM
-from .delayed_device import DeviceDelayed
 
 BACKWARDS = ("local", "delayed")
 
@@ -79,8 +79,6 @@ class DelayedRemote:
         self.op, self.staleness, self.drop = op, int(staleness), bool(drop)
         self.backward = backward
         self.bins = GhostBins(op, self.staleness, seed) if self.staleness and not drop else None
-        # a device grid: the same calls on torch tensors (delayed_device.py)
-        self.device = DeviceDelayed(self) if op.device is not None else None
         self._views: list[DelayedView] = []
 
     def remote_share(self) -> float:
@@ -116,7 +114,9 @@ class DelayedView:
         self._op = owner.op
         self._calls = [0, 0]                                  # per direction
         self._pending: list[dict[int, Exchange]] = [{}, {}]   # call posted -> exchange
-        self._stale: dict[tuple, np.ndarray] = {}             # (f, dtype) -> ghost rows
+        self._stale: dict[tuple, object] = {}                 # (f, dtype) -> ghost rows
+        # the owned and the ghost block as the backend multiplies them
+        self._own, self._ghost = owner.op.product.blocks_on_backend()
 
     # what the layers and the trainer read of an operator, the wrapped operator's
     @property
@@ -160,67 +160,65 @@ class DelayedView:
         op = self._op
         if self._exact():
             return op.matmul(X_local, stream)
-        if self._owner.device is not None:
-            return self._owner.device.matmul(X_local, stream, lambda: self._bin(0),
-                                             self._pending[0], self._stale)
+        be, stats = op.backend, op.stats
         x = op.check_local(X_local, "matmul", op.n_local_in)
-        out = np.empty((op.n_local, x.shape[1]), dtype=x.dtype)
-        op.stats.calls_matmul += 1
-        prod, stats = op.product, op.stats
+        f, dtype = x.shape[1], be.dtype(x)
+        out = be.empty((op.n_local, f), dtype)
+        stats.calls_matmul += 1
         if self._owner.drop:
             with stats.timing("seconds_multiply"):
-                prod.diag.matmul(x, out, accumulate=False)
-            return like_input(out, X_local)
+                self._own.matmul(x, out, accumulate=False)
+            return be.like(out, X_local)
         t, b, slot = self._bin(0)
         plan = self._owner.bins.plans[b]
-        landing = plan.buffer("ghost", plan.n_ghost, x.shape[1], x.dtype, slot)
+        landing = plan.buffer("ghost", plan.n_ghost, f, dtype, slot)
         posted = plan.start_bcast(x, landing, op.rounding_key(stream, 0), slot)
         with stats.timing("seconds_multiply"):
-            prod.diag.matmul(x, out, accumulate=False)
-        stale = self._stale_rows(x.shape[1], x.dtype)
+            self._own.matmul(x, out, accumulate=False)
+        stale = self._stale_rows(f, dtype)
         earlier = self._pending[0].pop(t - self._owner.staleness, None)
         if earlier is not None:
-            stale[self._owner.bins.rows[b]] = earlier.finish()
+            be.put_rows(earlier.finish(), self._owner.bins.rows[b], stale)
         self._pending[0][t] = posted
         with stats.timing("seconds_multiply"):
-            prod.ghost.matmul(stale, out, accumulate=True)
-        return like_input(out, X_local)
+            self._ghost.matmul(stale, out, accumulate=True)
+        return be.like(out, X_local)
 
-    def _stale_rows(self, f: int, dtype) -> np.ndarray:
+    def _stale_rows(self, f: int, dtype):
+        """The layer's ghost rows at width f (zeros until a bin lands)."""
         key = (f, np.dtype(dtype))
         if key not in self._stale:
-            self._stale[key] = np.zeros((self._op.product.plan.n_ghost, f), dtype=dtype)
+            self._stale[key] = self._op.backend.zeros((self._op.product.plan.n_ghost, f),
+                                                      dtype)
         return self._stale[key]
 
     def matmul_t(self, Y_local, stream: int | None = None):
         op = self._op
         if self._exact():
             return op.matmul_t(Y_local, stream)
-        if self._owner.device is not None:
-            return self._owner.device.matmul_t(Y_local, stream, lambda: self._bin(1),
-                                               self._pending[1])
+        be, stats, prod = op.backend, op.stats, op.product
         y = op.check_local(Y_local, "matmul_t", op.n_local)
-        out = np.empty((op.n_local_in, y.shape[1]), dtype=y.dtype)
-        op.stats.calls_matmul_t += 1
-        prod, stats = op.product, op.stats
+        f, dtype = y.shape[1], be.dtype(y)
+        out = be.empty((op.n_local_in, f), dtype)
+        stats.calls_matmul_t += 1
         posted = None
         if not self._owner.drop and self._owner.backward == "delayed":
             t, b, slot = self._bin(1)
             plan = self._owner.bins.plans[b]
-            partial = prod.plan.buffer("partial", prod.plan.n_ghost, y.shape[1], y.dtype)
+            partial = prod.plan.buffer("partial", prod.plan.n_ghost, f, dtype)
             with stats.timing("seconds_multiply"):
-                prod.ghost.t_matmul(y, partial, accumulate=False)
-            send = plan.buffer("partial_send", plan.n_ghost, y.shape[1], y.dtype, slot)
-            np.take(partial, self._owner.bins.rows[b], axis=0, out=send)
+                self._ghost.t_matmul(y, partial, accumulate=False)
+            send = plan.buffer("partial_send", plan.n_ghost, f, dtype, slot)
+            be.gather_rows(partial, self._owner.bins.rows[b], send)
             posted = plan.start_reduce(send, None, op.rounding_key(stream, 1), slot)
         with stats.timing("seconds_multiply"):
-            prod.diag.t_matmul(y, out, accumulate=False)
+            self._own.t_matmul(y, out, accumulate=False)
         if posted is not None:
             earlier = self._pending[1].pop(t - self._owner.staleness, None)
             if earlier is not None:
                 earlier.finish(into=out)
             self._pending[1][t] = posted
-        return like_input(out, Y_local)
+        return be.like(out, Y_local)
 
     def drain(self) -> None:
         """Wait for every exchange still in flight, discarding what arrives."""

@@ -2,8 +2,9 @@
 tall-skinny QR, and rows by global id. ``DistSpMM`` inherits these methods.
 
 Each method takes this rank's rows (``side="input"``: the rows of X, laid out like the
-columns of A; ``"output"``: the rows of ``A @ X``), as numpy arrays or CPU torch tensors,
-float32 or float64, 2-D or a 1-D vector, and returns the input's kind. All are collective
+columns of A; ``"output"``: the rows of ``A @ X``), as the grid takes them (numpy arrays or
+CPU torch tensors without a device, tensors on the grid's device with one), float32 or
+float64, 2-D or a 1-D vector, and returns the input's kind. All are collective
 over the grid and follow the rule of ``spmmgnn.exchange.collectives``: sums run over
 ``grid.across_block_rows`` (each row once, also on a 1.5D grid whose replicas hold the same
 rows), and every rank gets the same bits. Inputs are validated like ``matmul``'s; ``dot``,
@@ -16,6 +17,12 @@ all-reduce of f x f numbers; orthogonal to working precision for a condition num
 about 10^8), falling back to TSQR (Demmel et al. 2012: local Householder QRs, their R
 factors all-gathered and factored once more; stable for any X) when the first Cholesky
 factor fails or has a condition number above ``CHOLQR_MAX_COND``. Both run in float64.
+
+The local arithmetic runs on the grid's backend (``backend.protocol``, "row algebra"):
+numpy on the host, torch on the device. Only the small results (f sums, f x f Gram and R
+factors) cross to the host for the MPI reduction and agreement, and back; the rows of
+``fetch_rows`` and ``allgather_rows`` travel by the grid's link. On a torch backend every
+such copy counts as the ``device_host`` tier of the operator's statistics.
 """
 
 from __future__ import annotations
@@ -23,15 +30,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.linalg
 from mpi4py import MPI
 
-from ..backend.convert import FLOAT_DTYPES, is_torch, like_input, to_numpy
+from ..backend.convert import FLOAT_DTYPES, host_array
+from ..backend.host import HOST, dot1
 from ..exchange.collectives import REDUCE_OPS, allgather_blocks, allreduce_rows, fetch_rows_by_id
-from ..local import kernels
 from ..local.hashing import mix64
 from ..runtime.errors import SpmmgnnError, agree, collective_error
-from ..runtime.threads import BLAS_ROWS, blas_enter, blas_exit, scope
+from ..runtime.threads import scope
 from ..runtime.wire import allgather_json
 
 CHOLQR_MAX_COND = 1e6  # above this the first Cholesky factor hands over to TSQR
@@ -41,7 +47,6 @@ REDUCE_NAMES = sorted(REDUCE_OPS)
 CALLS_LINALG = ("dot", "norm", "gram")  # the calls whose agreement rides on their sum
 FOLD = 16  # values of a sum sent in its agreement probe's all-reduce (one all-reduce a call)
 PROBE_BITS = 16  # a probed word is sent as 16-bit digits, whose squares sum exactly
-GRAM_ROWS = 4096  # rows of float32 cast to float64 at a time by _gram64
 _EMPTY = np.zeros((0, 0))
 
 
@@ -52,23 +57,10 @@ def _columns(x):
     return x, False
 
 
-def _result(values: np.ndarray, template, vector: bool):
-    """``values`` (one per column, or a matrix) as the template's kind; one value for a
-    vector input (a numpy scalar or a 0-d tensor)."""
-    if vector:
-        if not is_torch(template):
-            return np.asarray(values).reshape(-1)[0]  # a numpy scalar of values' dtype
-        return like_input(np.asarray(values).reshape(()), template)
-    return like_input(np.ascontiguousarray(values), template)
-
-
-def _vector_out(rows: np.ndarray, template, vector: bool):
-    return like_input(rows[:, 0] if vector else rows, template)
-
-
 class RowAlgebra:
     """Reductions, QR and rows by id on the operator's row layouts (a mixin of DistSpMM;
-    it reads ``grid``, ``validate``, ``_side`` and ``check_local``)."""
+    it reads ``grid``, ``backend``, ``stats``, ``validate``, ``_side`` and
+    ``check_local``)."""
 
     # ------------------------------------------------------------ sides
     def _side_hint(self, side: str) -> str:
@@ -102,14 +94,15 @@ class RowAlgebra:
         ``op`` is ``"sum"``, ``"max"`` or ``"min"``. Every rank passes the same shape and
         dtype and gets the same result, of its input's kind."""
         error = None
+        be = self.backend
         if op not in REDUCE_OPS:
             error = f"allreduce: op must be one of {sorted(REDUCE_OPS)}, got {op!r}"
-        elif is_torch(a) and a.requires_grad:
+        elif getattr(a, "requires_grad", False):
             error = ("allreduce: the tensor requires grad, and allreduce is not "
                      "differentiable; pass a.detach() (or a.item())")
         arr = None
         if error is None:
-            arr, error = _as_array(a)
+            arr, error = be.numbers(a, self.stats)
         comm = self.grid.comm
         if self.validate and comm.Get_size() > 1:
             # the shape itself (not only its size), the dtype and the op: (2, 3) against
@@ -124,31 +117,28 @@ class RowAlgebra:
         elif error:
             raise collective_error(error) if comm.Get_size() == 1 else SpmmgnnError(error)
         allreduce_rows(self.grid, arr, op)
-        if is_torch(a):
-            return like_input(arr, a)
-        if isinstance(a, (np.ndarray, np.generic)):
-            return arr if arr.ndim else arr[()]
-        return arr.item()
+        return be.numbers_like(arr, a, self.stats)
 
     def _rows(self, x, what: str, side: str):
-        """(this rank's rows as 2-D numpy, was it a vector), validated collectively."""
+        """(this rank's rows as a 2-D backend array, was it a vector), validated
+        collectively."""
         a, vector = _columns(x)
         return self._check_side(a, what, side), vector
 
     def _local(self, x, what: str, side: str,
-               finite_later: bool = False) -> tuple[np.ndarray, bool, str | None]:
-        """(this rank's rows as 2-D numpy, was it a vector, what is wrong: None if nothing),
-        without communication; the agreement comes with the reduction (``_checked_sum``).
-        ``finite_later``: a well-formed numpy block skips the NaN/Inf scan, because the
-        caller's sums show them (``_finite_error``)."""
+               finite_later: bool = False) -> tuple:
+        """(this rank's rows as a 2-D backend array, was it a vector, what is wrong: None if
+        nothing), without communication; the agreement comes with the reduction
+        (``_checked_sum``). ``finite_later``: a well-formed block skips the NaN/Inf scan,
+        because the caller's sums show them (``_finite_error``)."""
         if side not in SIDES:
             return _EMPTY, False, f"{what}: side must be 'input' or 'output', got {side!r}"
         part, n_local = self._side(side)
         a, vector = _columns(x)
-        if self.device is None and type(a) is np.ndarray \
-                and well_formed(a, n_local, finite=not finite_later):
+        be = self.backend
+        if be.is_native(a) and be.well_formed(a, n_local, finite=not finite_later):
             return a, vector, None  # (local_rows would find nothing else wrong)
-        arr, error = self.local_rows(a, what, n_local, side, device=self.device)
+        arr, error = self.local_rows(a, what, n_local, side, backend=be)
         if error and ROWS_ERROR in error:
             other = self._side("output" if side == "input" else "input")[0]
             if other.n != part.n:
@@ -191,7 +181,7 @@ class RowAlgebra:
         ``_local``'s checks (the Krylov methods' calls: each check costs a fraction of a
         microsecond, and the call is a few)."""
         if type(x) is not np.ndarray or x.ndim != 1 or x.dtype not in FLOAT_DTYPES \
-                or self.device is not None or not x.flags.c_contiguous:
+                or self.backend is not HOST or not x.flags.c_contiguous:
             return False
         if side == "input":
             return x.shape[0] == self.n_local_in
@@ -211,7 +201,7 @@ class RowAlgebra:
         float64 and is rounded once at the end."""
         if self._plain_vector(x, side) and (y is x or (
                 type(y) is np.ndarray and y.dtype == x.dtype and self._plain_vector(y, side))):
-            s = _dot1(x, y)
+            s = dot1(x, y)
             if math.isfinite(s):  # (else the general path names the NaN/Inf)
                 return x.dtype.type(self._vector_sum("dot", side, x, np.array([s]))[0])
         a, vector, error = self._local(x, "dot", side, finite_later=True)
@@ -220,20 +210,21 @@ class RowAlgebra:
         error = error or error_y
         if error is None and a.shape[1] != b.shape[1]:
             error = f"dot: x has {a.shape[1]} columns and y {b.shape[1]}"
-        local = None if error else _column_dots(a, b)
+        be, stats = self.backend, self.stats
+        local = None if error else be.to_host(be.column_dots(a, b), stats)
         if local is not None and not _all_finite(local):
             error = self._finite_error("dot", side, a, b)
         total = self._checked_sum("dot", side, (a.shape[1], b.shape[1]),
                                   max(a.itemsize, b.itemsize), error, local)
-        return _result(total.astype(a.dtype, copy=False), x, vector)
+        return be.reduced(total, a, x, vector, stats)
 
-    def _finite_error(self, what: str, side: str, *arrays: np.ndarray) -> str | None:
+    def _finite_error(self, what: str, side: str, *arrays) -> str | None:
         """The NaN/Inf error of the first array holding one (None: every entry is finite and
         a sum overflowed). A sum of products is finite only when every factor is (Inf times
         0 is NaN), so a finite sum needs no scan of its inputs."""
         n_local = self._side(side)[1]
         for arr in arrays:
-            error = self.local_rows(arr, what, n_local, side, device=self.device)[1]
+            error = self.local_rows(arr, what, n_local, side, backend=self.backend)[1]
             if error:
                 return error
         return None
@@ -243,39 +234,49 @@ class RowAlgebra:
         accumulated in float64, and scaled when the squares would overflow or underflow
         (then one more all-reduce of the columns' largest magnitudes)."""
         if self._plain_vector(x, side):
-            s = _dot1(x, x)
+            s = dot1(x, x)
             if 1e-290 < s < 1e300:  # (else the general path: NaN/Inf, zero, or scaling)
                 total = self._vector_sum("norm", side, x, np.array([s, 0.0]))
                 if total[1] > 0:  # another rank's squares need scaling: all scale
                     return x.dtype.type(self._scaled_norm(x.reshape(-1, 1))[0])
                 return x.dtype.type(math.sqrt(total[0]))
         a, vector, error = self._local(x, "norm", side, finite_later=True)
+        be, stats = self.backend, self.stats
         local = None
         if error is None:
             f = a.shape[1]
             local = np.empty(f + 1)
-            local[:f] = _column_dots(a, a)
+            local[:f] = be.to_host(be.column_dots(a, a), stats)
             if not _all_finite(local[:f]):  # NaN/Inf in x, or squares that overflowed
                 error = self._finite_error("norm", side, a)
-        if error is None:
-            local[f] = _needs_scaling(a, local[:f])  # counted over the ranks with the sums
+        if error is None:  # counted over the ranks with the sums
+            local[f] = self._needs_scaling(a, local[:f])
         else:
             local = None
         total = self._checked_sum("norm", side, (a.shape[1], 0), a.itemsize, error, local)
         f = a.shape[1]
         if total[f] > 0:  # every rank sees the same count: all take this path together
-            return _result(self._scaled_norm(a).astype(a.dtype), x, vector)
-        return _result(np.sqrt(total[:f]).astype(a.dtype), x, vector)
+            return be.reduced(self._scaled_norm(a), a, x, vector, stats)
+        return be.reduced(np.sqrt(total[:f]), a, x, vector, stats)
 
-    def _scaled_norm(self, a: np.ndarray) -> np.ndarray:
+    def _needs_scaling(self, a, squares: np.ndarray) -> bool:
+        """Would a column's sum of squares overflow or lose digits to underflow?"""
+        if squares.size == 1 and 1e-290 < squares[0] < 1e300:  # one column: no temporaries
+            return False
+        ok = (squares < 1e300) & (squares > 1e-290)
+        if ok.all():
+            return False
+        be = self.backend  # (a zero column's 0 is exact)
+        return bool(np.any(~ok & be.to_host(be.nonzero_columns(a), self.stats)))
+
+    def _scaled_norm(self, a) -> np.ndarray:
         """Column 2-norms as ``s * sqrt(sum((x / s)^2))``, s the largest magnitude of the
         column over all rows (LAPACK's dnrm2 scaling): finite for any finite X."""
-        top = np.abs(a).max(axis=0, initial=0.0).astype(np.float64)
-        top = allreduce_rows(self.grid, top, "max")
+        be, stats = self.backend, self.stats
+        top = allreduce_rows(self.grid, be.to_host(be.column_max_abs(a), stats), "max")
         scale = np.where(top > 0, top, 1.0)
-        squares = allreduce_rows(self.grid, np.einsum("ij,ij->j", a / scale, a / scale,
-                                                      dtype=np.float64))
-        return scale * np.sqrt(squares)
+        squares = be.scaled_squares(a, be.from_host(scale, stats))
+        return scale * np.sqrt(allreduce_rows(self.grid, be.to_host(squares, stats)))
 
     def gram(self, x, y=None, side: str = "input"):
         """Collective: ``x.T @ y`` (``x.T @ x`` without y) over all rows, f_x x f_y, the
@@ -285,14 +286,16 @@ class RowAlgebra:
         if y is not None and y is not x:  # (the collectives are the same either way)
             b, _, error_y = self._local(y, "gram", side)
         error = error or error_y
+        be, stats = self.backend, self.stats
         local = None
         if error is None:
             with scope(blas=True):
-                local = _gram64(a, b).reshape(-1)
+                local = be.to_host(be.gram64(a, b), stats).reshape(-1)
+        dtype_a, dtype_b = be.dtype(a), be.dtype(b)
         total = self._checked_sum("gram", side, (a.shape[1], b.shape[1]),
-                                  max(a.itemsize, b.itemsize), error, local)
-        g = total.reshape(a.shape[1], b.shape[1]).astype(np.result_type(a, b))
-        return like_input(np.ascontiguousarray(g), x)
+                                  max(dtype_a.itemsize, dtype_b.itemsize), error, local)
+        g = total.reshape(a.shape[1], b.shape[1]).astype(np.result_type(dtype_a, dtype_b))
+        return be.like(be.from_host(np.ascontiguousarray(g), stats), x)
 
     # ------------------------------------------------------------ tall-skinny QR
     def qr(self, x, side: str = "input"):
@@ -306,30 +309,41 @@ class RowAlgebra:
         if part.n < f:
             raise collective_error(f"qr: X has {part.n} rows and {f} columns; a QR with "
                                    "orthonormal columns needs at least as many rows")
-        a64 = a.astype(np.float64, copy=False)
+        be = self.backend
+        dtype = be.dtype(a)
+        a64 = be.astype(a, np.float64)
         with scope(blas=True):  # the library's BLAS threads, the caller's back after
             q, r = self._cholqr2(a64)
             if q is None:
                 q, r = self._tsqr(a64)
-        q = q.astype(a.dtype, copy=False)
-        return _vector_out(q, x, vector), like_input(r.astype(a.dtype, copy=False), x)
+        q = be.astype(q, dtype)
+        r = be.from_host(r.astype(dtype, copy=False), self.stats)
+        return be.like(q[:, 0] if vector else q, x), be.like(r, x)
 
-    def _cholqr2(self, a: np.ndarray):
+    def _gram_sum(self, a) -> np.ndarray:
+        """``a.T @ a`` over all rows (float64 a), on the host, the same bits everywhere."""
+        be = self.backend
+        return allreduce_rows(self.grid, be.to_host(be.gram64(a, a), self.stats))
+
+    def _cholqr2(self, a):
         """Two Cholesky QR passes, or (None, None) when the first factor is unusable (every
         rank decides alike: the Gram matrix has the same bits everywhere)."""
-        r1 = _cholesky_upper(allreduce_rows(self.grid, a.T @ a))
+        be, stats = self.backend, self.stats
+        r1 = _cholesky_upper(self._gram_sum(a))
         if r1 is None or np.linalg.cond(r1) > CHOLQR_MAX_COND:
             return None, None
-        q1 = _solve_right(a, r1)
-        r2 = _cholesky_upper(allreduce_rows(self.grid, q1.T @ q1))
+        q1 = be.solve_right(a, be.from_host(r1, stats))
+        r2 = _cholesky_upper(self._gram_sum(q1))
         if r2 is None:
             return None, None
-        return _solve_right(q1, r2), r2 @ r1
+        return be.solve_right(q1, be.from_host(r2, stats)), r2 @ r1
 
-    def _tsqr(self, a: np.ndarray):
-        """TSQR: local QR, the R factors of every block row stacked and factored once more;
-        each rank multiplies its local Q by its slice of the stacked Q."""
-        q_local, r_local = np.linalg.qr(a, mode="reduced")
+    def _tsqr(self, a):
+        """TSQR: local QR, the R factors of every block row stacked and factored once more
+        (on the host); each rank multiplies its local Q by its slice of the stacked Q."""
+        be, stats = self.backend, self.stats
+        q_local, r_local = be.local_qr(a)
+        r_local = be.to_host(r_local, stats)
         comm = self.grid.across_block_rows
         k = np.array(allgather_json(comm, r_local.shape[0]), dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(k)])
@@ -337,8 +351,8 @@ class RowAlgebra:
         q_stack, r = np.linalg.qr(stacked, mode="reduced")
         signs = np.where(np.diag(r) < 0, -1.0, 1.0)
         me = comm.Get_rank()
-        mine = q_stack[offsets[me]:offsets[me + 1]] * signs
-        return np.ascontiguousarray(q_local @ mine), signs[:, None] * r
+        mine = be.from_host(q_stack[offsets[me]:offsets[me + 1]] * signs, stats)
+        return be.contiguous(q_local @ mine), signs[:, None] * r
 
     # ------------------------------------------------------------ rows by id
     def _relabelled(self, side: str, ids: np.ndarray) -> np.ndarray:
@@ -361,38 +375,27 @@ class RowAlgebra:
             agree(self.grid.comm, error)
         elif error:
             raise SpmmgnnError(error)
-        rows = fetch_rows_by_id(self.grid.across_block_rows, part.offsets, a,
-                                self._relabelled(side, wanted))
-        return _vector_out(rows, x, vector)
+        comm = self.grid.across_block_rows
+        rows = fetch_rows_by_id(comm, part.offsets, a, self._relabelled(side, wanted),
+                                self.grid.link(comm), self.stats)
+        return self.backend.like(rows[:, 0] if vector else rows, x)
 
     def allgather_rows(self, x, side: str = "input"):
         """Collective: the whole X (in the caller's order) on every rank."""
         a, vector = self._rows(x, "allgather_rows", side)
         part, _ = self._side(side)
-        full = allgather_blocks(self.grid.across_block_rows, part.offsets, a)
+        be, comm = self.backend, self.grid.across_block_rows
+        full = allgather_blocks(comm, part.offsets, a, self.grid.link(comm), self.stats)
         if not part.is_identity:
-            ordered = np.empty_like(full)
-            ordered[part.perm] = full
+            ordered = be.empty(tuple(full.shape), be.dtype(full))
+            be.put_rows(full, part.perm, ordered)
             full = ordered
-        return _vector_out(full, x, vector)
-
-
-def _as_array(a) -> tuple[np.ndarray | None, str | None]:
-    """A copy of ``a`` as a numpy array of numbers (bool counts as int64), or the error."""
-    try:
-        arr = np.array(a.detach().cpu().numpy() if is_torch(a) else a)
-    except TypeError as exc:  # e.g. a bfloat16 tensor, which numpy cannot hold
-        return None, f"allreduce: cannot read {type(a).__name__} ({exc}); pass .float()"
-    if arr.dtype == np.bool_:
-        arr = arr.astype(np.int64)
-    if arr.dtype.kind not in "fiu":
-        return None, f"allreduce: expected numbers, got dtype {arr.dtype}"
-    return arr, None
+        return be.like(full[:, 0] if vector else full, x)
 
 
 def _global_ids(ids, n: int) -> tuple[np.ndarray, str | None]:
     """The requested ids as int64, and what is wrong with them (None: nothing)."""
-    arr = to_numpy(ids) if is_torch(ids) else np.asarray(ids)
+    arr = host_array(ids)
     if arr.size == 0:
         return np.zeros(0, dtype=np.int64), None
     if arr.ndim != 1 or arr.dtype.kind not in "iu":
@@ -413,11 +416,6 @@ def _cholesky_upper(g: np.ndarray) -> np.ndarray | None:
         return np.linalg.cholesky(g).T
     except np.linalg.LinAlgError:
         return None
-
-
-def _solve_right(a: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """``a @ inv(r)`` for upper triangular r, by a triangular solve."""
-    return np.ascontiguousarray(scipy.linalg.solve_triangular(r, a.T, trans="T").T)
 
 
 _PROBES: dict[tuple, tuple[np.ndarray, bytes]] = {}  # (words, P) -> (head, agreed sums)
@@ -480,69 +478,8 @@ def _disagreement(every: np.ndarray) -> str:
     return f"{what}: ranks disagree on the number of columns or the dtype"
 
 
-def well_formed(arr: np.ndarray, rows: int, finite: bool = True) -> bool:
-    """Whether a numpy array passes every local check of a call taking ``rows`` rows (2-D,
-    C-contiguous, float32/float64, at least one column, no NaN/Inf unless ``finite`` is
-    False) in one quick test; the others take ``check_local`` / ``local_rows``, which say
-    what is wrong."""
-    return (arr.ndim == 2 and arr.shape[0] == rows and arr.shape[1] > 0
-            and arr.dtype in FLOAT_DTYPES and arr.flags.c_contiguous
-            and not (finite and kernels.count_nonfinite(arr)))
-
-
-
 def _all_finite(values: np.ndarray) -> bool:
     """No NaN/Inf among a few sums (one value: a float compare, no array temporaries)."""
     if values.size == 1:
         return math.isfinite(values[0])
     return bool(np.isfinite(values).all())
-
-
-def _column_dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``sum_i a[i, k] b[i, k]`` per column k, accumulated in float64 (one column: BLAS's
-    dot, ``_dot1``; more: einsum, which uses no BLAS)."""
-    if a.shape[1] != 1:
-        return np.einsum("ij,ij->j", a, b, dtype=np.float64)
-    av = a.reshape(-1)
-    return np.array([_dot1(av, av if b is a else b.reshape(-1))])
-
-
-def _dot1(a: np.ndarray, b: np.ndarray) -> float:
-    """The dot of two vectors by BLAS, accumulated in float64 (~1 us on 64 rows against
-    ~5 us for einsum). One of ``BLAS_ROWS`` rows or more runs at the library's BLAS
-    threads (``blas_enter``): numpy's OpenBLAS would run it on every core it found,
-    whatever the ranks sharing them, its idle threads spinning after the call unless
-    ``import spmmgnn`` loaded numpy (at P = 2 on 2 cores: 40-76 ms a call against ~0.1 ms)."""
-    if a.dtype != np.float64:
-        same = b is a
-        a = a.astype(np.float64)
-        b = a if same else b.astype(np.float64)
-    if a.shape[0] < BLAS_ROWS:  # one BLAS thread whatever its setting
-        return a @ b
-    changed = blas_enter()
-    try:
-        return a @ b
-    finally:
-        blas_exit(changed)
-
-
-def _needs_scaling(a: np.ndarray, squares: np.ndarray) -> bool:
-    """Would a column's sum of squares overflow or lose digits to underflow?"""
-    if squares.size == 1 and 1e-290 < squares[0] < 1e300:  # one column: no array temporaries
-        return False
-    ok = (squares < 1e300) & (squares > 1e-290)
-    if ok.all():
-        return False
-    return bool(np.any(~ok & np.any(a != 0, axis=0)))  # (a zero column's 0 is exact)
-
-
-def _gram64(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a.T @ b`` accumulated in float64 (float32 rows cast a block at a time)."""
-    if a.dtype == np.float64 and b.dtype == np.float64:
-        return np.ascontiguousarray(a.T @ b)
-    g = np.zeros((a.shape[1], b.shape[1]))
-    for lo in range(0, a.shape[0], GRAM_ROWS):
-        blk_a = a[lo:lo + GRAM_ROWS].astype(np.float64)
-        blk_b = blk_a if b is a else b[lo:lo + GRAM_ROWS].astype(np.float64)
-        g += blk_a.T @ blk_b
-    return g

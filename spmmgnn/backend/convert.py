@@ -53,6 +53,12 @@ def to_numpy(x, what: str = "input") -> np.ndarray:
     return np.ascontiguousarray(x)
 
 
+def host_array(x) -> np.ndarray:
+    """A caller's list, array or tensor (on any device: an index list, not the grid's rows)
+    as a numpy array, its dimensions as given."""
+    return to_numpy(x) if is_torch(x) else np.asarray(x)
+
+
 def like_input(y: np.ndarray, template):
     """Return ``y`` as the same kind (numpy or torch) as ``template``, on its device (a
     grid with a device computed ``y`` on a host copy: the result goes back there)."""
@@ -60,6 +66,31 @@ def like_input(y: np.ndarray, template):
         t = sys.modules["torch"].from_numpy(y)
         return t if template.device.type == "cpu" else t.to(template.device)
     return y
+
+
+def number_array(a) -> tuple[np.ndarray | None, str | None]:
+    """A copy of ``a`` (a number, a numpy array or a torch tensor on any device) as a numpy
+    array of numbers (bool counts as int64), or what is wrong with it (``allreduce``'s
+    input)."""
+    try:
+        arr = np.array(a.detach().cpu().numpy() if is_torch(a) else a)
+    except TypeError as exc:  # e.g. a bfloat16 tensor, which numpy cannot hold
+        return None, f"allreduce: cannot read {type(a).__name__} ({exc}); pass .float()"
+    if arr.dtype == np.bool_:
+        arr = arr.astype(np.int64)
+    if arr.dtype.kind not in "fiu":
+        return None, f"allreduce: expected numbers, got dtype {arr.dtype}"
+    return arr, None
+
+
+def numbers_like(arr: np.ndarray, a):
+    """``arr`` (made by ``number_array(a)``) as ``a``'s kind: a tensor on ``a``'s device, a
+    numpy array (a numpy scalar for a 0-d one), or a Python number."""
+    if is_torch(a):
+        return like_input(arr, a)
+    if isinstance(a, (np.ndarray, np.generic)):
+        return arr if arr.ndim else arr[()]
+    return arr.item()
 
 
 def mpi_float_type(dtype):

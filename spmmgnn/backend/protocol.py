@@ -179,6 +179,53 @@ class Backend(Protocol):
     def wire_ready(self, send: Any) -> None:
         """Before MPI reads ``send``: the copies or the work writing it have finished."""
 
+    # ------------------------------------------------------------ row algebra (linalg)
+    # The local halves of the operator's reductions and QR; only their small f or f x f
+    # results cross to the host (``to_host``) for the MPI reduction and agreement.
+    def column_dots(self, a: Array, b: Array) -> Array:
+        """``sum_i a[i, k] b[i, k]`` per column k, accumulated in float64."""
+
+    def nonzero_columns(self, a: Array) -> Array:
+        """Per column: does it hold a non-zero (bool)?"""
+
+    def column_max_abs(self, a: Array) -> Array:
+        """Per column: the largest magnitude, float64 (0 for no rows)."""
+
+    def scaled_squares(self, a: Array, scale: Array) -> Array:
+        """Per column k: ``sum_i (a[i, k] / scale[k])^2`` in float64."""
+
+    def gram64(self, a: Array, b: Array) -> Array:
+        """``a.T @ b`` accumulated in float64."""
+
+    def astype(self, x: Array, dtype) -> Array:
+        """``x`` in numpy's ``dtype`` (``x`` itself when it has it)."""
+
+    def copy(self, x: Array) -> Array: ...
+
+    def solve_right(self, a: Array, r: Array) -> Array:
+        """``a @ inv(r)`` for an upper triangular ``r``, by a triangular solve."""
+
+    def local_qr(self, a: Array) -> tuple[Array, Array]:
+        """The reduced QR of this rank's rows."""
+
+    def take_rows(self, x: Array, idx: np.ndarray) -> Array:
+        """A new array of ``x[idx]`` (``idx`` made for this call)."""
+
+    def put_rows(self, rows: Array, idx: np.ndarray, out: Array) -> None:
+        """``out[idx] = rows`` (``idx`` kept for the plan's life, as ``index``)."""
+
+    def reduced(self, values: np.ndarray, like: Array, template: Any, vector: bool,
+                stats=None) -> Any:
+        """A reduction's host ``values`` (one per column) in the dtype of ``like`` and the
+        kind of the caller's input (one value for a vector input); counted as
+        ``device_host`` with ``stats`` off the host."""
+
+    def numbers(self, a: Any, stats=None) -> tuple[np.ndarray | None, str | None]:
+        """A host copy of ``allreduce``'s input as numbers, or what is wrong with it."""
+
+    def numbers_like(self, arr: np.ndarray, a: Any, stats=None) -> Any:
+        """``allreduce``'s host result ``arr`` as the kind of its input ``a``."""
+
 
 class Request(Protocol):
     """A posted exchange; ``Wait()`` completes it (MPI's spelling)."""

@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 
 from ..local.codecs import CastCodec
+from .convert import number_array, numbers_like
 from .staging import Staging
 
 TORCH_DTYPES = ("float32", "float64", "float16", "bfloat16", "uint8", "int32", "int64")
@@ -224,7 +225,8 @@ class TorchBackend:
         the ``device_host`` tier with ``stats``."""
         import torch
 
-        t = torch.from_numpy(np.ascontiguousarray(a))
+        a = np.asarray(a)  # (ascontiguousarray would make a 0-d array 1-d)
+        t = torch.from_numpy(a if a.flags.c_contiguous else np.ascontiguousarray(a))
         if stats is not None:
             stats.bytes_host_to_device += int(a.nbytes)
         if self.device.type == "cpu":
@@ -410,5 +412,94 @@ class TorchBackend:
             torch.cuda.synchronize(self.device)
 
     # ------------------------------------------------------------ row algebra (linalg)
+    @staticmethod
+    def column_dots(a, b):
+        """``sum_i a[i, k] b[i, k]`` per column k, computed in float64 on the device."""
+        import torch
+
+        a64 = a.to(torch.float64)
+        b64 = a64 if b is a else b.to(torch.float64)
+        return (a64 * b64).sum(dim=0)
+
+    @staticmethod
+    def nonzero_columns(a):
+        return (a != 0).any(dim=0)
+
+    @staticmethod
+    def column_max_abs(a):
+        """Per column: the largest magnitude (0 for no rows), float64."""
+        import torch
+
+        if a.shape[0] == 0:
+            return torch.zeros(a.shape[1], dtype=torch.float64, device=a.device)
+        return a.abs().amax(dim=0).to(torch.float64)
+
+    @staticmethod
+    def scaled_squares(a, scale):
+        """Per column k: ``sum_i (a[i, k] / scale[k])^2`` in float64."""
+        import torch
+
+        s = a.to(torch.float64) / scale
+        return (s * s).sum(dim=0)
+
+    @staticmethod
+    def gram64(a, b):
+        """``a.T @ b`` in float64 on the device."""
+        import torch
+
+        a64 = a.to(torch.float64)
+        b64 = a64 if b is a else b.to(torch.float64)
+        return (a64.T @ b64).contiguous()
+
+    @staticmethod
+    def astype(x, dtype):
+        return x.to(torch_dtype(dtype))
+
+    @staticmethod
+    def copy(x):
+        return x.clone()
+
+    @staticmethod
+    def solve_right(a, r):
+        """``a @ inv(r)`` for upper triangular r (on the device), by a triangular solve."""
+        import torch
+
+        return torch.linalg.solve_triangular(r, a, upper=True, left=False).contiguous()
+
+    @staticmethod
+    def local_qr(a):
+        import torch
+
+        return torch.linalg.qr(a, mode="reduced")
+
+    def take_rows(self, x, idx: np.ndarray):
+        """A new tensor of ``x[idx]`` (``idx``: a list made for this call, sent each time)."""
+        import torch
+
+        t = torch.from_numpy(np.ascontiguousarray(idx, dtype=np.int64))
+        return x.index_select(0, t.to(self.device))
+
+    def put_rows(self, rows, idx: np.ndarray, out) -> None:
+        """``out[idx] = rows`` (``idx``: a list kept for the plan's life, as ``index``)."""
+        out.index_copy_(0, self.index(idx), rows)
+
+    def reduced(self, values: np.ndarray, like, template, vector: bool, stats=None):
+        """A reduction's host ``values`` in the dtype of ``like``, on the device: a 0-d
+        tensor for a vector input."""
+        values = np.ascontiguousarray(values.astype(self.dtype(like), copy=False))
+        return self.from_host(values.reshape(()) if vector else values, stats)
+
+    def numbers(self, a, stats=None) -> tuple[np.ndarray | None, str | None]:
+        """A host copy of ``allreduce``'s input as numbers (a tensor of the grid counted
+        as ``device_host`` with ``stats``), or what is wrong with it."""
+        arr, error = number_array(a)
+        if error is None and stats is not None and self.is_native(a):
+            stats.bytes_device_to_host += self.nbytes(a)
+        return arr, error
+
+    def numbers_like(self, arr: np.ndarray, a, stats=None):
+        """``allreduce``'s result as its input's kind (a tensor of the grid: counted)."""
+        return self.from_host(arr, stats) if self.is_native(a) else numbers_like(arr, a)
+
 
     # ------------------------------------------------------------ dense ops of a step

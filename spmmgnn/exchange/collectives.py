@@ -12,7 +12,9 @@ all-reduce of ``spmmgnn.nn``, the trainer):
 
 Rows by global id use the same communicator: a rank asks the owners among the ranks with its
 replica index (``fetch_rows_by_id``: one ``Alltoallv`` of the ids, one of the rows, traffic
-proportional to what is asked).
+proportional to what is asked). The index lists travel by MPI as numpy arrays; the rows are
+the grid's backend arrays and travel by the grid's link of the communicator (MPI, staged
+through host memory on a torch backend and counted as ``device_host``; or torch.distributed).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from .halo import displacements
+from .transport import displacements, mpi_link
 
 REDUCE_OPS = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
 
@@ -36,19 +38,18 @@ def allreduce_rows(grid, buf: np.ndarray, op: str = "sum") -> np.ndarray:
     return buf
 
 
-def row_type(row_bytes: int) -> MPI.Datatype:
-    """A committed contiguous MPI type of ``row_bytes`` bytes (free it after use)."""
-    return MPI.BYTE.Create_contiguous(int(row_bytes)).Commit()
-
-
-def fetch_rows_by_id(comm: MPI.Comm, offsets: np.ndarray, local: np.ndarray,
-                     ids: np.ndarray) -> np.ndarray:
+def fetch_rows_by_id(comm: MPI.Comm, offsets: np.ndarray, local, ids: np.ndarray,
+                     link=None, stats=None):
     """Collective over ``comm``, whose rank b owns global rows ``offsets[b]:offsets[b+1]``
-    (``local``: this rank's rows, 2-D, the same width and dtype on every rank).
+    (``local``: this rank's rows, 2-D, the same width and dtype on every rank, an array of
+    ``link``'s backend; without a link, numpy over MPI).
 
     Each rank asks for any global ``ids`` (any number, any order, repeats allowed) and gets
     ``local``-like rows for them in that order. One ``Alltoall`` of counts, one ``Alltoallv``
-    of the distinct ids, one of the rows: traffic is proportional to the rows asked for."""
+    of the distinct ids (MPI, numpy), one of the rows (``link``: what it stages is counted
+    with ``stats``): traffic is proportional to the rows asked for."""
+    link = mpi_link(comm) if link is None else link
+    be = link.backend
     k, me = comm.Get_size(), comm.Get_rank()
     offsets = np.asarray(offsets, dtype=np.int64)
     uniq, inverse = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
@@ -60,24 +61,21 @@ def fetch_rows_by_id(comm: MPI.Comm, offsets: np.ndarray, local: np.ndarray,
     asked = np.empty(int(recv_counts.sum()), dtype=np.int64)
     comm.Alltoallv([uniq, (send_counts, sdispl), MPI.INT64_T],
                    [asked, (recv_counts, rdispl), MPI.INT64_T])
-    answer = np.ascontiguousarray(local[asked - offsets[me]])
-    got = np.empty((uniq.size, local.shape[1]), dtype=local.dtype)
-    rt = row_type(local.shape[1] * local.itemsize)
-    try:
-        comm.Alltoallv([answer, (recv_counts, rdispl), rt], [got, (send_counts, sdispl), rt])
-    finally:
-        rt.Free()
-    return got[inverse.reshape(-1)]
+    answer = be.take_rows(local, asked - offsets[me])
+    got = be.empty((uniq.size, local.shape[1]), be.dtype(local))
+    link.ialltoallv(answer, recv_counts, got, send_counts, stats, "fetch_rows", rdispl,
+                    sdispl).Wait()
+    return be.take_rows(got, inverse.reshape(-1))
 
 
-def allgather_blocks(comm: MPI.Comm, offsets: np.ndarray, local: np.ndarray) -> np.ndarray:
+def allgather_blocks(comm: MPI.Comm, offsets: np.ndarray, local, link=None, stats=None):
     """Collective over ``comm``: every rank's block of rows (2-D, rank b holding rows
-    ``offsets[b]:offsets[b+1]``) stacked in rank order on every rank."""
+    ``offsets[b]:offsets[b+1]``, an array of ``link``'s backend; without a link, numpy
+    over MPI) stacked in rank order on every rank."""
+    link = mpi_link(comm) if link is None else link
+    be = link.backend
     counts = np.diff(np.asarray(offsets, dtype=np.int64))
-    full = np.empty((int(counts.sum()), local.shape[1]), dtype=local.dtype)
-    rt = row_type(local.shape[1] * local.itemsize)
-    try:
-        comm.Allgatherv([local, rt], [full, (counts, displacements(counts)), rt])
-    finally:
-        rt.Free()
+    f = local.shape[1]
+    full = be.empty((int(counts.sum()), f), be.dtype(local))
+    link.allgatherv(be.contiguous(local), full, counts * f, stats, "allgather_rows")
     return full
