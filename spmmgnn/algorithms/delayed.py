@@ -34,7 +34,6 @@ from ..exchange.halo import Exchange
 from ..local.hashing import hash_ids
 from ..runtime.errors import SpmmgnnError
 from .base import DistSpMM
-from .delayed_device import DeviceDelayed
 
 BACKWARDS = ("local", "delayed")
 
@@ -80,7 +79,11 @@ class DelayedRemote:
         self.backward = backward
         self.bins = GhostBins(op, self.staleness, seed) if self.staleness and not drop else None
         # a device grid: the same calls on torch tensors (delayed_device.py)
-        self.device = DeviceDelayed(self) if op.device is not None else None
+        self.device = None
+        if op.device is not None:
+            from .delayed_device import DeviceDelayed
+
+            self.device = DeviceDelayed(self)
         self._views: list[DelayedView] = []
 
     def remote_share(self) -> float:

@@ -4,7 +4,8 @@ Every rank holds the same weights and computes the gradient of its own rows' sha
 loss; the full gradient is the sum of the shares over the ranks holding distinct rows
 (``grid.across_block_rows``), each row once. Summing over the whole world instead would count
 each row c times on a 1.5D grid (c replicas of every block row). The rule is
-``spmmgnn.exchange.collectives.allreduce_rows``, which the trainer uses too.
+``spmmgnn.exchange.collectives.allreduce_rows_linked`` (through the grid's transport, on its
+backend's tensors), which the trainer uses too.
 
 Parameters distributed by rows (``spmmgnn.nn.distributed_rows``, ``RowEmbedding``) are not
 summed: their gradient is already per row. Anything else must be replicated, and a parameter
@@ -21,7 +22,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from ..exchange.collectives import allreduce_rows
+from ..exchange.collectives import allreduce_rows_linked
 from ..runtime.errors import agree, collective_error
 from .rows import row_layout
 
@@ -119,10 +120,11 @@ def allreduce_gradients(parameters: Iterable[torch.Tensor], op_or_grid) -> None:
     position = [i for i, p in enumerate(params) if row_layout(p) is None]
     shared = [params[i] for i in position]
     _check(grid, shared, rows, position)
-    flat = _flat(shared)
-    allreduce_rows(grid, flat.numpy())
+    be = grid.backend
+    flat = be.place(_flat(shared))
+    allreduce_rows_linked(grid, be.of_tensor(flat))
     _unflatten(shared, flat)
     if rows and grid.across_replicas.Get_size() > 1:
-        local = _flat(rows)
-        grid.across_replicas.Bcast(local.numpy(), root=0)
+        local = be.place(_flat(rows))
+        grid.link(grid.across_replicas).bcast(be.of_tensor(local), 0)
         _unflatten(rows, local)
