@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import pytest
 import torch
+from mpi4py import MPI
 
 from spmmgnn import SpmmgnnError
+from spmmgnn.backend.device import free_memory
 from spmmgnn.runtime.machine import available_bytes, llc_bytes
 from spmmgnn.runtime.settings import SETTINGS, env_setting
 from spmmgnn.runtime.threads import busy_setting, default_threads
-from spmmgnn.training.on_device import free_bytes
 
 READERS = {  # each setting through the code that uses it
     "SPMMGNN_THREADS": default_threads,
     "SPMMGNN_BUSY_CORES": busy_setting,
     "SPMMGNN_AVAILABLE_MEMORY": available_bytes,
-    "SPMMGNN_DEVICE_MEMORY": lambda: free_bytes(torch.device("cpu"), 1),
+    "SPMMGNN_DEVICE_MEMORY": lambda: free_memory(torch.device("cpu"), MPI.COMM_SELF),
     "SPMMGNN_LLC_BYTES": llc_bytes,
 }
 BAD = [("inf", "not a finite number"), ("1e400", "not a finite number"),

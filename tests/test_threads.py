@@ -119,7 +119,7 @@ def test_busy_cores_take_threads_and_change_no_number(tmp_path, P):
 
 @pytest.mark.parametrize("rows", [0, 1, 1003, 20_011])
 def test_weight_gradient_is_the_same_bits_on_fewer_running_threads(monkeypatch, rows):
-    """``nn.linear.weight_grad`` (OpenBLAS splits g.T @ h over the rows by its own thread
+    """``dense_host.weight_grad`` (OpenBLAS splits g.T @ h over the rows by its own thread
     count) gives the same bits with 2 threads chosen whether 2 or 1 run, and g.T @ h."""
     from spmmgnn.nn.linear import weight_grad
     from spmmgnn.runtime import threads
@@ -203,12 +203,12 @@ def test_openblas_idle_threads_sleep_after_a_product():
 @pytest.mark.parametrize("rows, k, f", [(0, 8, 8), (1003, 40, 24), (40_011, 128, 10),
                                         (30_001, 10, 128)])
 def test_panel_products_are_one_products_bits(monkeypatch, rows, k, f):
-    """``nn.linear.panel_matmul`` (one panel of rows per chosen thread, each on one OpenBLAS
+    """``dense_host.panel_matmul`` (one panel of rows per chosen thread, each on one OpenBLAS
     thread, so no OpenBLAS worker is left spinning) writes the bits of one single-threaded
     ``a @ b`` whatever the panel count: a row's result does not depend on its panel."""
     from threadpoolctl import threadpool_limits
 
-    from spmmgnn.nn import linear
+    from spmmgnn.backend import dense_host as linear
 
     monkeypatch.setattr(linear, "PANEL_ROWS", 64)  # panels even on the small shapes
     rng = np.random.default_rng(rows)

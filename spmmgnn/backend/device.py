@@ -20,7 +20,7 @@ from mpi4py import MPI
 
 from ..runtime.errors import agree
 from ..runtime.stats import CommStats
-from ..runtime.wire import bcast_json
+from ..runtime.wire import allgather_json, bcast_json
 from .convert import is_torch
 
 KINDS = ("cpu", "cuda")
@@ -35,6 +35,22 @@ def _parse(spec) -> tuple[str | None, int | None, str | None]:
     if kind not in KINDS or (index and (kind != "cuda" or not index.isdigit())):
         return None, None, (f"device must be None, 'cpu', 'cuda' or 'cuda:k', got {spec!r}")
     return kind, int(index) if index else None, None
+
+
+def device_spec_error(spec) -> str | None:
+    """What is wrong with a ``device=`` value (None: nothing; None itself is the host)."""
+    return _parse(spec)[2]
+
+
+def device_mismatch(spec, device) -> str | None:
+    """Why a run that names device ``spec`` cannot use a grid on ``device`` (None: it can,
+    or it names none)."""
+    kind = _parse(spec)[0]
+    if kind is None or (device is not None and kind == device.type):
+        return None
+    return (f"TrainConfig(device={spec!r}) but the operator's grid has device="
+            f"{describe(device)}: build the grid with ProcessGrid(..., device={spec!r}) "
+            "(spmmgnn train --device does)")
 
 
 def resolve_device(spec, comm: MPI.Comm, node_comm: MPI.Comm):
@@ -135,3 +151,27 @@ def synchronizer(device):
     import torch
 
     return lambda: torch.cuda.synchronize(device)
+
+
+MEMORY_ENV = "SPMMGNN_DEVICE_MEMORY"  # pretend a device's free bytes (tests, CI)
+
+
+def free_memory(device, comm: MPI.Comm) -> int | None:
+    """Collective over ``comm``: the device memory this rank may use (None: unknown, no
+    check). ``SPMMGNN_DEVICE_MEMORY`` when set (any device, so CI tests a refusal on
+    ``device="cpu"``; a value that is not a number of bytes raises ``SpmmgnnError``), else on
+    CUDA the device's free memory shared by the ranks of this node on it, plus what this
+    process holds there already (the operator's blocks and the data, counted in the need)."""
+    from ..runtime.settings import env_setting
+
+    key = [MPI.Get_processor_name(), device.type, device.index]  # (JSON: no pickle)
+    sharing = sum(1 for k in allgather_json(comm, key) if k == key)  # on every rank, first
+    value = env_setting(MEMORY_ENV)
+    if value is not None:
+        return int(value)
+    if device.type != "cuda":
+        return None
+    import torch
+
+    free, _ = torch.cuda.mem_get_info(device)
+    return int(free) // max(1, sharing) + int(torch.cuda.memory_allocated(device))

@@ -319,6 +319,83 @@ class HostBackend:
 
 
     # ------------------------------------------------------------ dense ops of a step
+    # torch tensors in and out (autograd runs through them), CPU tensors sharing numpy memory
+    @staticmethod
+    def place(t):
+        """``t`` (a tensor or a module) where this backend's tensors live: the CPU, as is."""
+        return t
+
+    @staticmethod
+    def of_tensor(t) -> np.ndarray:
+        """The backend array sharing tensor ``t``'s memory (a link's buffer): its numpy view."""
+        return t.detach().numpy()
+
+    @staticmethod
+    def vertex_ids(ids) -> np.ndarray:
+        """Global vertex ids as the dropout kernels read them (int64, contiguous)."""
+        return np.ascontiguousarray(ids, dtype=np.int64)
+
+    @staticmethod
+    def linear(h, w, b=None, add=None):
+        """``h @ w (+ b) (+ add)``, differentiable (``dense_host.Linear``: OpenBLAS, numba)."""
+        from .dense_host import linear
+
+        return linear(h, w, b, add)
+
+    @staticmethod
+    def relu_dropout(z, ids, p: float, seed: int, step: int, layer: int, bias=None,
+                     col0: int = 0):
+        """``dropout(relu(z + bias))`` with the vertex-keyed mask, one fused numba pass each
+        way (``dense_host.relu_dropout``)."""
+        from .dense_host import relu_dropout
+
+        return relu_dropout(z, ids, p, seed, step, layer, bias=bias, col0=col0)
+
+    @staticmethod
+    def vertex_dropout(x, ids, p: float, seed: int, step: int, layer: int):
+        """Dropout of rows ``x`` with the vertex-keyed mask (``dense_host.vertex_dropout``)."""
+        from .dense_host import vertex_dropout
+
+        return vertex_dropout(x, ids, p, seed, step, layer)
+
+    @staticmethod
+    def dropout_mask(ids, f: int, p: float, seed: int, step: int, layer: int):
+        """The float32 ``len(ids) x f`` mask tensor: ``1/(1-p)`` kept, 0 dropped."""
+        import torch
+
+        from .dense_host import dropout_mask
+
+        return torch.from_numpy(dropout_mask(ids, f, p, seed, step, layer))
+
+    @staticmethod
+    def loss_sum(logits, labels, rows):
+        """Sum of cross-entropy over the rows ``rows`` (indices), differentiable
+        (``dense_host.MaskedCrossEntropy``: one numba pass each way)."""
+        from .dense_host import rows_loss_sum
+
+        return rows_loss_sum(logits, labels, rows)
+
+    @staticmethod
+    def evaluation_sums(logits, labels, rows: list, stats=None) -> np.ndarray:
+        """Per split (``rows``: each split's row indices) the loss sum and the correct
+        predictions of this rank's rows, float64 on the host."""
+        from .dense_host import evaluation_sums
+
+        return evaluation_sums(logits, labels, rows)
+
+    @staticmethod
+    def adam_step(p, grad, state: dict, lr: float, betas, eps: float, wd: float) -> None:
+        """One Adam step of ``p`` (``state``: step, advanced already, and the moments): the
+        fused numba pass (``dense_host.adam_step``)."""
+        from .dense_host import adam_step
+
+        adam_step(p, grad, state, lr, betas, eps, wd)
+
+    @staticmethod
+    def training_memory(comm) -> int | None:
+        """Collective over ``comm``: the bytes of device memory this rank may train in (None:
+        no device; the host's memory is checked by the model's own preflight)."""
+        return None
 
 
 HOST = HostBackend()

@@ -263,3 +263,59 @@ class Link(Protocol):
 
     def allgatherv(self, send: Array, recv: Array, counts: np.ndarray,
                    stats=None) -> None: ...
+
+    def iallreduce(self, buf: Array, op: str = "sum", stats=None, name: str = "") -> Request:
+        """Post ``allreduce(buf)``; ``Wait()`` before reading ``buf`` (or writing it)."""
+
+    def ireduce_scatter(self, send: Array, recv: Array, counts: np.ndarray, stats=None,
+                        name: str = "") -> Request:
+        """Post ``reduce_scatter``; ``Wait()`` before reading ``recv`` (``send`` untouched
+        until then, and undefined after)."""
+
+
+@runtime_checkable
+class DenseOps(Protocol):
+    """The dense operations of a training step, part of every ``Backend``: torch tensors in
+    and out (on the host backend CPU tensors sharing numpy memory), differentiable where a
+    step differentiates them. The host backend runs them as before there was a backend
+    (OpenBLAS, numba: the same bits); the torch backend by torch's operations on its device.
+    The dropout masks are keyed by global vertex ids (the same masks on any layout)."""
+
+    def place(self, t: Any) -> Any:
+        """A tensor or module where this backend's tensors live."""
+
+    def of_tensor(self, t: Any) -> Array:
+        """The backend array sharing tensor ``t``'s memory (what a ``Link`` takes)."""
+
+    def vertex_ids(self, ids: Any) -> Any:
+        """Global vertex ids where the dropout reads them (convert once, pass often)."""
+
+    def linear(self, h: Any, w: Any, b: Any = None, add: Any = None) -> Any:
+        """``h @ w (+ b) (+ add)``."""
+
+    def relu_dropout(self, z: Any, ids: Any, p: float, seed: int, step: int, layer: int,
+                     bias: Any = None, col0: int = 0) -> Any:
+        """``dropout(relu(z + bias))``; column k of ``z`` is feature ``col0 + k``."""
+
+    def vertex_dropout(self, x: Any, ids: Any, p: float, seed: int, step: int,
+                       layer: int) -> Any:
+        """Dropout of the rows ``x`` (one per vertex id)."""
+
+    def dropout_mask(self, ids: Any, f: int, p: float, seed: int, step: int,
+                     layer: int) -> Any:
+        """The float32 ``len(ids) x f`` mask: ``1/(1-p)`` kept, 0 dropped."""
+
+    def loss_sum(self, logits: Any, labels: Any, rows: Any) -> Any:
+        """Sum of the cross-entropy of the rows ``rows`` (indices)."""
+
+    def evaluation_sums(self, logits: Any, labels: Any, rows: list,
+                        stats=None) -> np.ndarray:
+        """Per split (``rows``: each split's indices) the loss sum and the number of correct
+        predictions, float64 on the host."""
+
+    def adam_step(self, p: Any, grad: Any, state: dict, lr: float, betas, eps: float,
+                  wd: float) -> None:
+        """One Adam step of ``p`` (``state``: the advanced step counter, the moments)."""
+
+    def training_memory(self, comm) -> int | None:
+        """Collective: the device memory this rank may train in (None: no device)."""

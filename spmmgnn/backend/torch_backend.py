@@ -503,3 +503,76 @@ class TorchBackend:
 
 
     # ------------------------------------------------------------ dense ops of a step
+    def place(self, t):
+        """``t`` (a tensor or a module) on this backend's device."""
+        return t.to(self.device)
+
+    @staticmethod
+    def of_tensor(t):
+        """The backend array sharing tensor ``t``'s memory (a link's buffer): ``t``."""
+        return t.detach()
+
+    def vertex_ids(self, ids):
+        """Global vertex ids as an int64 tensor on the device (one there already: itself)."""
+        import torch
+
+        if isinstance(ids, torch.Tensor) and ids.device == self.device:
+            return ids
+        return torch.as_tensor(np.ascontiguousarray(ids, dtype=np.int64)).to(self.device)
+
+    @staticmethod
+    def linear(h, w, b=None, add=None):
+        """``h @ w (+ b) (+ add)`` by torch's products (``dense_torch.linear``)."""
+        from .dense_torch import linear
+
+        return linear(h, w, b, add)
+
+    def relu_dropout(self, z, ids, p: float, seed: int, step: int, layer: int, bias=None,
+                     col0: int = 0):
+        """``dropout(relu(z + bias))`` with the vertex-keyed mask (``dense_torch``): the one
+        method a fused kernel of the three replaces."""
+        from .dense_torch import relu_dropout
+
+        return relu_dropout(z, self.vertex_ids(ids), p, seed, step, layer, bias, col0)
+
+    def vertex_dropout(self, x, ids, p: float, seed: int, step: int, layer: int):
+        """Dropout of rows ``x`` with the vertex-keyed mask (``dense_torch``)."""
+        from .dense_torch import vertex_dropout
+
+        return vertex_dropout(x, self.vertex_ids(ids), p, seed, step, layer)
+
+    def dropout_mask(self, ids, f: int, p: float, seed: int, step: int, layer: int):
+        """The float32 ``len(ids) x f`` mask tensor on the device: ``1/(1-p)`` kept, 0
+        dropped."""
+        from .dense_torch import dropout_mask
+
+        return dropout_mask(self.vertex_ids(ids), f, p, seed, step, layer)
+
+    @staticmethod
+    def loss_sum(logits, labels, rows):
+        """Sum of cross-entropy over the rows ``rows`` (indices), by torch's operations."""
+        from .dense_torch import loss_sum
+
+        return loss_sum(logits, labels, rows)
+
+    def evaluation_sums(self, logits, labels, rows: list, stats=None) -> np.ndarray:
+        """Per split the loss sum and the correct predictions, computed on the device and
+        copied to the host in one piece (counted as ``device_host`` with ``stats``)."""
+        from .dense_torch import evaluation_sums
+
+        return np.array(self.to_host(evaluation_sums(logits, labels, rows), stats),
+                        dtype=np.float64)
+
+    @staticmethod
+    def adam_step(p, grad, state: dict, lr: float, betas, eps: float, wd: float) -> None:
+        """One Adam step of ``p`` by torch's tensor operations on its device."""
+        from .dense_torch import adam_step
+
+        adam_step(p, grad, state, lr, betas, eps, wd)
+
+    def training_memory(self, comm) -> int | None:
+        """Collective over ``comm``: the bytes of device memory this rank may train in
+        (``device.free_memory``; None: unknown, no check)."""
+        from .device import free_memory
+
+        return free_memory(self.device, comm)

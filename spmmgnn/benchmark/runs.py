@@ -52,7 +52,8 @@ def spmm_run(comm: MPI.Comm, run: dict, A, parts: PartitionCache) -> dict | None
     from .graphs import features_for
 
     grid = ALGORITHMS[run["algorithm"]].grid_for(comm, run["c"], run.get("grid"),
-                                                 run.get("ranks_per_node"))
+                                                 run.get("ranks_per_node"),
+                                                 transport=run.get("transport", "auto"))
     part, part_seconds = parts.get(comm, run["graph"], A, grid.n_block_rows,
                                    run["partitioner"], run["seed"], grid.block_rows_per_node)
     opts = {} if run["codec"] == "none" else dict(codec=run["codec"])
@@ -120,6 +121,7 @@ def train_spec(run: dict):
                    layers=int(run["layers"]), epochs=int(run["epochs"]),
                    eval_every=int(run["epochs"]), dtype=run["dtype"], seed=int(run["seed"]),
                    no_cache=not run["cache"], quiet=True, device=run.get("device"),
+                   transport=run.get("transport", "auto"),
                    grid_layout=bool(run.get("grid_layout", False)),
                    plexus_blocks=int(run.get("plexus_blocks", 0)))
 

@@ -47,6 +47,7 @@ class SweepConfig:
     dtype: str = "float32"
     seed: int = 0
     device: str = "none"          # train mode on a torch device (spmmgnn train --device)
+    transport: str = "auto"       # how rows travel: mpi, torch (torch.distributed) or auto
     # train mode in the algorithm's own blocks (spmmgnn train --grid-layout / --plexus-blocks)
     grid_layout: bool = False
     plexus_blocks: int = 0
@@ -136,11 +137,13 @@ class SweepConfig:
 
 
     def _check_device(self) -> None:
-        """``device`` names cpu, cuda or cuda:k, runs train mode only (``spmmgnn spmm
-        --device`` times the bare product) and algorithms that run on a device."""
-        from ..algorithms import ALGORITHMS
-        from ..algorithms.base import device_families
+        """``device`` names cpu, cuda or cuda:k and runs train mode only (``spmmgnn spmm
+        --device`` times the bare product); ``transport`` is mpi, torch or auto."""
+        from ..exchange.transport import TRANSPORTS
 
+        if self.transport not in TRANSPORTS:
+            raise SpmmgnnError(f"sweep: transport must be one of {', '.join(TRANSPORTS)}, "
+                               f"got {self.transport!r}")
         if self.device == "none":
             return
         if self.device.partition(":")[0] not in ("cpu", "cuda"):
@@ -149,10 +152,6 @@ class SweepConfig:
         if "spmm" in self.modes:
             raise SpmmgnnError("sweep: --device runs the train mode (spmmgnn train --device); "
                                "time the bare product with spmmgnn spmm --device")
-        bad = [a for a in self.algorithms if not ALGORITHMS[a].runs_on_device]
-        if bad:
-            raise SpmmgnnError(f"sweep: {', '.join(bad)} do not run on a device; the "
-                               f"algorithms that do: {', '.join(device_families())}")
 
 
     def _check_layout(self) -> None:
@@ -238,6 +237,8 @@ def _run(cfg: SweepConfig, graph: str, mode: str, algo: str, P: int, c: int,
         run["ranks_per_node"] = cfg.ranks_per_node
     if cfg.device != "none":  # (runs without a device keep their earlier ids)
         run["device"] = cfg.device
+    if cfg.transport != "auto":  # (so do runs on the default transport)
+        run["transport"] = cfg.transport
     if mode == "spmm":
         run["repeat"] = cfg.repeat
     else:

@@ -73,6 +73,8 @@ def add_parser(sub) -> None:
     s.add_argument("--seed", type=int)
     s.add_argument("--device", help="train mode on a torch device: cpu, cuda or cuda:k (as "
                    "spmmgnn train --device; default none: numpy/numba)")
+    s.add_argument("--transport", choices=["mpi", "torch", "auto"],
+                   help="how the rows travel (as spmmgnn train --transport; default auto)")
     s.add_argument("--grid-layout", action="store_const", const=True,
                    help="train mode, oblivious2d/oblivious3d: the activations stay in SUMMA's "
                         "blocks between layers (as spmmgnn train --grid-layout)")

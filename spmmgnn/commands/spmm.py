@@ -9,7 +9,6 @@ import numpy as np
 from mpi4py import MPI
 
 from ..algorithms import ALGORITHMS, DistSpMM
-from ..backend.device import synchronizer, to_device, to_host
 from ..runtime.atomic import check_writable, write_text_atomic
 from ..runtime.errors import agree, check_on_root, collective_error
 from ..runtime.machine import check_memory
@@ -54,6 +53,10 @@ def add_parser(sub) -> None:
     p.add_argument("--device", choices=["none", "cpu", "cuda"], default="none",
                    help="where the operator's data lives: none (numpy/numba), or torch "
                         "tensors on cpu or cuda (the 1D and 1.5D algorithms; docs/gpu.md)")
+    p.add_argument("--transport", choices=["mpi", "torch", "auto"], default="auto",
+                   help="how the rows travel: mpi, or torch (torch.distributed: NCCL on CUDA, "
+                        "Gloo on the CPU); auto: NCCL on CUDA grids of more than one rank, "
+                        "MPI otherwise")
     p.add_argument("--json", help="write the results as JSON to this file")
     p.set_defaults(func=run)
     file_roles(p, outputs={"json": "--json"})
@@ -79,15 +82,17 @@ def run(args) -> int:
         return A, X.astype(args.dtype)
 
     A, X = check_on_root(comm, 0, build) or (None, None)
-    device = None if args.device == "none" else args.device
+    device = {"none": None}.get(args.device, args.device)
     grids = {algo: ALGORITHMS[algo].grid_for(comm, args.replication, args.grid,
-                                             args.ranks_per_node, device=device)
+                                             args.ranks_per_node, device=device,
+                                             transport=args.transport)
              for algo in args.algorithm}
     if comm.rank == 0:
         graph = (f"R-MAT scale {args.scale}" if args.graph == "rmat" else
                  f"random graph (n={args.n}, degree {args.degree:g})")
         print(f"spmmgnn spmm: {graph}: n={A.shape[0]} nnz={A.nnz} f={args.features} "
-              f"{args.dtype} | P={comm.size} contiguous block rows | device={args.device} | "
+              f"{args.dtype} | P={comm.size} contiguous block rows | device={args.device}, "
+              f"transport={grids[args.algorithm[0]].transport.describe()} | "
               f"threads/rank={threads} | exchange={args.exchange}, "
               f"{grids[args.algorithm[0]].node_label()} | {args.repeat} timed SpMMs after "
               "one warm-up",
@@ -98,25 +103,26 @@ def run(args) -> int:
         takes = ALGORITHMS[algo].takes_exchange
         op = DistSpMM.from_scipy(A, grid, algorithm=algo,
                                  exchange=args.exchange if takes else "flat")
-        x = op.scatter_rows(on_device(X, grid.device) if comm.rank == 0 else None)
+        be = grid.backend
+        x = op.scatter_rows(be.from_host(X) if comm.rank == 0 else None)
         y = op.matmul(x)  # warm-up (and numba compilation)
         op.reset_stats()
-        sync = synchronizer(grid.device)
         comm.Barrier()
         t0 = time.perf_counter()
         for _ in range(args.repeat):
             y = op.matmul(x)
-        sync()
+        be.synchronize()
         comm.Barrier()
         seconds = (time.perf_counter() - t0) / args.repeat
         stats = gather_json(comm, op.comm_stats(), root=0)
         full = op.gather_rows(y)
-        if full is not None and grid.device is not None:
-            full = to_host(full)
+        if full is not None:
+            full = be.to_host(full)
         if comm.rank == 0:
             ref = A.astype(args.dtype) @ X
             err = float(np.abs(full - ref).max() / max(1e-30, np.abs(ref).max()))
             row = dict(algorithm=algo, P=comm.size, c=grid.replication, device=args.device,
+                       transport=grid.transport.describe(),
                        grid=None if grid.kind in ("1d", "1.5d") else list(grid.shape),
                        n=A.shape[0],
                        nnz=int(A.nnz), f=args.features, seconds_per_spmm=seconds,
@@ -147,7 +153,3 @@ def run(args) -> int:
                                                          "--json output"))
     return 0
 
-
-def on_device(X: np.ndarray, device):
-    """Root's X as the grid wants it: numpy, or a tensor on the grid's device."""
-    return X if device is None else to_device(X, device)

@@ -96,6 +96,10 @@ def add_parser(sub) -> None:
                    help="train on a torch device: the operator's blocks, features, parameters, "
                         "dropout, loss and Adam live there (cuda: GPU local rank mod device "
                         "count); default: numpy/numba on the CPU (docs/gpu.md)")
+    r.add_argument("--transport", choices=["mpi", "torch", "auto"], default="auto",
+                   help="how the rows and gradients travel: mpi, or torch (torch.distributed: "
+                        "NCCL on CUDA, Gloo on the CPU); auto: NCCL on CUDA grids of more "
+                        "than one rank, MPI otherwise (docs/gpu.md)")
     r.add_argument("--codec", choices=["none", *CODECS], default="none",
                    help="compression of the row exchange (sparse algorithms)")
     r.add_argument("--codec-backward", choices=["same", "none", *CODECS], default="same",

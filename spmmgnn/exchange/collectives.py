@@ -79,3 +79,36 @@ def allgather_blocks(comm: MPI.Comm, offsets: np.ndarray, local, link=None, stat
     full = be.empty((int(counts.sum()), f), be.dtype(local))
     link.allgatherv(be.contiguous(local), full, counts * f, stats, "allgather_rows")
     return full
+
+
+# ------------------------------------------------------------ on backend arrays, by links
+def allreduce_rows_linked(grid, buf, stats=None, name: str = "") -> None:
+    """``allreduce_rows`` (sum) of the backend array ``buf`` through the grid's links (its
+    transport: MPI, or NCCL / Gloo), in place: over the ranks holding distinct rows, then
+    replica 0's result to the other replicas. ``stats`` counts what MPI stages."""
+    grid.link(grid.across_block_rows).allreduce(buf, "sum", stats, name)
+    if grid.across_replicas.Get_size() > 1:
+        grid.link(grid.across_replicas).bcast(buf, 0, stats, name)
+
+
+class RowsReduction:
+    """``allreduce_rows_linked`` in pieces, each posted as soon as it is ready: ``post(buf)``
+    starts the sum of one piece over the ranks holding distinct rows (asynchronous, so the
+    caller computes on meanwhile); ``wait(whole)`` completes every posted piece, then hands
+    replica 0's ``whole`` (the array holding the pieces) to the other replicas. Every rank
+    must post the same pieces in the same order (the collectives' rule)."""
+
+    def __init__(self, grid, stats=None):
+        self.grid, self.stats = grid, stats
+        self.link = grid.link(grid.across_block_rows)
+        self.pending: list = []
+
+    def post(self, buf, name: str = "") -> None:
+        self.pending.append(self.link.iallreduce(buf, "sum", self.stats, name))
+
+    def wait(self, whole) -> None:
+        for request in self.pending:
+            request.Wait()
+        self.pending.clear()
+        if self.grid.across_replicas.Get_size() > 1:
+            self.grid.link(self.grid.across_replicas).bcast(whole, 0, self.stats, "replicas")

@@ -106,6 +106,20 @@ class TorchRequest:
             self.work.wait()
 
 
+class Landing:
+    """Several posted works completed together, then ``land()`` (a copy into place)."""
+
+    __slots__ = ("land", "works")
+
+    def __init__(self, works: list, land):
+        self.works, self.land = works, land
+
+    def Wait(self) -> None:  # noqa: N802
+        for work in self.works:
+            work.wait()
+        self.land()
+
+
 class TorchLink:
     """The collectives of one communicator of the grid over its process group (``group``
     None: a communicator of one rank, where every collective is local)."""
@@ -157,6 +171,16 @@ class TorchLink:
                    "min": dist.ReduceOp.MIN}
             dist.all_reduce(self._t(buf), op=ops[op], group=self.group)
 
+    def iallreduce(self, buf, op: str = "sum", stats=None, name: str = ""):
+        """Post ``all_reduce`` of ``buf`` (``async_op``); ``Wait()`` before touching it."""
+        import torch.distributed as dist
+
+        if self.group is None:
+            return TorchRequest(None)
+        ops = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+        return TorchRequest(dist.all_reduce(self._t(buf), op=ops[op], group=self.group,
+                                            async_op=True))
+
     def reduce_scatter(self, send, recv, counts, stats=None, name: str = "") -> None:
         """``send`` summed over the ranks, block q (``counts`` in elements) kept by rank q;
         ``send`` is overwritten."""
@@ -174,6 +198,25 @@ class TorchLink:
         for q in range(self.size):  # uneven blocks: one reduce per owner
             dist.reduce(s[int(start[q]):int(start[q + 1])], group=self.group, group_dst=q)
         r.copy_(s[int(start[self.rank]):int(start[self.rank + 1])])
+
+    def ireduce_scatter(self, send, recv, counts, stats=None, name: str = ""):
+        """Post ``reduce_scatter`` (``async_op``; uneven blocks: one ``reduce`` per owner,
+        my block copied into ``recv`` by ``Wait()``); ``send`` is overwritten."""
+        import torch.distributed as dist
+
+        s, r = self._t(send).reshape(-1), self._t(recv).reshape(-1)
+        if self.group is None:
+            r.copy_(s)
+            return TorchRequest(None)
+        counts = [int(c) for c in counts]
+        if len(set(counts)) == 1:
+            return TorchRequest(dist.reduce_scatter_tensor(r, s, group=self.group,
+                                                           async_op=True))
+        start = np.concatenate([[0], np.cumsum(counts)])
+        works = [dist.reduce(s[int(start[q]):int(start[q + 1])], group=self.group,
+                             group_dst=q, async_op=True) for q in range(self.size)]
+        mine = s[int(start[self.rank]):int(start[self.rank + 1])]
+        return Landing(works, lambda: r.copy_(mine))
 
     def allgatherv(self, send, recv, counts, stats=None, name: str = "") -> None:
         import torch.distributed as dist

@@ -162,6 +162,26 @@ class MpiLink:
         if not self.plain:
             self.backend.wire_landed(hr, recv, stats)
 
+    def iallreduce(self, buf, op: str = "sum", stats=None, name: str = ""):
+        """Post the all-reduce of ``buf`` in place (``Wait()`` before touching ``buf``): MPI's
+        ``Iallreduce`` on ``buf`` itself, or on its staged host copy, brought back by
+        ``Wait()``."""
+        if self.plain:
+            return self.comm.Iallreduce(MPI.IN_PLACE, buf, op=REDUCE_OPS[op])
+        host = self._out(buf, stats, name)
+        request = self.comm.Iallreduce(MPI.IN_PLACE, host, op=REDUCE_OPS[op])
+        return Staged(request, self.backend, host, buf, stats)
+
+    def ireduce_scatter(self, send, recv, counts, stats=None, name: str = ""):
+        """Post ``reduce_scatter`` (``counts`` in elements); ``Wait()`` before reading
+        ``recv``. ``send`` must stay untouched until then."""
+        hs = self._out(send, stats, name + ":send")
+        hr = recv if self.plain else self.backend.wire_in(recv, stats, name + ":recv")
+        t = mpi_type(hs.dtype)
+        request = self.comm.Ireduce_scatter([hs, t], [hr, t], np.asarray(counts, np.int64),
+                                            op=MPI.SUM)
+        return request if self.plain else Staged(request, self.backend, hr, recv, stats)
+
 
 class MpiTransport:
     """Every communicator's collectives by MPI (``transport="mpi"``)."""

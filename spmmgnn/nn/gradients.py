@@ -4,7 +4,8 @@ Every rank holds the same weights and computes the gradient of its own rows' sha
 loss; the full gradient is the sum of the shares over the ranks holding distinct rows
 (``grid.across_block_rows``), each row once. Summing over the whole world instead would count
 each row c times on a 1.5D grid (c replicas of every block row). The rule is
-``spmmgnn.exchange.collectives.allreduce_rows``, which the trainer uses too.
+``spmmgnn.exchange.collectives.allreduce_rows_linked`` (through the grid's transport, on its
+backend's tensors), which the trainer uses too.
 
 Parameters distributed by rows (``spmmgnn.nn.distributed_rows``, ``RowEmbedding``) are not
 summed: their gradient is already per row. The others are replicated: declared so
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from ..exchange.collectives import allreduce_rows
+from ..exchange.collectives import allreduce_rows_linked
 from ..runtime.errors import agree, collective_error
 from .rows import is_replicated, row_layout
 
@@ -201,10 +202,11 @@ def allreduce_gradients(parameters: Iterable[torch.Tensor] | torch.nn.Module,
     _check(grid, _row_counts(op_or_grid, grid), named, shared, rows)
     rows = [p for _, p in rows]
     shared = [p for _, p in shared]
-    flat = _flat(shared)
-    allreduce_rows(grid, flat.numpy())
+    be = grid.backend
+    flat = be.place(_flat(shared))
+    allreduce_rows_linked(grid, be.of_tensor(flat))
     _unflatten(shared, flat)
     if rows and grid.across_replicas.Get_size() > 1:
-        local = _flat(rows)
-        grid.across_replicas.Bcast(local.numpy(), root=0)
+        local = be.place(_flat(rows))
+        grid.link(grid.across_replicas).bcast(be.of_tensor(local), 0)
         _unflatten(rows, local)

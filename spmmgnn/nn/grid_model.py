@@ -37,11 +37,9 @@ from mpi4py import MPI
 
 from ..algorithms.base import DistSpMM
 from ..algorithms.summa import Summa
-from ..backend.convert import mpi_float_type
 from ..exchange.halo import displacements
 from ..runtime.errors import agree
 from ..stages import stage_ranges
-from .dropout import relu_dropout
 from .layers import GCNConv, aggregate_first
 from .memory import BlockPlace
 from .models import GNN
@@ -55,17 +53,18 @@ class GridLayout:
 
     def __init__(self, op: DistSpMM, vertex_ids: np.ndarray):
         """Collective. ``vertex_ids``: the global id of each of my rows (row layout)."""
-        self.op = op
+        self.op, self.be = op, op.grid.backend
         self.summa: Summa = op.product
         self.t, self.stats = self.summa.t, op.stats
         self.comm = self.summa.across_row        # (i, ., l): the ranks sharing my rows U_il
+        self.link = op.grid.link(self.comm)
         self.pc = self.summa.pc
         self.far = self.summa.far["row"]
         sizes = np.diff(self.t.out_rows.offsets).astype(np.int64)
         ids = np.empty(int(sizes.sum()), dtype=np.int64)
         mine = np.ascontiguousarray(vertex_ids, dtype=np.int64)
         self.comm.Allgatherv(mine, [ids, (sizes, displacements(sizes)), MPI.INT64_T])
-        self.ids = ids                           # global vertex id of each block row
+        self.ids = self.be.vertex_ids(ids)       # global vertex id of each block row
 
     def bounds(self, f: int) -> np.ndarray:
         return stage_ranges(f, self.pc)
@@ -76,42 +75,50 @@ class GridLayout:
         return int(b[self.t.j]), int(b[self.t.j + 1])
 
     # ------------------------------------------------------------ conversions (phase "convert")
-    def to_blocks(self, rows: np.ndarray) -> np.ndarray:
-        b = self.summa.to_blocks(np.ascontiguousarray(rows), self.t.in_rows,
-                                 self.bounds(rows.shape[1]))
-        return b.copy()
+    def _copy(self, x):
+        """A backend array of its own holding ``x`` (SUMMA hands out pooled buffers)."""
+        out = self.be.empty(tuple(x.shape), self.be.dtype(x))
+        out[...] = x
+        return out
 
-    def to_rows(self, block: np.ndarray, f: int) -> np.ndarray:
-        out = np.empty((self.op.n_local, f), dtype=block.dtype)
-        self.summa.to_rows(np.ascontiguousarray(block), self.t.out_rows, self.bounds(f), out)
+    def to_blocks(self, rows):
+        b = self.summa.to_blocks(self.be.contiguous(rows), self.t.in_rows,
+                                 self.bounds(rows.shape[1]))
+        return self._copy(b)
+
+    def to_rows(self, block, f: int):
+        be = self.be
+        out = be.empty((self.op.n_local, f), be.dtype(block))
+        self.summa.to_rows(be.contiguous(block), self.t.out_rows, self.bounds(f), out)
         return out
 
     # ------------------------------------------------------------ the algorithm's moves
-    def spmm(self, h: np.ndarray, transposed: bool = False) -> np.ndarray:
+    def spmm(self, h, transposed: bool = False):
         """(A H) or (A^T H) on blocks: SUMMA's stages, no conversion."""
-        h = np.ascontiguousarray(h)
+        h = self.be.contiguous(h)
         if transposed:
             self.stats.calls_matmul_t += 1
-            return self.summa.matmul_t_blocks(h).copy()
+            return self._copy(self.summa.matmul_t_blocks(h))
         self.stats.calls_matmul += 1
-        return self.summa.matmul_blocks(h).copy()
+        return self._copy(self.summa.matmul_blocks(h))
 
-    def gather(self, block: np.ndarray, f: int) -> np.ndarray:
-        """H[U_il, :] from the blocks H[U_il, F_j'] of my process row (an all-gather; CAGNET's
-        ``summa_loc`` broadcasts them stage by stage): I send my block to the pc - 1 others."""
-        n, widths = block.shape[0], np.diff(self.bounds(f))
+    def gather(self, block, f: int):
+        """H[U_il, :] from the blocks H[U_il, F_j'] of my process row (an all-gather through
+        the grid's link; CAGNET's ``summa_loc`` broadcasts them stage by stage): I send my
+        block to the pc - 1 others."""
+        be = self.be
+        n, widths, dtype = block.shape[0], np.diff(self.bounds(f)), be.dtype(block)
         counts = n * widths.astype(np.int64)
-        flat = np.empty(int(counts.sum()), dtype=block.dtype)
-        mpitype = mpi_float_type(block.dtype)
+        flat = be.empty((int(counts.sum()),), dtype)
         with self.stats.timing("seconds_exchange"):
-            self.comm.Allgatherv([np.ascontiguousarray(block), mpitype],
-                                 [flat, (counts, displacements(counts)), mpitype])
-        isz, me = block.itemsize, self.comm.Get_rank()
+            self.link.allgatherv(be.contiguous(block).reshape(-1), flat, counts, self.stats,
+                                 "gather")
+        isz, me = dtype.itemsize, self.comm.Get_rank()
         sent = int(counts[me]) * isz * (self.pc - 1)
         received = (int(counts.sum()) - int(counts[me])) * isz
         self.stats.count_exchange(sent, received, 0, int(counts[me]) * isz * int(self.far.sum()),
                                   int(counts[self.far].sum()) * isz)
-        out = np.empty((n, f), dtype=block.dtype)
+        out = be.empty((n, f), dtype)
         start, b = 0, self.bounds(f)
         for q in range(self.pc):
             w = int(widths[q])
@@ -135,15 +142,17 @@ class BlockSpMM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h: torch.Tensor, layout: GridLayout) -> torch.Tensor:
         ctx.layout = layout
-        return torch.from_numpy(layout.spmm(h.detach().numpy()))
+        be = layout.be
+        return be.as_torch(layout.spmm(be.of_tensor(h)))
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         if not ctx.needs_input_grad[0]:
             return None, None
         layout = ctx.layout
-        g = grad.contiguous().numpy()
-        return torch.from_numpy(layout.spmm(g, transposed=not layout.op.symmetric)), None
+        be = layout.be
+        g = be.of_tensor(grad.contiguous())
+        return be.as_torch(layout.spmm(g, transposed=not layout.op.symmetric)), None
 
 
 class BlockLinear(torch.autograd.Function):
@@ -153,27 +162,30 @@ class BlockLinear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h: torch.Tensor, weight: torch.Tensor, layout: GridLayout,
                 full: torch.Tensor | None = None) -> torch.Tensor:
+        be = layout.be
         f_in, f_out = weight.shape
-        h_full = full.numpy() if full is not None else layout.gather(h.detach().numpy(), f_in)
+        h_full = (be.of_tensor(full) if full is not None
+                  else layout.gather(be.of_tensor(h), f_in))
         a, b = layout.span(f_out)
         ctx.layout, ctx.span = layout, (a, b)
-        ctx.save_for_backward(torch.from_numpy(h_full), weight)
-        return torch.from_numpy(h_full @ weight.detach().numpy()[:, a:b])
+        ctx.save_for_backward(be.as_torch(h_full), weight)
+        return be.as_torch(h_full @ be.of_tensor(weight)[:, a:b])
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         h_full, weight = ctx.saved_tensors
         layout, (a, b) = ctx.layout, ctx.span
-        g = grad.contiguous().numpy()
+        be = layout.be
+        g = be.of_tensor(grad.contiguous())
         f_in, f_out = weight.shape
         grad_h = grad_w = None
         if ctx.needs_input_grad[0]:
             c, d = layout.span(f_in)
             g_full = layout.gather(g, f_out)
-            grad_h = torch.from_numpy(g_full @ weight.detach().numpy()[c:d].T)
+            grad_h = be.as_torch(g_full @ be.of_tensor(weight)[c:d].T)
         if ctx.needs_input_grad[1]:
             grad_w = torch.zeros_like(weight)
-            grad_w[:, a:b] = torch.from_numpy(h_full.numpy().T @ g)
+            grad_w[:, a:b] = be.as_torch(be.of_tensor(h_full).T @ g)
         return grad_h, grad_w, None, None
 
 
@@ -183,11 +195,13 @@ class BlocksToRows(torch.autograd.Function):
     @staticmethod
     def forward(ctx, block: torch.Tensor, layout: GridLayout, f: int) -> torch.Tensor:
         ctx.layout = layout
-        return torch.from_numpy(layout.to_rows(block.detach().numpy(), f))
+        be = layout.be
+        return be.as_torch(layout.to_rows(be.of_tensor(block), f))
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        return torch.from_numpy(ctx.layout.to_blocks(grad.contiguous().numpy())), None, None
+        be = ctx.layout.be
+        return be.as_torch(ctx.layout.to_blocks(be.of_tensor(grad.contiguous()))), None, None
 
 
 def grid_layout_problem(model: GNN, op: DistSpMM, delayed: bool,
@@ -221,16 +235,17 @@ class GridForward:
     def _input(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The features' blocks (converted once) and, with the cache, the constant first
         aggregation A X all-gathered (one SpMM and one gather, once)."""
+        lay, be = self.layout, self.layout.be
         key = (id(x), x._version, x.dtype)
         if self._x is None or self._x[0] != key:
-            self._x = (key, torch.from_numpy(self.layout.to_blocks(x.detach().numpy())))
+            self._x = (key, be.as_torch(lay.to_blocks(be.of_tensor(x))))
             self._cache = None
         xb = self._x[1]
         if not self.model.cache_input_aggregation:
             return xb, None
         if self._cache is None:
-            agg = self.layout.spmm(xb.numpy())
-            self._cache = (key, torch.from_numpy(self.layout.gather(agg, x.shape[1])))
+            agg = lay.spmm(be.of_tensor(xb))
+            self._cache = (key, be.as_torch(lay.gather(agg, x.shape[1])))
         return xb, self._cache[1]
 
     def _conv(self, h: torch.Tensor, conv: GCNConv, full: torch.Tensor | None) -> torch.Tensor:
@@ -256,8 +271,8 @@ class GridForward:
             if i == last:
                 h = z if bias is None else z + bias
             elif model.training and model.dropout > 0:
-                h = relu_dropout(z, lay.ids, model.dropout, model.seed, step, i + 1,
-                                 bias=bias, col0=a)
+                h = lay.be.relu_dropout(z, lay.ids, model.dropout, model.seed, step, i + 1,
+                                        bias=bias, col0=a)
             else:
                 h = torch.relu(z if bias is None else z + bias)
         return BlocksToRows.apply(h, lay, model.dims[-1])

@@ -21,7 +21,6 @@ import torch
 from torch import nn
 
 from ..algorithms.base import DistSpMM
-from .linear import linear
 from .rows import replicated
 from .spmm_function import spmm
 
@@ -60,15 +59,15 @@ def aggregate_linear(h: torch.Tensor, op: DistSpMM, weight: torch.Tensor,
                      bias: torch.Tensor | None, aggregated: torch.Tensor | None = None,
                      stream: int | None = None) -> torch.Tensor:
     """``A h W + b`` in the order that ships fewer columns; ``aggregated`` is a precomputed
-    ``A h`` (constant input), used when given."""
+    ``A h`` (constant input), used when given. The products are the grid's backend's."""
     grad_on = torch.is_grad_enabled()
-    dev = getattr(op, "device", None) is not None  # a device grid: torch's dense products
+    be = op.grid.backend
     if aggregated is None and (op.stale_remote or aggregate_first(
             weight.shape[0], weight.shape[1], grad_on and h.requires_grad, grad_on)):
         aggregated = spmm(op, h, stream)
     if aggregated is not None:
-        return linear(aggregated, weight, bias, on_device=dev)
-    z = spmm(op, linear(h, weight, on_device=dev), stream)
+        return be.linear(aggregated, weight, bias)
+    z = spmm(op, be.linear(h, weight), stream)
     return z if bias is None else z + bias
 
 
@@ -111,8 +110,7 @@ class SAGEConv(nn.Module):
                 stream: int | None = None) -> torch.Tensor:
         neigh = aggregate_linear(x, op, self.weight_neigh, self.bias, aggregated, stream)
         # one pass adds the neighbours' term
-        return linear(x, self.weight_self, add=neigh,
-                      on_device=getattr(op, "device", None) is not None)
+        return op.grid.backend.linear(x, self.weight_self, add=neigh)
 
 
 LAYERS = {"gcn": GCNConv, "sage": SAGEConv}

@@ -26,8 +26,6 @@ from torch import nn
 
 from ..algorithms.base import DistSpMM
 from ..local.hashing import mix64
-from .device_dropout import device_ids, relu_dropout_torch, vertex_dropout_torch
-from .dropout import relu_dropout, vertex_dropout
 from .layers import LAYERS, NORMALIZATION, GCNConv, aggregation_chunk
 from .rows import replicated
 from .spmm_function import spmm
@@ -114,17 +112,13 @@ class GNN(nn.Module):
         ``row_ids()``) key the dropout masks; ``label_input`` (class id, or -1) selects rows
         that get their label's embedding. ``layer_ops`` (one per layer) replaces ``op`` in
         the layers' aggregations, e.g. the delayed-remote views of ``algorithms.delayed``;
-        the cached constant aggregations always use ``op``. On a device grid
-        (``op.device``) dropout and the dense products are the torch twins
-        (``nn.device_dropout``, ``nn.linear.linear_torch``): the same masks, on the device.
+        the cached constant aggregations always use ``op``. Dropout and the dense products
+        are the grid's backend's (``op.grid.backend``): the same masks on every backend.
 
         With labels shown, the first layer's input is ``X + M E[y]``; its aggregation is
         ``Â X + (Â M Y) E`` by linearity, so both constant parts stay cached."""
-        ids = op.row_ids() if vertex_ids is None else vertex_ids
-        drop_input, drop_relu = vertex_dropout, relu_dropout
-        if getattr(op, "device", None) is not None:
-            ids = device_ids(ids, op.device)
-            drop_input, drop_relu = vertex_dropout_torch, relu_dropout_torch
+        be = op.grid.backend
+        ids = be.vertex_ids(op.row_ids() if vertex_ids is None else vertex_ids)
         h = x
         first = self._input_aggregation(x, op)
         if self.label_embedding is not None and label_input is not None:
@@ -134,7 +128,7 @@ class GNN(nn.Module):
                 first = first + (self._label_aggregation(label_input, op, x.dtype)
                                  @ self.label_embedding.weight)
         if self.training and self.input_dropout > 0:
-            h = drop_input(h, ids, self.input_dropout, self.seed, step, 0)
+            h = be.vertex_dropout(h, ids, self.input_dropout, self.seed, step, 0)
         last = len(self.convs) - 1
         for i, conv in enumerate(self.convs):
             # a GCN layer's bias joins the ReLU + dropout pass that follows it
@@ -147,8 +141,8 @@ class GNN(nn.Module):
                 if self.norms is not None:
                     h = self.norms[i](h)
                 if self.training and self.dropout > 0:  # the dropout of layer i+1's input
-                    h = drop_relu(h, ids, self.dropout, self.seed, step, i + 1,
-                                     bias=conv.bias if fuse else None)
+                    h = be.relu_dropout(h, ids, self.dropout, self.seed, step, i + 1,
+                                        bias=conv.bias if fuse else None)
                 else:
                     h = torch.relu(h)
         return h

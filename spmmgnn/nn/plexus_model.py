@@ -29,17 +29,12 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from mpi4py import MPI
 from torch import nn
 
 from ..algorithms.plexus3d import Plexus3D, plexus_orders
 from ..algorithms.tiles import local_csr, redistribute
-from ..backend.convert import mpi_float_type
-from ..local import kernels
 from ..runtime.errors import collective_error
-from ..runtime.threads import get_threads
 from ..stages import stage_ranges
-from .dropout import dropout_mask
 from .layers import aggregate_first
 from .memory import BlockPlace
 from .models import GNN
@@ -55,7 +50,7 @@ class PlexusTile:
 
     def __init__(self, op: Plexus3D, m, gather: tuple, reduce: tuple,
                  c_bounds: np.ndarray, r_bounds: np.ndarray, row_blocks: int):
-        self.op = op
+        self.op, self.be = op, op.grid.backend
         (self.gather, self.gather_far), (self.reduce, self.reduce_far) = gather, reduce
         self.c_bounds, self.r_bounds = c_bounds, r_bounds
         # row block k: slice k of every destination block, the blocks in rank order
@@ -72,19 +67,26 @@ class PlexusTile:
             np.zeros(0, np.int64)
         self.block_bounds = _bounds(self.counts.sum(axis=1))
         m = m[self.perm]
-        self.csr = (m.indptr.astype(np.int64), m.indices.astype(np.int32),
-                    m.data.astype(np.float64))
+        indptr, indices, data = (m.indptr.astype(np.int64), m.indices.astype(np.int32),
+                                 m.data.astype(np.float64))
         self.nnz = int(m.nnz)
+        shape = (int(indptr.size - 1), int(c_bounds[-1]))
+        self.whole = self.be.tile(indptr, indices, data, shape)   # for the transpose
+        self.blocks = []                                         # row block k's rows
+        for k in range(K):
+            r0, r1 = int(self.block_bounds[k]), int(self.block_bounds[k + 1])
+            lo, hi = int(indptr[r0]), int(indptr[r1])
+            self.blocks.append(None if hi == lo else self.be.tile(
+                indptr[r0:r1 + 1] - lo, indices[lo:hi], data[lo:hi], (r1 - r0, shape[1])))
 
-    def _multiply(self, h: np.ndarray, r0: int, r1: int) -> np.ndarray:
-        indptr, indices, data = self.csr
-        part = np.zeros((r1 - r0, h.shape[1]), dtype=h.dtype)
-        lo, hi = int(indptr[r0]), int(indptr[r1])
-        if h.shape[1] and hi > lo:
-            sub = indptr[r0:r1 + 1] - lo
+    def _multiply(self, h, k: int):
+        """Row block k of ``T H`` (zeros where it holds no non-zero)."""
+        be = self.be
+        r0, r1 = int(self.block_bounds[k]), int(self.block_bounds[k + 1])
+        part = be.zeros((r1 - r0, h.shape[1]), be.dtype(h))
+        if h.shape[1] and self.blocks[k] is not None:
             with self.op.stats.timing("seconds_multiply"):
-                kernels.csr_matmul_unrolled(sub, indices[lo:hi], data[lo:hi], h, part,
-                                            kernels.row_chunks(sub, 4 * get_threads()), True)
+                self.blocks[k].matmul(h, part, True)
         return part
 
     def _count_reduce(self, counts: np.ndarray, w: int, itemsize: int) -> None:
@@ -96,42 +98,41 @@ class PlexusTile:
                                      own * (self.reduce.Get_size() - 1), 0,
                                      int(counts[far].sum()) * row, own * int(far.sum()))
 
-    def apply(self, h: np.ndarray) -> np.ndarray:
-        """``T H`` in ``V``: gather my column group, then block by block: multiply, start
-        its reduce-scatter, go on to the next block while it runs."""
-        op = self.op
-        full = op.all_gather(self.gather, np.ascontiguousarray(h), self.c_bounds,
-                             self.gather_far)
-        w = h.shape[1]
-        mine = np.empty((int(self.mine[-1]), w), dtype=h.dtype)
-        mpitype = mpi_float_type(h.dtype)
+    def apply(self, h):
+        """``T H`` in ``V``: gather my column group, then block by block: multiply, post
+        its reduce-scatter (the grid's link), go on to the next block while it runs."""
+        op, be = self.op, self.be
+        full = op.all_gather(self.gather, be.contiguous(h), self.c_bounds, self.gather_far)
+        w, dtype = h.shape[1], be.dtype(h)
+        mine = be.empty((int(self.mine[-1]), w), dtype)
+        link = op.grid.link(self.reduce)
         requests, keep = [], []
         for k in range(self.counts.shape[0]):
-            part = self._multiply(full, int(self.block_bounds[k]),
-                                  int(self.block_bounds[k + 1]))
+            part = self._multiply(full, k)
             recv = mine[self.mine[k]:self.mine[k + 1]]
             counts = self.counts[k]
-            requests.append(self.reduce.Ireduce_scatter(
-                [part, mpitype], [recv, mpitype], counts * w, op=MPI.SUM))
+            requests.append(link.ireduce_scatter(part, recv, counts * w, op.stats,
+                                                 f"plexus{k}"))
             keep.append(part)
-            self._count_reduce(counts, w, h.itemsize)
+            self._count_reduce(counts, w, dtype.itemsize)
         with op.stats.timing("seconds_exchange"):
-            MPI.Request.Waitall(requests)
+            for request in requests:
+                request.Wait()
         return mine
 
-    def apply_t(self, g: np.ndarray) -> np.ndarray:
+    def apply_t(self, g):
         """``T^T G`` in ``V``: gather along the reduce axis, multiply by the transposed tile,
         reduce-scatter along the gather axis."""
-        op = self.op
-        full = op.all_gather(self.reduce, np.ascontiguousarray(g), self.r_bounds,
-                             self.reduce_far)[self.perm]
-        part = np.zeros((int(self.c_bounds[-1]), g.shape[1]), dtype=g.dtype)
-        if g.shape[1] and self.nnz:
-            indptr, indices, data = self.csr
+        op, be = self.op, self.be
+        gathered = op.all_gather(self.reduce, be.contiguous(g), self.r_bounds,
+                                 self.reduce_far)
+        w, dtype = g.shape[1], be.dtype(g)
+        full = be.empty((self.perm.size, w), dtype)
+        be.gather_rows(gathered, self.perm, full)
+        part = be.zeros((int(self.c_bounds[-1]), w), dtype)
+        if w and self.nnz:
             with op.stats.timing("seconds_multiply"):
-                n_par = kernels.column_split(g.shape[1])
-                kernels.csr_t_matmul(indptr, indices, data, full, part, True, n_par,
-                                     kernels.row_split(n_par))
+                self.whole.t_matmul(full, part, True)
         return op.reduce_scatter(self.gather, part, self.c_bounds, self.gather_far)
 
 
@@ -195,9 +196,11 @@ class PlexusPlan:
                                dest)
             self.tiles.append(self._tile(got, t, row_blocks))
         # the ids of my block: one id column per feature block, so every y gets one
+        be = grid.backend
         ids = np.repeat(np.asarray(vertex_ids, dtype=np.float64)[:, None], Y, axis=1)
-        self.vertex_ids = op.rows.to_blocks(ids)[:, 0].astype(np.int64)
-        self.n_block = self.vertex_ids.size
+        ids = be.to_host(op.rows.to_blocks(be.from_host(ids)))[:, 0].astype(np.int64)
+        self.n_block = ids.size
+        self.vertex_ids = be.vertex_ids(ids)
 
     def _tile(self, coo: tuple, t: int, row_blocks: int) -> PlexusTile:
         """The local CSR of tile T_t; rows and columns numbered in the order the
@@ -233,17 +236,19 @@ class PlexusPlan:
     def gemm(self, h: np.ndarray, w: np.ndarray) -> np.ndarray:
         """``(H W)[b, G_y]`` from ``H[b, F_y]`` and my rows ``W[F_y, :]``: reduce-scatter of
         the partial product along y by output column blocks."""
-        part = np.ascontiguousarray((h @ w).T)                   # (G, rows)
+        be = self.op.grid.backend
+        part = be.contiguous((h @ w).T)                           # (G, rows)
         out = self.op.reduce_scatter(self.along_y, part, stage_ranges(w.shape[1],
                                                                       self.shape[1]),
                                      self.far_y)
-        return np.ascontiguousarray(out.T)
+        return be.contiguous(out.T)
 
     def gather_columns(self, g: np.ndarray, f: int) -> np.ndarray:
         """``G[b, :]`` from my columns ``G[b, G_y]`` (all-gather along y)."""
-        full = self.op.all_gather(self.along_y, np.ascontiguousarray(g.T),
+        be = self.op.grid.backend
+        full = self.op.all_gather(self.along_y, be.contiguous(g.T),
                                   stage_ranges(f, self.shape[1]), self.far_y)
-        return np.ascontiguousarray(full.T)
+        return be.contiguous(full.T)
 
 
 class _Aggregate(torch.autograd.Function):
@@ -252,11 +257,12 @@ class _Aggregate(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h: torch.Tensor, tile: PlexusTile) -> torch.Tensor:
         ctx.tile = tile
-        return torch.from_numpy(tile.apply(h.detach().numpy()))
+        return tile.be.as_torch(tile.apply(tile.be.of_tensor(h)))
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        return torch.from_numpy(ctx.tile.apply_t(grad.contiguous().numpy())), None
+        be = ctx.tile.be
+        return be.as_torch(ctx.tile.apply_t(be.of_tensor(grad.contiguous()))), None
 
 
 class _Gemm(torch.autograd.Function):
@@ -269,13 +275,15 @@ class _Gemm(torch.autograd.Function):
         a, b = plan.feature_block(w.shape[0])
         ctx.plan, ctx.rows = plan, (a, b)
         ctx.save_for_backward(h, w)
-        return torch.from_numpy(plan.gemm(h.detach().numpy(), w.detach()[a:b].numpy()))
+        be = plan.op.grid.backend
+        return be.as_torch(plan.gemm(be.of_tensor(h), be.of_tensor(w[a:b])))
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         h, w = ctx.saved_tensors
         a, b = ctx.rows
-        g = torch.from_numpy(ctx.plan.gather_columns(grad.contiguous().numpy(), w.shape[1]))
+        be = ctx.plan.op.grid.backend
+        g = be.as_torch(ctx.plan.gather_columns(be.of_tensor(grad.contiguous()), w.shape[1]))
         grad_w = torch.zeros_like(w)
         grad_w[a:b] = h.T @ g
         return g @ w[a:b].T, grad_w, None
@@ -287,13 +295,16 @@ class _ToRows(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h: torch.Tensor, plan: PlexusPlan, f: int) -> torch.Tensor:
         ctx.plan = plan
-        out = np.empty((plan.op.n_local, f), dtype=h.detach().numpy().dtype)
-        plan.op.rows.to_rows(h.detach().numpy(), out)
-        return torch.from_numpy(out)
+        be = plan.op.grid.backend
+        hb = be.of_tensor(h)
+        out = be.empty((plan.op.n_local, f), be.dtype(hb))
+        plan.op.rows.to_rows(hb, out)
+        return be.as_torch(out)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        return torch.from_numpy(ctx.plan.op.rows.to_blocks(grad.contiguous().numpy())), \
+        be = ctx.plan.op.grid.backend
+        return be.as_torch(ctx.plan.op.rows.to_blocks(be.of_tensor(grad.contiguous()))), \
             None, None
 
 
@@ -340,14 +351,17 @@ class PlexusGCN(nn.Module):
         """The input features in V (converted once; they are constant)."""
         key = (id(x), x._version, x.dtype)
         if self._input is None or self._input[0] != key:
-            self._input = (key, torch.from_numpy(self.plan.op.rows.to_blocks(
-                x.detach().contiguous().numpy())))
+            be = self.plan.op.grid.backend
+            self._input = (key, be.as_torch(self.plan.op.rows.to_blocks(
+                be.of_tensor(x.contiguous()))))
         return self._input[1]
 
     def _dropout(self, h: torch.Tensor, f: int, p: float, step: int, layer: int):
+        """``h`` (feature block ``F_y`` of f) times the rows' vertex-keyed mask there."""
         a, b = self.plan.feature_block(f)
-        mask = dropout_mask(self.plan.vertex_ids, f, p, self.seed, step, layer)[:, a:b]
-        return h * torch.from_numpy(np.ascontiguousarray(mask)).to(h.dtype)
+        be = self.plan.op.grid.backend
+        mask = be.dropout_mask(self.plan.vertex_ids, f, p, self.seed, step, layer)[:, a:b]
+        return h * mask.contiguous().to(h.dtype)
 
     def forward(self, x: torch.Tensor, op, step: int = 0, vertex_ids=None, label_input=None,
                 layer_ops=None) -> torch.Tensor:

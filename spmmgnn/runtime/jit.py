@@ -154,8 +154,9 @@ def kernels_cached(folders: list[Path] | None = None) -> bool:
     """Has numba's cache the compiled kernels of ``spmmgnn.local.kernels`` (an index file
     ``kernels.*.nbi`` in ``$NUMBA_CACHE_DIR`` or beside the module)? If not, the first
     kernel call compiles them (tens of seconds): the command line says so first."""
-    if folders is None:
-        here = os.path.dirname(os.path.abspath(__file__))
+    if folders is None:  # (spmmgnn/local, where the kernels' module lies)
+        here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "local")
         folders = [Path(here) / "__pycache__"]
         if os.environ.get("NUMBA_CACHE_DIR"):  # numba's sub-folder for this source folder
             digest = hashlib.sha1(here.encode()).hexdigest()

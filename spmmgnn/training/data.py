@@ -22,7 +22,6 @@ import torch
 from mpi4py import MPI
 
 from ..algorithms.base import DistSpMM
-from ..backend.device import to_device, to_host
 from ..data.graph import Graph
 from ..data.normalize import normalize, normalize_block_row
 from ..data.pyg import graph_from_pyg
@@ -187,14 +186,12 @@ def distribute_graph(graph: Graph | None, grid: ProcessGrid, normalization: str,
 
 
 def _scatter(op: DistSpMM, a: np.ndarray | None, root: int) -> np.ndarray:
-    """``op.scatter_rows`` of root's array ``a`` as numpy: on a device grid (which takes and
-    returns tensors on its device) through the device, then a host copy for the checks and
-    the fingerprint; the trainer places its copies on the device itself."""
-    device = op.grid.device
-    if device is None:
-        return op.scatter_rows(a, root=root)
+    """``op.scatter_rows`` of root's array ``a`` as numpy: through the grid's backend (a
+    device grid takes and returns tensors on its device), then a host copy for the checks
+    and the fingerprint; the trainer places its copies where the backend keeps them."""
+    be = op.grid.backend
     on_root = op.grid.comm.Get_rank() == root
-    return to_host(op.scatter_rows(to_device(a, device) if on_root else None, root=root))
+    return be.to_host(op.scatter_rows(be.from_host(a) if on_root else None, root=root))
 
 
 class StoredPartitionWarning(UserWarning):

@@ -73,6 +73,7 @@ class RunSpec:
     row_weight: int = 0
     threads: int = 0
     device: str | None = _TRAIN.device
+    transport: str = _TRAIN.transport
     codec: str = "none"
     codec_backward: str = "same"
     reorder: str = "none"
@@ -107,7 +108,7 @@ def train_config(spec: RunSpec, progress: bool = True):
         cache_input_aggregation=not spec.no_cache, progress=progress, dtype=spec.dtype,
         label_propagation=spec.label_propagation, staleness=spec.staleness,
         drop_remote=spec.drop_remote, delayed_backward=spec.delayed_backward,
-        grid_layout=spec.grid_layout, device=spec.device,
+        grid_layout=spec.grid_layout, device=spec.device, transport=spec.transport,
         plexus_blocks=spec.plexus_blocks)
 
 
@@ -166,7 +167,8 @@ def grid_of(spec: RunSpec, comm: MPI.Comm) -> ProcessGrid:
           f"unknown algorithm {spec.algorithm!r}; choose one of {sorted(ALGORITHMS)}")
     agree(comm, options_error(spec))
     return ALGORITHMS[spec.algorithm].grid_for(comm, spec.replication, spec.grid,
-                                               spec.ranks_per_node, device=spec.device)
+                                               spec.ranks_per_node, device=spec.device,
+                                               transport=spec.transport)
 
 
 IN_PLACE = ("sparse1d", "sparse15d", "prepost1d")  # they read a node's rows in place
@@ -175,14 +177,16 @@ IN_PLACE = ("sparse1d", "sparse15d", "prepost1d")  # they read a node's rows in 
 def default_exchange(spec: RunSpec, grid: ProcessGrid) -> str:
     """Collective: the exchange of a run that names none. "node" where it reads the rows in
     place: every rank of the grid shares one node's memory, the algorithm's ghost product
-    reads from the node's window (``IN_PLACE``), on the host, and nothing asks for messages
+    reads from the node's window (``IN_PLACE``), MPI moves the backend's arrays as they are
+    (the host backend over the MPI transport), and nothing asks for messages
     (a codec compresses only between nodes, delayed views keep their own buffers,
     ``--ranks-per-node`` simulates nodes). Otherwise "flat". Measured 1.8-1.9x faster at
     16 x 1 on 16 cores, and the same at 2 x 1 on 2 cores
     (bench/results/node-scaling-16cores.md), 0.97-1.00x flat's epoch at P = 2 on R-MAT and
     SBM graphs with and without METIS (bench/results/node-default.md); on one node its
     numbers are the flat exchange's bit for bit."""
-    plain = (spec.algorithm in IN_PLACE and spec.device is None and spec.codec == "none"
+    in_place = grid.backend.mpi_native and grid.transport.name == "mpi"
+    plain = (spec.algorithm in IN_PLACE and in_place and spec.codec == "none"
              and spec.codec_backward in ("same", "none") and not spec.staleness
              and not spec.drop_remote and spec.ranks_per_node is None
              and grid.comm.Get_size() > 1)
@@ -195,13 +199,6 @@ def options_error(spec: RunSpec) -> str | None:
     from ..algorithms import ALGORITHMS
 
     algo = ALGORITHMS[spec.algorithm]
-    if spec.device is not None:  # before the codec's and the delayed views' own messages
-        from .on_device import options_error as device_error
-
-        error = device_error(algo, spec.exchange or "flat",
-                             bool(spec.staleness or spec.drop_remote))
-        if error:
-            return error
     if (spec.codec != "none" or spec.codec_backward not in ("same", "none")) \
             and not algo.takes_codecs:
         takes = sorted(n for n, a in ALGORITHMS.items() if a.takes_codecs)
@@ -312,7 +309,7 @@ def header(spec: RunSpec, data, grid: ProcessGrid, threads: int) -> str:
             f"{spec.dtype} | {spec.algorithm} P={grid.size} {grid.label()} "
             f"partitioner={partition_label(spec, data.info)} codec={codec} "
             f"{exact} | exchange={spec.exchange}, {grid.node_label()} | threads/rank={threads}"
-            + (f" | device={describe(grid.device)}" if grid.device is not None else ""))
+            f" | device={describe(grid.device)}, transport={grid.transport.describe()}")
 
 
 ROWS_NOTE_RATIO = 1.5  # the largest block row's rows over the average that earn a note
