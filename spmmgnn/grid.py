@@ -143,6 +143,9 @@ class ProcessGrid:
         self.node = int(self.nodes[self.rank])
         self.n_nodes = int(self.nodes.max()) + 1
         self._node_maps: list[tuple[MPI.Comm, NodeMap]] = []
+        # (rows on this rank, rows in all) of each side of every operator built on this
+        # grid: what a table of this rank's rows looks like (nn.allreduce_gradients)
+        self.row_counts: set[tuple[int, int]] = set()
         self.device = _device(device, self.comm, self.node_comm, K)
         self.backend = backend_for(self.device, self.comm)
         self.transport = _transport(transport, self)
@@ -160,9 +163,6 @@ class ProcessGrid:
             if not any(c is o for o in out):
                 out.append(c)
         return out
-        # (rows on this rank, rows in all) of each side of every operator built on this
-        # grid: what a table of this rank's rows looks like (nn.allreduce_gradients)
-        self.row_counts: set[tuple[int, int]] = set()
 
     def node_map(self, comm: MPI.Comm) -> NodeMap:
         """Collective over ``comm`` (one of this grid's communicators) the first time: the
