@@ -52,7 +52,7 @@ from .runtime.wire import allgather_json
 
 KINDS = ("1d", "1.5d", "2d", "3d")
 TRANSPORTS = ("mpi", "torch", "auto")
-DIMS_15D = ("block_row", "replica")
+DIMS_15D: tuple[str, ...] = ("block_row", "replica")
 DIMS_BY_NDIM = {2: ("row", "col"), 3: ("row", "col", "layer")}
 
 
@@ -121,7 +121,7 @@ class ProcessGrid:
         if shape is None:
             self.kind = "1d" if c == 1 else "1.5d"
             self.dims = DIMS_15D
-            self._shape = (size // c, c)
+            self._shape: tuple[int, ...] = (size // c, c)
             self.replication = c
         else:
             self._shape = tuple(int(s) for s in shape)

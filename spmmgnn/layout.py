@@ -236,8 +236,9 @@ def bcast_partition(comm, part: Partition | None, root: int = 0) -> Partition | 
         perm=part._perm is not None), root)
     if head is None:
         return part
-    offsets = bcast_array(comm, part.offsets if mine else None, root)
-    perm = bcast_array(comm, part._perm if mine else None, root) if head["perm"] else None
+    offsets = bcast_array(comm, part.offsets if mine and part else None, root)
+    perm = (bcast_array(comm, part._perm if mine and part else None, root) if head["perm"]
+            else None)
     if mine:
         return part
     parts = None

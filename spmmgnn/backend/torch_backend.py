@@ -15,6 +15,7 @@ counters say what the same call moves across PCIe on a GPU). Over ``torch.distri
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -146,7 +147,7 @@ class TorchPool:
 
     def __init__(self, device):
         self.device = device
-        self._arrays: dict[tuple, object] = {}
+        self._arrays: dict[tuple, Any] = {}
         self._ids: set[int] = set()
 
     def get(self, name: str, shape, dtype, slot=0):

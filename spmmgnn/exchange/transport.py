@@ -13,6 +13,8 @@ are rows.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from mpi4py import MPI
 
@@ -148,7 +150,7 @@ class MpiLink:
         hs = self._out(send, stats, name + ":send")
         hr = recv if self.plain else self.backend.wire_in(recv, stats, name + ":recv")
         t = mpi_type(hs.dtype)
-        self.comm.Reduce_scatter([hs, t], [hr, t], np.asarray(counts, np.int64), op=MPI.SUM)
+        self.comm.Reduce_scatter([hs, t], [hr, t], _counts(counts), op=MPI.SUM)
         if not self.plain:
             self.backend.wire_landed(hr, recv, stats)
 
@@ -178,7 +180,7 @@ class MpiLink:
         hs = self._out(send, stats, name + ":send")
         hr = recv if self.plain else self.backend.wire_in(recv, stats, name + ":recv")
         t = mpi_type(hs.dtype)
-        request = self.comm.Ireduce_scatter([hs, t], [hr, t], np.asarray(counts, np.int64),
+        request = self.comm.Ireduce_scatter([hs, t], [hr, t], _counts(counts),
                                             op=MPI.SUM)
         return request if self.plain else Staged(request, self.backend, hr, recv, stats)
 
@@ -210,3 +212,9 @@ class MpiTransport:
 def mpi_link(comm: MPI.Comm, backend: Backend = HOST) -> MpiLink:
     """A link of ``comm`` outside any grid (a plan built on its own, in tests and tools)."""
     return MpiLink(comm, backend)
+
+
+def _counts(counts) -> Any:
+    """A reduce-scatter's counts as int64 (mpi4py takes any integer sequence; its stubs say
+    ``Sequence[int]``)."""
+    return np.asarray(counts, np.int64)
