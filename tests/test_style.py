@@ -205,3 +205,22 @@ def test_import_checks_see_an_upward_import_and_a_circle(tmp_path):
                                                   "spmmgnn.data.a"]
     (pkg / "data" / "b.py").write_text("def g():\n    pass\n")
     assert _cycle(_package_modules(tmp_path)) == []
+
+
+MAX_MODULE_LINES = 500
+MAX_TOP_LEVEL_MODULES = 15
+
+
+def test_every_module_is_one_room():
+    """No module of the package over ``MAX_MODULE_LINES`` lines: a longer one mixes concerns
+    (split it along its concepts, as ``DistSpMM`` became construct/rows/validate/registry)."""
+    long = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / "spmmgnn").rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+def test_the_tree_shows_the_architecture():
+    """At most ``MAX_TOP_LEVEL_MODULES`` modules directly in ``spmmgnn/``: the rest live in
+    the packages named after the concepts (runtime, local, backend, exchange, ...)."""
+    top = sorted(p.name for p in (ROOT / "spmmgnn").glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, top
