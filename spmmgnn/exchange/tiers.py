@@ -110,10 +110,10 @@ DEVICE_LINKS = {
 
 # The local product on a GPU, in non-zeros x columns per second: torch.sparse.mm (cuSPARSE
 # CSR x dense) of a 1M-vertex, 16M-non-zero CSBM graph at f = 128 took 2.6 ms on one NVIDIA
-# H200 (issue 44's measurement): 16e6 x 128 / 2.6e-3 = 7.9e11. ``spmmgnn model
+# H200 (measured): 16e6 x 128 / 2.6e-3 = 7.9e11. ``spmmgnn model
 # --device-rate`` replaces it.
 DEVICE_RATE = (7.9e11, "torch.sparse.mm on one NVIDIA H200, 16M non-zeros x 128 columns in "
-                       "2.6 ms (issue 44)")
+                       "2.6 ms")
 
 
 def device_link(name: str) -> DeviceLink:

@@ -146,7 +146,7 @@ class LocalCSR:
         ``nnz / rows / BLOCK_MIN_DEGREE`` (every further block costs one more pass over
         ``out``, which short rows cannot pay for) and none when the columns a quarter LLC
         holds carry ``HOT_SHARE_MAX`` of the non-zeros. 1 means unblocked. It regressed a
-        banded matrix (issue 22), which is why ``auto`` measures instead."""
+        banded matrix, which is why ``auto`` measures instead."""
         if self.shape[0] == 0:
             return 1
         n = min(self.llc_blocks(f, itemsize), self.nnz // (BLOCK_MIN_DEGREE * self.shape[0]))

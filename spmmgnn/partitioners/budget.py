@@ -1,7 +1,7 @@
 """The time rule of ``default``, and a base partitioner run in a child killed at a deadline.
 
-``default`` must finish within ``max(DEFAULT_BUDGET x METIS-vol's time, DEFAULT_MIN_BUDGET)``
-(issue 39): a user waits at most three METIS runs, or two seconds on a small graph. METIS-vol
+``default`` must finish within ``max(DEFAULT_BUDGET x METIS-vol's time, DEFAULT_MIN_BUDGET)``:
+a user waits at most three METIS runs, or two seconds on a small graph. METIS-vol
 runs first and its measured time sets the budget; every later step asks ``plan_step``
 whether it may start with the time that is left:
 

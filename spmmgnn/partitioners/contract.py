@@ -1,4 +1,4 @@
-"""A first coarsening level in front of KaMinPar for graphs too large for it (issue 47).
+"""A first coarsening level in front of KaMinPar for graphs too large for it.
 
 KaMinPar holds its input and every level of its own hierarchy; on R-MAT 2^24 (16.8M
 vertices, 4.6 x 10^8 symmetric entries) at k = 64 it grew past 22 GB on a 24 GB machine.

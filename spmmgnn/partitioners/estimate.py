@@ -1,4 +1,4 @@
-"""What a partitioning method will cost, from the graph's size, before paying it (issue 47).
+"""What a partitioning method will cost, from the graph's size, before paying it.
 
 ``estimate(method, n, nnz, k)`` gives the peak resident memory and the seconds a method
 takes on a graph of ``n`` vertices and ``nnz`` non-zeros, from a small model fitted on the
@@ -54,7 +54,7 @@ MEASURED: tuple[tuple[str, int, int, int, float | None, float], ...] = (
     ("default", 116_650, 367_578, 64, 1.82, 258.4),
     ("default", 145_870, 1_086_768, 64, 5.72, 323.2),
     ("default", 164_383, 3_417_186, 16, 32.9, 586.1),
-    # bench/results/large-graph.md: R-MAT 2^16-2^18, edge factor 7 (issue 47, load 12-23)
+    # bench/results/large-graph.md: R-MAT 2^16-2^18, edge factor 7 (load 12-23)
     ("metis-vol", 65_536, 842_534, 64, 349.2, 336.9),
     ("kaminpar", 65_536, 842_534, 64, 16.1, 286.8),
     ("kaminpar", 262_144, 3_466_652, 64, 36.9, 586.0),

@@ -12,7 +12,7 @@ neighbours; 32-bit vertex weights) to a temporary file and read back by KaMinPar
 sequential write of O(n + nnz) bytes (0.7 s for 1.4 x 10^7 non-zeros), and KaMinPar then
 holds the graph in its own compact form.
 
-Measured (issue 39): on the real graphs of bench/results/partition_real.md it takes 0.01-0.5x
+Measured: on the real graphs of bench/results/partition_real.md it takes 0.01-0.5x
 METIS-vol's time. On R-MAT graphs with the row non-zeros as vertex weights (hubs of 10^4-10^5
 non-zeros) it is slow and misses the caps: 20 s at 1.7 x 10^6 non-zeros and 244 s at
 1.4 x 10^7 (2 threads, a loaded machine), parts up to 8 % above the cap, so the partition is

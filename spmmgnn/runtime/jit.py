@@ -1,7 +1,7 @@
 """numba, loaded when a kernel first runs instead of at ``import spmmgnn``.
 
-``import numba`` takes ~0.5 s of a 2-core machine's time, per process and per rank (issue 38:
-at P = 16, imports were 17 of 23 s of start-up; ``spmmgnn --help`` needs no kernel). The
+``import numba`` takes ~0.5 s of a 2-core machine's time, per process and per rank (at
+P = 16, imports were 17 of 23 s of start-up; ``spmmgnn --help`` needs no kernel). The
 kernels of the modules ``import spmmgnn`` loads are declared with this module's ``njit``
 (same options as numba's) and ``prange``: each is a ``Lazy`` until its first call, which
 imports numba, makes the real dispatcher (compiled, or loaded from numba's cache, on that

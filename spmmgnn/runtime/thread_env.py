@@ -5,7 +5,7 @@ OpenMP (libgomp, which numba's ``omp`` layer and torch share; Intel OpenMP) and 
 read how their idle threads wait once, from the environment, when they load; no call
 changes it afterwards. Spinning, idle threads take the cores from the next kernel and from
 the other ranks of a node: OpenBLAS's spin ~0.1 s after every threaded call by default
-(issue 48, ``bench/thread_timeout.py``: the GCN step at 1 rank x 2 threads 192-194 ms
+(``bench/thread_timeout.py``: the GCN step at 1 rank x 2 threads 192-194 ms
 against 115-122 ms with ``OPENBLAS_THREAD_TIMEOUT=4``). So the library puts ``WAIT_ENV``
 into ``os.environ`` only while it loads such a runtime itself (``loading``), where the user
 set none, and takes it out again:

@@ -4,7 +4,7 @@ The library's threads apply to its own work only: an operator records them, and 
 library call that runs kernels sets them for the calling thread and puts the caller's back
 when it returns (``scope``); only an explicit ``set_threads`` changes the process.
 
-Busy cores (issue 48): a parallel region ends when its last thread does, so a thread whose
+Busy cores: a parallel region ends when its last thread does, so a thread whose
 core another process keeps busy holds every region of the step, and waking it on that core
 costs a scheduler slice each time (1 rank x 2 threads with a spinner on one core: the dense
 part 33x slower than 2 ranks x 1 thread). The scopes therefore run the library's kernels on
