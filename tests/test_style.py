@@ -224,3 +224,55 @@ def test_the_tree_shows_the_architecture():
     the packages named after the concepts (runtime, local, backend, exchange, ...)."""
     top = sorted(p.name for p in (ROOT / "spmmgnn").glob("*.py"))
     assert len(top) <= MAX_TOP_LEVEL_MODULES, top
+
+
+BACKEND_NAMES = {"HOST", "HostBackend", "TorchBackend"}
+DEVICE_WORDS = {"cuda", "cpu", "none"}
+
+
+def _device_decision(node: ast.AST) -> str | None:
+    """What makes ``node`` a host-or-device decision, or None."""
+    def devicey(n: ast.AST) -> bool:
+        return ((isinstance(n, ast.Name) and n.id in ("device", "dev"))
+                or (isinstance(n, ast.Attribute) and n.attr in ("device", "device_path"))
+                or (isinstance(n, ast.Attribute) and n.attr == "type" and devicey(n.value)))
+    if isinstance(node, ast.Compare):
+        parts = [node.left, *node.comparators]
+        if any(isinstance(p, ast.Name) and p.id in BACKEND_NAMES for p in parts):
+            return "compares with a backend"
+        if any(devicey(p) for p in parts) and any(
+                isinstance(p, ast.Constant) and (p.value is None or p.value in DEVICE_WORDS)
+                for p in parts):
+            return "compares a device"
+    if isinstance(node, ast.Call):
+        f = ast.unparse(node.func)
+        if f.startswith("torch.cuda."):
+            return f
+        if f == "isinstance" and len(node.args) == 2 and any(
+                b in ast.unparse(node.args[1]) for b in BACKEND_NAMES):
+            return "isinstance of a backend"
+    if isinstance(node, ast.keyword) and node.arg == "on_device":
+        return "on_device="
+    return None
+
+
+MAX_DEVICE_DECISIONS = 4
+
+
+def test_host_or_device_is_decided_in_the_backend():
+    """The grid chooses its backend once; code outside ``spmmgnn/backend/`` calls it rather
+    than asking where the data lives. At most ``MAX_DEVICE_DECISIONS`` such questions stand
+    outside the backend package (each listed, so a new one is seen in review): a comparison
+    of a device or with a backend object, a ``torch.cuda`` call, an ``on_device=`` switch.
+    ``is_torch(x)`` on a caller's argument is not one: it keeps the API's promise that a
+    tensor in gives a tensor out, on any backend."""
+    found = []
+    for path in sorted((ROOT / "spmmgnn").rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        if rel.parts[1] == "backend":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            why = _device_decision(node)
+            if why:
+                found.append(f"{rel}:{node.lineno}: {why}: {ast.unparse(node)[:70]}")
+    assert len(found) <= MAX_DEVICE_DECISIONS, "\n".join(found)

@@ -15,8 +15,6 @@ import pytest
 from .mpi import run_cli
 
 EPOCHS = 5  # (transport_train.py's)
-# the families whose operators another branch ports to the backend: enabled once merged
-PORTED_IN_P1 = {"oblivious2d", "sparse2d", "sparse3d", "plexus3d"}
 LAUNCHES = {2: ["sparse1d"],
             4: ["sparse15d", "oblivious2d", "sparse2d", "sparse3d", "plexus3d"]}
 CASES = [(P, name) for P, names in LAUNCHES.items() for name in names]
@@ -30,9 +28,7 @@ def relative(a, b) -> float:
 
 @pytest.mark.parametrize("P, name", CASES)
 def test_torch_backend_over_gloo_equals_host_over_mpi(P, name, mpi_json):
-    if name in PORTED_IN_P1:
-        pytest.skip("ported in p1")
-    enabled = ",".join(n for n in LAUNCHES[P] if n not in PORTED_IN_P1)
+    enabled = ",".join(LAUNCHES[P])
     runs = mpi_json(P, "transport_train.py", enabled, timeout=900)["cases"][name]
     for run, got in runs.items():
         assert "error" not in got, (name, run, got.get("error"))
