@@ -182,26 +182,39 @@ def test_every_algorithm_runs_on_a_device_grid():
 @pytest.mark.slow
 @pytest.mark.mpi
 def test_bench_gpu_dry_run(tmp_path):
-    """``bench/gpu.py --device cpu --quick`` runs end to end: the device path trains the GCN
-    with the numpy path's losses (P = 1, 2) and P = 2's equal P = 1's."""
+    """``python -m bench.gpu --device cpu --quick`` runs end to end: spmmgnn's trainer (the
+    fused dropout pass) and tuned torch with the CLI's default model on two graphs, with
+    their peaks and the model's prediction; the extras' P = 2 losses equal P = 1's and,
+    with dropout 0, the device path's the numpy path's."""
     import json
     import subprocess
     import sys
     from pathlib import Path
 
     out = tmp_path / "gpu.json"
-    script = Path(__file__).resolve().parent.parent / "bench" / "gpu.py"
-    proc = subprocess.run([sys.executable, str(script), "--device", "cpu", "--quick", "--n",
-                           "3000", "--out", str(out)], capture_output=True, text=True,
-                          timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(out.read_text())
-    checks = got["checks"]
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-m", "bench.gpu", "--device", "cpu", "--quick",
+                           "--sizes", "3000", "6000", "--search-seconds", "0", "--out",
+                           str(out)], capture_output=True, text=True, timeout=1500, cwd=root)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    check_bench_gpu(json.loads(out.read_text()), out.with_suffix(".md").read_text())
+
+
+def check_bench_gpu(got: dict, text: str) -> None:
+    for n in got["sizes"]:
+        runs = got["graphs"][str(n)]
+        for key in ("uncached", "cached"):
+            run = runs["spmmgnn"][key]
+            assert run["peak_bytes"] > 0 and run["predicted_bytes"] > 0, key
+            assert run["dropout_impl"] == "torch", key  # the fused pass's CPU twin
+        assert runs["tuned_torch"]["uncached"]["peak_bytes"] > 0
+    checks = got["extras"]["checks"]
     for key in ("P = 2 vs P = 1 losses, max relative difference",
-                "device vs numpy path losses, P = 1", "device vs numpy path losses, P = 2"):
+                "device vs numpy path losses, dropout 0, P = 1",
+                "device vs numpy path losses, dropout 0, P = 2"):
         assert checks[key] <= 1e-5, (key, checks[key])
-    assert set(got["local_product"]) == {"f=16", "f=128"}
-    assert "| spmmgnn --device cpu, P = 2 |" in out.with_suffix(".md").read_text()
+    assert set(got["extras"]["local_product"]) == {"f=16", "f=128"}
+    assert "| spmmgnn train --device |" in text and "tuned torch" in text
 
 
 def test_spmm_command_on_a_device_grid(tmp_path):

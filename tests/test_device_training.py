@@ -13,19 +13,21 @@ import numpy as np
 import pytest
 import torch
 
+from spmmgnn.backend import fused
 from spmmgnn.backend.dense_torch import dropout_mask as dropout_mask_torch
 from spmmgnn.backend.dense_torch import relu_dropout as relu_dropout_torch
 from spmmgnn.backend.dense_torch import vertex_dropout as vertex_dropout_torch
 from spmmgnn.backend.host import HOST
 from spmmgnn.backend.torch_backend import TorchBackend
 from spmmgnn.local.hashing import splitmix64_torch
-from spmmgnn.nn.dropout import dropout_mask, relu_dropout, vertex_dropout
+from spmmgnn.nn.dropout import dropout_mask, relu_dropout
 from spmmgnn.training.optim import Adam
 
 from .mpi import one_line_error, run_cli
 
 HAS_CUDA = torch.cuda.is_available()
 RTOL = {"float32": 1e-5, "float64": 1e-12}
+EPOCHS_RUN = 8  # (device_train.py's EPOCHS)
 
 
 def relative(a, b) -> float:
@@ -52,20 +54,36 @@ def check_training(got: dict, P: int) -> None:
             extra = (len(dev["losses"]) * dev["flat_bytes"] + dev["evaluations"] * 6 * 8
                      + (dev["param_bytes"] if P > 1 else 0))
             assert dev["device_host"] == dev["bytes_sent"] + extra, (label, dev)
-    for key in ("device_then_none", "none_then_device"):
+    for key in ("device_then_none", "none_then_device", "dropout_resumed"):
         r = got[key]
         assert "error" not in r, (key, r.get("error"))
         assert r["rest_epochs"] == list(range(1, len(r["full"]) + 1)), key
         assert relative(r["full"], r["rest"]) <= 1e-5, (key, r["full"], r["rest"])
+    check_dropout_repeat(got["dropout_repeat"], got["device"])
+
+
+def check_dropout_repeat(runs: dict, device: str) -> None:
+    """With dropout on, the same seed gives the device's losses again (bit for bit on the
+    CPU; over torch.distributed to rounding), and other masks than the host's."""
+    assert "error" not in runs, runs.get("error")
+    assert len(runs["mpi"]) == EPOCHS_RUN and runs["host"] != runs["mpi"], runs
+    if device == "cpu":
+        assert runs["again"] == runs["mpi"], runs
+    assert relative(runs["mpi"], runs["again"]) <= 1e-6, runs
+    if "torch" in runs:
+        assert relative(runs["mpi"], runs["torch"]) <= 1e-6, runs
+    assert device != "cpu" or "torch" in runs
 
 
 @pytest.mark.parametrize("P", [1, 2])
 def test_device_cpu_training_equals_numpy_path(P, mpi_json):
-    """GCN, 2 layers, dropout (with and without the first-layer cache, input dropout, a cast
-    and an integer codec (quantized on the device: the same bits, only packed rows staged),
-    float64 oblivious1d, an empty block with label propagation) on a non-symmetric A
-    with uneven blocks: device="cpu" equals device=None loss by loss (rtol 1e-5), and a
-    checkpoint resumes on the other path with the uninterrupted run's losses."""
+    """GCN, 2 layers, dropout 0 (with and without the first-layer cache, a cast and an
+    integer codec (quantized on the device: the same bits, only packed rows staged), float64
+    oblivious1d, an empty block with label propagation) on a non-symmetric A with uneven
+    blocks: device="cpu" equals device=None loss by loss (rtol 1e-5), and a checkpoint
+    resumes on the other path with the uninterrupted run's losses. With dropout and input
+    dropout on, the device's runs repeat their losses (over MPI and Gloo) and resume on
+    the device with the uninterrupted run's."""
     check_training(mpi_json(P, "device_train.py", "cpu", timeout=900), P)
 
 
@@ -81,36 +99,47 @@ IDS = np.array([0, 1, 5, 77, 2**31 + 9, 2**40 + 3, 2**62 + 17, 2**63 - 1], dtype
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.93])
-def test_dropout_hash_equals_numba(p):
-    """The torch int64 splitmix64 drops exactly the entries the numba kernels drop."""
+def test_torch_dropout_sites_share_the_fused_masks(p):
+    """The torch backend's dropout (the fused pass, input dropout, the 3D model's mask)
+    draws the masks of ``backend.fused``: the same seed the same masks, dropped entries 0,
+    kept ones scaled by 1/(1-p); other draws than the host's splitmix64."""
     ids = torch.from_numpy(IDS)
     for seed, step, layer in [(0, 1, 1), (5, 17, 2), (2**40, 3, 0)]:
-        for dtype in (np.float32, np.float64):
-            want = dropout_mask(IDS, 33, p, seed, step, layer, dtype=dtype)
-            got = dropout_mask_torch(ids, 33, p, seed, step, layer,
-                                     dtype=torch.float32 if dtype is np.float32
-                                     else torch.float64)
-            assert np.array_equal(want, got.numpy()), (p, seed, step, layer)
+        keep = fused.keep_mask(ids, 33, p, seed, step, layer)
+        for dtype in (torch.float32, torch.float64):
+            got = dropout_mask_torch(ids, 33, p, seed, step, layer, dtype=dtype)
+            want = keep.to(dtype) * (1.0 / (1.0 - p))
+            assert torch.equal(got, want), (p, seed, step, layer)
     z = torch.randn(len(IDS), 33, generator=torch.Generator().manual_seed(1))
     z[0, 0], z[1, 1] = float("nan"), float("inf")
     bias = torch.randn(33, generator=torch.Generator().manual_seed(2))
+    keep = fused.keep_mask(ids, 33, p, 3, 4, 1)
+    scale = torch.tensor(1.0 / (1.0 - p), dtype=z.dtype)
     for b in (None, bias):
-        want = relu_dropout(z, IDS, p, 3, 4, 1, bias=b)
+        h = torch.relu(z if b is None else z + b)
+        want = torch.where(keep | torch.isnan(h), h * scale, torch.zeros(()))
         got = relu_dropout_torch(z, ids, p, 3, 4, 1, bias=b)
         assert torch.equal(want.nan_to_num(-1.0), got.nan_to_num(-1.0)), (p, b is None)
-    assert torch.equal(vertex_dropout(z, IDS, p, 3, 4, 0).nan_to_num(-1.0),
-                       vertex_dropout_torch(z, ids, p, 3, 4, 0).nan_to_num(-1.0))
+        again = relu_dropout_torch(z, ids, p, 3, 4, 1, bias=b)
+        assert torch.equal(again.nan_to_num(-1.0), got.nan_to_num(-1.0))
+    assert torch.equal(vertex_dropout_torch(z, ids, p, 3, 4, 0).nan_to_num(-1.0),
+                       (z * dropout_mask_torch(ids, 33, p, 3, 4, 0)).nan_to_num(-1.0))
+    host = dropout_mask(IDS, 33, p, 3, 4, 1)
+    assert not np.array_equal(host != 0, keep.numpy())
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
-def test_cuda_dropout_hash_equals_numba():
-    """On CUDA, int64 arithmetic wraps as on the CPU: the same masks."""
-    ids = torch.from_numpy(IDS).to("cuda")
+def test_cuda_dropout_masks_equal_the_cpu_torch_masks():
+    """CUDA draws the masks the CPU torch backend draws (runs portable across devices)."""
+    ids = torch.from_numpy(IDS)
+    z = torch.randn(len(IDS), 33, generator=torch.Generator().manual_seed(1))
     for p in (0.1, 0.5, 0.93):
-        want = dropout_mask(IDS, 33, p, 5, 17, 2)
-        got = dropout_mask_torch(ids, 33, p, 5, 17, 2)
-        assert got.device.type == "cuda" and np.array_equal(want, got.cpu().numpy()), p
+        want = dropout_mask_torch(ids, 33, p, 5, 17, 2)
+        got = dropout_mask_torch(ids.to("cuda"), 33, p, 5, 17, 2)
+        assert got.device.type == "cuda" and torch.equal(want, got.cpu()), p
+        got = relu_dropout_torch(z.to("cuda"), ids.to("cuda"), p, 5, 17, 2)
+        assert torch.equal(relu_dropout_torch(z, ids, p, 5, 17, 2), got.cpu()), p
 
 
 def test_splitmix64_torch_equals_python():
@@ -122,7 +151,10 @@ def test_splitmix64_torch_equals_python():
     assert [int(v) for v in got] == [mix64(int(w) & (2**64 - 1)) for w in words]
 
 
-def test_relu_dropout_gradient_equals_numba():
+@pytest.mark.parametrize("p", [0.0, 0.4])
+def test_relu_dropout_gradient(p):
+    """The fused pass's gradients: the host's without dropout (the same function), the
+    plain-torch reference ``relu(z + b) * mask`` with it."""
     z1 = torch.randn(50, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
     z2 = z1.clone()
     b1 = torch.randn(7, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
@@ -131,8 +163,12 @@ def test_relu_dropout_gradient_equals_numba():
         t.requires_grad_(True)
     ids = np.arange(100, 150, dtype=np.int64)
     g = torch.randn(50, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
-    (relu_dropout(z1, ids, 0.4, 1, 2, 1, bias=b1) * g).sum().backward()
-    (relu_dropout_torch(z2, torch.from_numpy(ids), 0.4, 1, 2, 1, bias=b2) * g).sum().backward()
+    if p == 0:
+        (relu_dropout(z1, ids, p, 1, 2, 1, bias=b1) * g).sum().backward()
+    else:
+        mask = dropout_mask_torch(torch.from_numpy(ids), 7, p, 1, 2, 1, dtype=torch.float64)
+        (torch.relu(z1 + b1) * mask * g).sum().backward()
+    (relu_dropout_torch(z2, torch.from_numpy(ids), p, 1, 2, 1, bias=b2) * g).sum().backward()
     assert torch.equal(z1.grad, z2.grad)
     assert torch.allclose(b1.grad, b2.grad, rtol=1e-12, atol=0)
 

@@ -98,3 +98,15 @@ def mpi_float_type(dtype):
     from mpi4py import MPI
 
     return MPI.FLOAT if np.dtype(dtype) == np.float32 else MPI.DOUBLE
+
+
+def csr_index_bytes(shape: tuple[int, int], nnz: int) -> int:
+    """Bytes of one index of the torch backend's CSR: 4 (int32) when they fit, else 8."""
+    return 4 if nnz < 2**31 - 1 and max(shape) < 2**31 - 1 else 8
+
+
+def csr_bytes(shape: tuple[int, int], nnz: int, itemsize: int) -> int:
+    """Bytes of the torch backend's CSR of a ``shape`` matrix with ``nnz`` non-zeros and
+    values of ``itemsize`` bytes: row pointers, column indices and values."""
+    index = csr_index_bytes(shape, nnz)
+    return (int(shape[0]) + 1) * index + int(nnz) * (index + itemsize)

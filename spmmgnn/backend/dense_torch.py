@@ -2,25 +2,24 @@
 the tensors' device (autograd gives every backward): the same functions run on
 ``device="cpu"`` as on CUDA, so CI tests the device path.
 
-The dropout mask of entry ``(v, k)`` is the splitmix64 of ``(key, v, k)`` that the host's
-numba kernels compute (``local.dense_kernels``), evaluated with int64 torch operations: int64
-multiplication and addition wrap modulo 2**64 like uint64's, XOR is the same on the bits,
-and the logical right shift is the arithmetic one masked to the bits it keeps. So a torch
-run drops exactly the entries a host run drops (tested), and no value leaves the device.
+Dropout is ``backend.fused``: bias + ReLU + dropout as one pass each way (Triton kernels on
+CUDA, their bit-identical torch twin elsewhere), its mask of entry ``(v, k)`` a hash in
+32-bit lanes of the site key ``mix64(seed, step, layer)``, the global vertex id and the
+column. The masks are reproducible (the same seed gives the same masks on every device,
+rank count and partition) and keep ``1 - p`` of the entries, but they are not the host's
+splitmix64 draws: a torch run and a host run agree loss by loss only without dropout.
+Input dropout (``vertex_dropout``) and the mask of the 3D model (``dropout_mask``) draw
+from the same hash, so one run's dropout sites are all one generator.
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..local.dense_kernels import stream_key, threshold
-from ..local.hashing import GOLDEN, shr64, signed64, splitmix64_torch
-
-COLUMN = 0xD1B54A32D192ED03  # the per-column stride of the numba kernels
+from . import fused
 
 
 def linear(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None,
@@ -30,41 +29,24 @@ def linear(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None,
     return out if add is None else out + add
 
 
-def keep_mask(vertex_ids: torch.Tensor, f: int, p: float, key, col0: int = 0) -> torch.Tensor:
-    """Bool ``len(vertex_ids) x f``: True where the host kernels keep entry (v, col0 + k)."""
-    ids = vertex_ids.to(torch.int64)
-    base = splitmix64_torch(ids * signed64(GOLDEN) ^ signed64(int(key)))
-    cols = (torch.arange(col0, col0 + f, dtype=torch.int64, device=ids.device)
-            * signed64(COLUMN))
-    h = splitmix64_torch(base[:, None] + cols[None, :])
-    return shr64(h, 40) >= int(threshold(p))
-
-
 def dropout_mask(vertex_ids: torch.Tensor, f: int, p: float, seed: int, step: int,
                  layer: int, dtype=torch.float32) -> torch.Tensor:
     """``1/(1-p)`` where entry (v, k) is kept, 0 where dropped, on ``vertex_ids``' device."""
     n = vertex_ids.shape[0]
     if p <= 0:
         return torch.ones((n, f), dtype=dtype, device=vertex_ids.device)
-    keep = keep_mask(vertex_ids, f, p, stream_key(seed, step, layer))
+    keep = fused.keep_mask(vertex_ids, f, p, seed, step, layer)
     return keep.to(dtype) * (1.0 / (1.0 - p))
 
 
 def relu_dropout(z: torch.Tensor, vertex_ids: torch.Tensor, p: float, seed: int, step: int,
                  layer: int, bias: torch.Tensor | None = None, col0: int = 0) -> torch.Tensor:
-    """``dropout(relu(z + bias))`` with the vertex-keyed mask: the kept entries are
-    ``relu(z + bias) * (1/(1-p))`` with the scale rounded to z's dtype first, as the host
-    kernel does; NaN stays NaN, a dropped Inf is 0. ``col0``: z's first column is feature
-    ``col0`` (a block of the features)."""
-    h = torch.relu(z if bias is None else z + bias)
-    if p <= 0:
-        return h
-    if p >= 1:
-        return h * 0
-    keep = keep_mask(vertex_ids, z.shape[1], p, stream_key(seed, step, layer), col0)
-    scale = float(np.dtype(str(z.dtype).removeprefix("torch.")).type(1.0 / (1.0 - p)))
-    return torch.where(keep | torch.isnan(h), h * scale,
-                       torch.zeros((), dtype=h.dtype, device=h.device))
+    """``dropout(relu(z + bias))`` in one fused pass forward and one backward
+    (``fused.bias_relu_dropout``): the kept entries are ``relu(z + bias) * (1/(1-p))`` with
+    the scale rounded to z's dtype first; NaN stays NaN, a dropped Inf is 0. ``col0``: z's
+    first column is feature ``col0`` (a block of the features)."""
+    return fused.bias_relu_dropout(z, bias, vertex_ids, min(max(p, 0.0), 1.0), seed, step,
+                                   layer, col0=col0)
 
 
 def vertex_dropout(x: torch.Tensor, vertex_ids: torch.Tensor, p: float, seed: int,

@@ -48,6 +48,7 @@ class HostBackend:
     host_memory = True
     mpi_native = True  # its arrays are MPI buffers as they are
     dist_backend = "gloo"  # torch.distributed's backend for its arrays (CPU memory)
+    dropout_impl = "numba"  # bias + ReLU + dropout: local.dense_kernels
 
     def __repr__(self) -> str:
         return "HostBackend()"

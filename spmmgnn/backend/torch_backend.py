@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..local.codecs import CastCodec
-from .convert import number_array, numbers_like
+from .convert import csr_index_bytes, number_array, numbers_like
 from .staging import Staging
 
 TORCH_DTYPES = ("float32", "float64", "float16", "bfloat16", "uint8", "int32", "int64")
@@ -43,8 +43,7 @@ def csr_tensor(indptr, indices, data, shape, device, dtype):
     """A torch sparse CSR tensor on ``device`` (int32 indices when they fit)."""
     import torch
 
-    small = len(indices) < 2**31 - 1 and max(shape) < 2**31 - 1
-    itype = torch.int32 if small else torch.int64
+    itype = torch.int32 if csr_index_bytes(shape, len(indices)) == 4 else torch.int64
 
     def put(a, t):
         a = a if isinstance(a, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(a))
@@ -87,6 +86,12 @@ class TorchBlock:
 
     def drop_transpose(self) -> None:
         self._csr = {k: v for k, v in self._csr.items() if not k[1]}
+
+    def keep_values(self, dtype) -> None:
+        """Free the CSR copies in dtypes other than numpy ``dtype`` (the symmetry probe's
+        float64 ones once a float32 run starts: one CSR per block on the device)."""
+        keep = torch_dtype(dtype)
+        self._csr = {k: v for k, v in self._csr.items() if k[0] == keep}
 
     def matmul(self, x, out, accumulate: bool) -> None:
         if self.nnz == 0 or x.shape[1] == 0:
@@ -185,6 +190,14 @@ class TorchBackend:
 
     def __repr__(self) -> str:
         return f"TorchBackend({self.device})"
+
+    @property
+    def dropout_impl(self) -> str:
+        """How bias + ReLU + dropout runs here (``backend.fused``): "triton" kernels, or
+        their "torch" twin."""
+        from .fused import triton_runs_on
+
+        return "triton" if triton_runs_on(self.device) else "torch"
 
     def default_transport(self, size: int) -> str:
         """``transport="auto"``'s choice: NCCL on CUDA with more than one rank (MPI from

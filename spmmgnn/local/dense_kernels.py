@@ -13,7 +13,7 @@ from numba import prange, uint64
 
 from ..runtime.jit import eager_njit, real
 from . import hashing
-from .hashing import mix64
+from .hashing import keep_threshold, mix64
 
 splitmix64 = real(hashing.splitmix64)  # eager numba kernels below call it
 BIAS_ROWS = 1024  # rows per partial sum of the bias gradient: fixed, so not set by threads
@@ -26,7 +26,7 @@ def stream_key(seed: int, step: int, layer: int) -> np.uint64:
 
 def threshold(p: float) -> np.uint64:
     """The 24-bit cut a hash's top bits must reach for its entry to be kept."""
-    return np.uint64(min(1 << 24, int(round(p * (1 << 24)))))
+    return np.uint64(keep_threshold(p))
 
 
 @eager_njit(parallel=True, cache=True, nogil=True, boundscheck=False)

@@ -48,6 +48,15 @@ def splitmix64_torch(z):
     return z ^ shr64(z, 31)
 
 
+KEEP_BITS = 24  # dropout compares this many bits of an entry's hash with the threshold
+
+
+def keep_threshold(p: float) -> int:
+    """Dropout keeps an entry when the top ``KEEP_BITS`` bits of its hash are at least this
+    (``round(p * 2**KEEP_BITS)``: 0 keeps all, ``2**KEEP_BITS`` drops all)."""
+    return min(1 << KEEP_BITS, int(round(p * (1 << KEEP_BITS))))
+
+
 def mix64(*words: int) -> int:
     """splitmix64 folded over a sequence of integers: a 64-bit key from (seed, epoch, ...)."""
     z = 0

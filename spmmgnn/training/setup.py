@@ -16,30 +16,23 @@ from ..backend.device import device_mismatch
 from ..local.hashing import uniform_by_id
 from ..nn.grid_model import GRID_ALGORITHMS
 from ..nn.grid_model import block_place as grid_place
-from ..nn.memory import ModelShape, block_problem, dense_bytes, model_bytes, model_problem
+from ..nn.memory import ModelShape, block_problem, model_bytes, model_problem
 from ..nn.plexus_model import block_place as plexus_place
 from ..runtime.errors import SpmmgnnError, agree
 from ..runtime.machine import format_bytes, format_bytes_apart, node_total, ranks_on_this_node
 from .checkpoint import load_checkpoint, read_meta, restore, signature_diff, state_bytes
 from .config import STALE_REMOTE_SHARE, StaleRemoteWarning
-
-INDEX_BYTES = 8  # torch sparse CSR keeps int64 column indices and row pointers
-
-
-def operator_bytes(op, itemsize: int) -> int:
-    """Bytes the operator's blocks take on a device as torch CSR (values of ``itemsize``
-    bytes, int64 column indices and row pointers), twice when ``A^T`` products need the
-    transposes."""
-    total = 0
-    for m in op.local_matrices():
-        total += m.nnz * (itemsize + INDEX_BYTES) + (m.shape[0] + 1) * INDEX_BYTES
-    return total * (1 if op.symmetric else 2)
+from .device_peak import StepShape, device_need, fits_text
 
 
-def device_memory_problem(op, shape: ModelShape, comm: MPI.Comm) -> str | None:
-    """Collective: the one-line refusal when this rank's operator blocks, activations,
-    gradients, parameters and Adam's state do not fit the memory of its grid's device
-    (``Backend.training_memory``; None: they fit, or no device, or unknown)."""
+def device_memory_problem(op, step: StepShape, comm: MPI.Comm, split_rows: int,
+                          total_rows: int, total_nnz: int,
+                          symmetric: bool | None = None) -> str | None:
+    """Collective: the one-line refusal when this rank's training does not fit the memory of
+    its grid's device (``Backend.training_memory``; ``device_peak.device_need``: blocks,
+    data, weights and Adam's state, the step's activations and transients), naming what
+    would fit: more devices of this size, or a larger one (None: it fits, or no device, or
+    the free memory is unknown). ``symmetric``: assume it (before the probe has said)."""
     be = op.grid.backend
     try:
         have = be.training_memory(comm)
@@ -47,20 +40,19 @@ def device_memory_problem(op, shape: ModelShape, comm: MPI.Comm) -> str | None:
         return str(exc)
     if have is None:
         return None
-    dense = dense_bytes(shape, int(op.n_local))
-    blocks = operator_bytes(op, shape.itemsize)
-    model = dense["parameters"] + dense["optimizer"]
-    data = dense["features"] + dense["activations"] + dense["gradients"]
-    need = blocks + model + data
-    if need <= have:
+    need = device_need(op, step, split_rows, be.device.type, symmetric)
+    if need.total <= have:
         return None
-    need_text, have_text = format_bytes_apart(need, have)
-    return (f"training on {be.device} needs about {need_text} of device memory on "
-            f"rank {comm.Get_rank()} (operator blocks {format_bytes(blocks)}, features, "
-            f"activations and gradients of {op.n_local} rows {format_bytes(data)}, parameters "
-            f"and Adam's state {format_bytes(model)}) and the device has {have_text} "
-            "for it: use more ranks or devices, lower --hidden or --layers, or train without "
-            "--device")
+    ranks = comm.Get_size()
+    need_text, have_text = format_bytes_apart(need.total, have)
+    return (f"training on {be.device} needs about {need_text} of device memory on rank "
+            f"{comm.Get_rank()} of {ranks} (operator blocks and exchange buffers "
+            f"{format_bytes(need.blocks)}, features and labels {format_bytes(need.data)}, "
+            f"weights, gradients and Adam's state {format_bytes(need.model)}, the step's "
+            f"activations at its peak ({need.where}) {format_bytes(need.step)}) and the "
+            f"device has {have_text} for it: "
+            + fits_text(need, step, total_rows, total_nnz, have, ranks, format_bytes)
+            + "; or lower --hidden or --layers, or train without --device")
 
 
 class Preparation:
@@ -114,7 +106,25 @@ class Preparation:
             problem = block_problem(shape, place, ranks_on_this_node(self.comm),
                                     self.config.cache_input_aggregation)
         agree(self.comm, problem and f"{problem}: lower --hidden or --layers, or use more nodes")
-        agree(self.comm, device_memory_problem(self.data.op, shape, self.comm))
+        agree(self.comm, self._device_memory_problem())
+
+    def _device_step(self) -> StepShape:
+        """The training step ``training.device_peak`` models for this rank."""
+        c, d, op = self.config, self.data, self.data.op
+        loss = getattr(self, "loss_mask", d.masks["train"])
+        impl = "none" if c.dropout <= 0 else self.backend.dropout_impl
+        return StepShape(shape=self._model_shape(), rows=int(op.n_local),
+                         loss_rows=int(loss.sum()), cached=c.cache_input_aggregation,
+                         dropout=c.dropout, input_dropout=c.input_dropout,
+                         layernorm=c.layernorm, impl=impl)
+
+    def _device_memory_problem(self, symmetric: bool | None = None) -> str | None:
+        """Collective: ``device_memory_problem`` of this rank's step (``symmetric``: assume
+        it, before the probe has said)."""
+        split_rows = sum(int(m.sum()) for m in self.data.masks.values())
+        return device_memory_problem(self.data.op, self._device_step(), self.comm,
+                                     split_rows, int(self.data.n), int(self.data.nnz),
+                                     symmetric)
 
     def _block_place(self):
         """Where a block layout keeps this rank's activations (``nn.memory.BlockPlace``;

@@ -69,6 +69,9 @@ class Trainer(Preparation, TrainingStep, Evaluation):
         self.device = self.grid.device
         self._check_grid()
         self.x = data.features.to(self.dtype)
+        if op.symmetric is None:  # before the probe builds blocks on a device: refuse what
+            # cannot fit even with a symmetric A (one CSR per block)
+            agree(self.comm, self._device_memory_problem(symmetric=True))
         if op.symmetric is None:  # a lossy codec keeps its own backward direction
             lossy = getattr(op, "codec", None) or getattr(op, "codec_backward", None)
             op.symmetric = False if lossy else op.probe_symmetry()
