@@ -1,7 +1,10 @@
 """spmmgnn on a GPU (issue 44): one command on a machine with one GPU and 16 cores.
 
-    python bench/gpu.py                       # the full run (CUDA): under 5 minutes, target
-    python bench/gpu.py --device cpu --quick  # the dry run CI can afford (a small graph)
+    python -m bench.gpu                       # the full run (CUDA): under 5 minutes, target
+    python -m bench.gpu --device cpu --quick  # the dry run CI can afford (a small graph)
+
+(``python bench/gpu.py`` runs the same: this file imports nothing from the ``bench``
+package, so it also runs by its path on a machine that has only this file.)
 
 Steps, each printed as it finishes, then written to ``bench/results/gpu.{md,json}``
 (``gpu-<device>-quick.*`` for ``--quick``):
@@ -28,7 +31,8 @@ Steps, each printed as it finishes, then written to ``bench/results/gpu.{md,json
 
 Timings on CUDA synchronize the device around each step; the breakdown's multiply seconds
 are launch-to-return times on CUDA (kernels run asynchronously until a host copy waits).
-The machine needs mpi4py + an MPI for steps 3 and 5 (see ``../shared/gpu-machine``).
+The machine needs mpi4py + an MPI for steps 3 and 5 (``bench/gpu/README.md``: how to set
+up a lent GPU machine).
 """
 
 from __future__ import annotations
@@ -44,10 +48,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, machine, mpiexec, write_json  # noqa: E402
+from spmmgnn.benchmark.harness import machine, mpiexec, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
 FULL = dict(n=1_000_000, features=128, hidden=128, classes=8, epochs=12, repeat=10)
 QUICK = dict(n=20_000, features=32, hidden=32, classes=8, epochs=6, repeat=3)
 
@@ -339,6 +343,13 @@ def _load(avg) -> str:
     return ", ".join(f"{v:.1f}" for v in avg)
 
 
+def render(res: dict) -> str:
+    """The Markdown of a finished run (``report`` and how long it took, at what load)."""
+    return report(res) + (f"\nThe whole command took {res['seconds']:.0f} s; load average "
+                          f"(1, 5, 15 min) {_load(res['load_start'])} at the start, "
+                          f"{_load(res['load_end'])} at the end.\n")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda", help="cuda (default) or cpu")
@@ -367,7 +378,7 @@ def main(argv=None) -> int:
     device_name = (torch.cuda.get_device_name(0) if args.device.startswith("cuda")
                    and torch.cuda.is_available() else f"{args.device} (no GPU)")
     timeout = 600
-    res = dict(command="python bench/gpu.py " + " ".join(sys.argv[1:] if argv is None else argv),
+    res = dict(command="python -m bench.gpu " + " ".join(sys.argv[1:] if argv is None else argv),
                quick=args.quick, device=args.device, device_name=device_name,
                cores=os.cpu_count(), machine=machine(), torch=torch.__version__,
                hidden=cfg["hidden"], epochs=cfg["epochs"], load_start=os.getloadavg())
@@ -432,9 +443,7 @@ def main(argv=None) -> int:
                                                                     timeout))
     res["seconds"] = time.perf_counter() - t_start
     res["load_end"] = os.getloadavg()
-    text = report(res) + (f"\nThe whole command took {res['seconds']:.0f} s; load average "
-                          f"(1, 5, 15 min) {_load(res['load_start'])} at the start, "
-                          f"{_load(res['load_end'])} at the end.\n")
+    text = render(res)
     write_json(out, res)
     from spmmgnn.runtime.atomic import write_text_atomic
 

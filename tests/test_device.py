@@ -182,18 +182,17 @@ def test_every_algorithm_runs_on_a_device_grid():
 @pytest.mark.slow
 @pytest.mark.mpi
 def test_bench_gpu_dry_run(tmp_path):
-    """``bench/gpu.py --device cpu --quick`` runs end to end: the device path trains the GCN
-    with the numpy path's losses (P = 1, 2) and P = 2's equal P = 1's."""
+    """``python -m bench.gpu --device cpu --quick`` runs end to end: the device path trains
+    the GCN with the numpy path's losses (P = 1, 2) and P = 2's equal P = 1's."""
     import json
     import subprocess
     import sys
     from pathlib import Path
 
     out = tmp_path / "gpu.json"
-    script = Path(__file__).resolve().parent.parent / "bench" / "gpu.py"
-    proc = subprocess.run([sys.executable, str(script), "--device", "cpu", "--quick", "--n",
-                           "3000", "--out", str(out)], capture_output=True, text=True,
-                          timeout=900)
+    proc = subprocess.run([sys.executable, "-m", "bench.gpu", "--device", "cpu", "--quick",
+                           "--n", "3000", "--out", str(out)], capture_output=True, text=True,
+                          timeout=900, cwd=Path(__file__).resolve().parent.parent)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(out.read_text())
     checks = got["checks"]
