@@ -54,10 +54,10 @@ import numpy as np
 
 from bench import RESULTS, ROOT
 from spmmgnn.benchmark.harness import (
+    interleaved,
     machine,
     python_module,
     run_mpi,
-    seconds,
     threads_env,
     uptime,
 )
@@ -95,13 +95,7 @@ def gemm_shapes(sizes: dict, threads: int, repeat: int) -> list[dict]:
             h = rng.standard_normal((n, a)).astype(np.float32)
             w = rng.standard_normal((a, c)).astype(np.float32)
             g = rng.standard_normal((n, c)).astype(np.float32)
-            fns = _shape_fns(h, w, g)
-            for fn in fns.values():
-                fn()
-            best = dict.fromkeys(fns, np.inf)
-            for _ in range(repeat):
-                for k, fn in fns.items():
-                    best[k] = min(best[k], seconds(fn))
+            best = interleaved(_shape_fns(h, w, g), repeat)
             rows.append(dict(n=n, a=a, c=c, threads=threads, seconds=best,
                              gflops={k: 2 * n * a * c / v / 1e9 for k, v in best.items()}))
             print(f"  {n}x{a}x{c} T={threads}: " + ", ".join(

@@ -32,6 +32,7 @@ import torch
 from bench import RESULTS
 from spmmgnn import set_threads
 from spmmgnn.benchmark.harness import interleaved, machine
+from spmmgnn.benchmark.plots import plot_file
 from spmmgnn.benchmark.rates import copy_bandwidth
 from spmmgnn.benchmark.tables import md_table, publish
 from spmmgnn.data.generators import random_graph, rmat
@@ -195,14 +196,7 @@ def figure(plt, data: dict):
 
 def plot(data: dict, path) -> None:
     """``figure`` written to ``path`` (nothing without matplotlib)."""
-    try:
-        from spmmgnn.benchmark.plots import pyplot, save_png
-        plt = pyplot()
-    except ImportError:
-        return
-    fig = figure(plt, data)
-    save_png(fig, path)
-    plt.close(fig)
+    plot_file(path, figure, data)
 
 
 def write(stem, data: dict) -> None:

@@ -122,6 +122,11 @@ def main() -> None:
     from spmmgnn.benchmark.harness import mpiexec
     from spmmgnn.benchmark.tables import publish
 
+    for tool in (args.petsc_mpiexec, args.petsc_python):
+        if not Path(tool).exists():
+            raise SystemExit(f"error: {tool} not found: PETSc's side needs Debian's "
+                             "python3-petsc4py (apt-get install python3-petsc4py) or "
+                             "--petsc-mpiexec / --petsc-python")
     rng = np.random.default_rng(0)
     n = args.n
     A = sp.random(n, n, density=args.nnz_per_row / n, random_state=rng, format="csr")

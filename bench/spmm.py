@@ -18,6 +18,7 @@ from mpi4py import MPI
 from bench import RESULTS
 from spmmgnn import ALGORITHMS, DistSpMM, ProcessGrid, default_threads, set_threads
 from spmmgnn.benchmark.harness import machine, write_json
+from spmmgnn.benchmark.plots import plot_file
 from spmmgnn.data.generators import random_graph, rmat
 
 
@@ -104,14 +105,7 @@ def figure(plt, rows):
 
 def plot(rows, path) -> None:
     """``figure`` written to ``path`` (nothing without matplotlib)."""
-    try:
-        from spmmgnn.benchmark.plots import pyplot, save_png
-        plt = pyplot()
-    except ImportError:
-        return
-    fig = figure(plt, rows)
-    save_png(fig, path)
-    plt.close(fig)
+    plot_file(path, figure, rows)
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from bench import RESULTS
-from spmmgnn.benchmark.harness import run, run_mpi, spmmgnn_command, write_json
+from spmmgnn.benchmark.harness import LaunchError, run, run_mpi, spmmgnn_command, write_json
 
 
 def main() -> int:
@@ -31,8 +31,11 @@ def main() -> int:
     args = p.parse_args()
     h5 = Path(args.file)
     if not h5.exists():
-        run([*spmmgnn_command(), "datasets", "wordnet", "--out", str(h5), "--parts",
-             str(args.P)])
+        try:
+            run([*spmmgnn_command(), "datasets", "wordnet", "--out", str(h5), "--parts",
+                 str(args.P)])
+        except LaunchError as exc:   # no wordnet-base: the command's own error line
+            raise SystemExit(str(exc).strip().splitlines()[-1]) from None
     rows = []
     for model in args.models:
         out = h5.with_name(f"wordnet_{model}.json")

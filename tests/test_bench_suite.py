@@ -145,3 +145,14 @@ def test_a_baseline_tree_supplies_only_spmmgnn(tmp_path):
     out = run([sys.executable, "-c", code], env=library_from(other, folder, ROOT),
               cwd=folder).stdout.split()
     assert out == ["the", "baseline", str(ROOT)]
+
+
+def test_the_rate_probe_measures_this_machine():
+    """Small calls of the probes the floors use: positive, finite rates."""
+    import math
+
+    from spmmgnn.benchmark.rates import copy_bandwidth, gemm_rates
+
+    rates = [copy_bandwidth(mbytes=4), copy_bandwidth(threads=1, mbytes=4),
+             *gemm_rates(64, 1, repeat=2).values()]
+    assert len(rates) == 4 and all(math.isfinite(r) and r > 0 for r in rates), rates

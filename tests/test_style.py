@@ -205,3 +205,19 @@ def test_import_checks_see_an_upward_import_and_a_circle(tmp_path):
                                                   "spmmgnn.data.a"]
     (pkg / "data" / "b.py").write_text("def g():\n    pass\n")
     assert _cycle(_package_modules(tmp_path)) == []
+
+
+@pytest.mark.slow
+def test_the_fast_subset_is_the_listed_mpi_tests():
+    """``-m "not slow"`` keeps, of the tests that launch ``mpiexec``, exactly those
+    ``conftest.FAST_MPI`` lists (each names a real test: a renamed one would silently drop
+    out of the fast subset)."""
+    from .conftest import FAST_MPI
+
+    files = sorted({n.split("::")[0] for n in FAST_MPI})
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                           "-p", "no:cacheprovider", "-m", "mpi and not slow", *files],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    got = {ln.strip() for ln in proc.stdout.splitlines() if "::" in ln}
+    assert got == set(FAST_MPI), (sorted(set(FAST_MPI) - got), sorted(got - set(FAST_MPI)),
+                                  proc.stderr[-2000:])

@@ -149,7 +149,8 @@ def run(cmd: Sequence[str], *, env: Mapping[str, str] | None = None,
     except subprocess.TimeoutExpired as exc:
         if not check:
             raise
-        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else ""
+        err = exc.stderr or ""
+        err = err.decode(errors="replace") if isinstance(err, bytes) else err
         raise LaunchError(f"{' '.join(cmd)} did not finish in {timeout:.0f} s\n"
                           f"{err[-3000:]}") from None
     ran = Ran(time.perf_counter() - t0, proc.stdout, proc.stderr, proc.returncode)

@@ -285,9 +285,19 @@ def model_figure(plt, rows: list[dict], graph: str, features: int, layers: int):
     return fig
 
 
-def plot_model(rows: list[dict], graph: str, features: int, layers: int, path) -> None:
-    """``spmmgnn model -o PNG``: ``model_figure`` written to ``path``."""
-    plt = pyplot()
-    fig = model_figure(plt, rows, graph, features, layers)
+def plot_file(path, draw, *args) -> bool:
+    """``draw(plt, *args)``'s figure written to ``path`` by ``save_png``; False (nothing
+    written) where matplotlib is not installed."""
+    try:
+        plt = pyplot()
+    except ImportError:
+        return False
+    fig = draw(plt, *args)
     save_png(fig, path)
     plt.close(fig)
+    return True
+
+
+def plot_model(rows: list[dict], graph: str, features: int, layers: int, path) -> None:
+    """``spmmgnn model -o PNG``: ``model_figure`` written to ``path``."""
+    plot_file(path, model_figure, rows, graph, features, layers)

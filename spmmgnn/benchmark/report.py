@@ -22,7 +22,17 @@ from pathlib import Path
 import numpy as np
 
 from ..runtime.errors import SpmmgnnError
-from .plots import draw_lines, legend_outside, note_figure, pyplot, save_png, series_styles
+from .plots import (
+    HATCHES,
+    MARKERS,
+    PALETTE,
+    draw_lines,
+    legend_outside,
+    note_figure,
+    pyplot,
+    save_png,
+    series_styles,
+)
 from .runs import PHASES
 
 PLOTS = ("time_vs_P", "breakdown", "partitioners", "replication", "bytes_per_rank", "codecs")
@@ -97,8 +107,6 @@ def _panels(plt, n: int, height: float, legend: bool = True, **kw):
 
 def _bar_styles(keys) -> dict:
     """A bar series' look: its family's colour and its variant's hatch."""
-    from .plots import HATCHES, MARKERS
-
     return {k: dict(color=s["color"], hatch=HATCHES[MARKERS.index(s["marker"]) % len(HATCHES)])
             for k, s in series_styles(keys).items()}
 
@@ -176,8 +184,6 @@ def _group_bars(ax, groups: list[str], series: dict[str, list[float]], xlabel: s
                 legend: bool = True) -> None:
     """Horizontal grouped bars: one row per group, named on the y axis in a readable size
     however long the names are; one bar per series in each row, each series its colour."""
-    from .plots import PALETTE
-
     height = 0.8 / max(1, len(series))
     y = np.arange(len(groups))
     for i, (name, vals) in enumerate(series.items()):
