@@ -1,6 +1,6 @@
 """Codec throughput and end-to-end SpMM time per codec.
 
-    mpiexec -n 4 python bench/codecs.py [--out bench/results/codecs.json]
+    mpiexec -n 4 python -m bench.codecs [--out bench/results/codecs.json]
 
 Part 1 (rank 0): quantize+pack and unpack+dequantize throughput in GB/s of float32 input, per
 codec, next to a plain memcpy of the same buffer in the same run. Part 2 (all ranks, P > 1):
@@ -15,11 +15,11 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from bench import RESULTS
 from spmmgnn import DistSpMM, ProcessGrid, default_threads, set_threads
+from spmmgnn.benchmark.harness import best_time, machine, write_json
 from spmmgnn.data.generators import rmat
 from spmmgnn.local.codecs import CODECS
-
-from common import RESULTS, best_time, machine, write_json
 
 NO_INDEX = np.zeros(0, dtype=np.int64)
 

@@ -5,31 +5,28 @@ P, same graph, same seed, on a random partition (the most remote edges). Graphs:
 CSBM, a harder CSBM (weaker features, fewer edges inside a class) and WordNet with GraphSAGE
 (DistGNN's model; needs Debian's wordnet-base). Writes JSON and a Markdown table.
 
-    python bench/delayed.py -P 2 4 --epochs 200 --staleness 5
-    python bench/delayed.py -P 2 4 --graphs wordnet-metis --out bench/results/delayed-metis
+    python -m bench.delayed -P 2 4 --epochs 200 --staleness 5
+    python -m bench.delayed -P 2 4 --graphs wordnet-metis --out bench/results/delayed-metis
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import RESULTS
+from spmmgnn.benchmark.harness import machine, run, run_mpi, spmmgnn_command
+from spmmgnn.benchmark.tables import md_table, publish
 
-from bench.common import RESULTS, machine, mpiexec, write_json  # noqa: E402
-from spmmgnn.runtime.atomic import write_text_atomic  # noqa: E402
 
-
-def run(P: int, flags: list[str], common: list[str]) -> dict:
+def train(P: int, flags: list[str], common: list[str]) -> dict:
+    """One ``spmmgnn train`` run on P ranks; its ``--json`` summary."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
-        cmd = [mpiexec(), "-n", str(P), sys.executable, "-m",
-               "spmmgnn.cli", "train", *common, *flags, "--quiet", "--json", str(out)]
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        run_mpi(P, [*spmmgnn_command(), "train", *common, *flags, "--quiet", "--json",
+                    str(out)])
         return json.loads(out.read_text())
 
 
@@ -52,9 +49,8 @@ def graph_flags(graph: str, P: int, tmp: Path) -> list[str]:
     method = "metis-vol" if graph == "wordnet-metis" else "random"
     h5 = tmp / f"wordnet-{method}-{P}.h5"
     if not h5.exists():
-        cmd = [sys.executable, "-m", "spmmgnn.cli", "datasets", "wordnet", "--out", str(h5),
-               "--parts", str(P), "--partitioner", method]
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        run([*spmmgnn_command(), "datasets", "wordnet", "--out", str(h5), "--parts", str(P),
+             "--partitioner", method])
     return ["--dataset", str(h5), "--model", "sage", "--hidden", "128"]
 
 
@@ -79,7 +75,7 @@ def main() -> None:
                 common = ["--epochs", str(args.epochs), "--algorithm", "sparse1d",
                           *graph_flags(graph, P, Path(tmp))]
                 for label, flags in modes:
-                    s = run(P, flags, common)
+                    s = train(P, flags, common)
                     rows.append(dict(
                         graph=graph, P=P, mode=label, flags=flags,
                         final_test=s["final"]["test_acc"], final_epoch=s["final"]["epoch"],
@@ -91,25 +87,27 @@ def main() -> None:
                     print(f"{graph} P={P} {label:26s} final {rows[-1]['final_test']:.4f} "
                           f"best-val {rows[-1]['best_test']:.4f}  "
                           f"{rows[-1]['ms_per_epoch']:.1f} ms/epoch", flush=True)
-    write_json(Path(args.out).with_suffix(".json"),
-               dict(machine=machine(), args=vars(args), rows=rows))
-    lines = [f"{args.epochs} epochs, sparse1d, same seed, random partitions (many cut edges) "
+    publish(args.out, dict(machine=machine(), args=vars(args), rows=rows), render)
+
+
+def render(data: dict) -> str:
+    args = data["args"]
+    lines = [f"{args['epochs']} epochs, sparse1d, same seed, random partitions (many cut edges) "
              "unless the graph says otherwise. "
              "Test accuracy at the final epoch and at the best-validation epoch (evaluation "
              "uses the exact operator); time per epoch excludes epoch 1 (one run each, 2 "
              "cores: noisy); bytes are all ranks' bytes sent per training step (evaluation's "
              "exact products not included). Graphs:", ""]
-    lines += [f"- `{g}`: {GRAPHS[g]}" for g in args.graphs] + [""]
-    lines += ["| graph | P | mode | final test acc | best-val test acc (epoch) | "
-              "MB sent / epoch | ms / epoch | exchange ms | all-reduce ms |",
-              "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
-    for row in rows:
-        b = row["breakdown_ms"]
-        lines.append(f"| {row['graph']} | {row['P']} | {row['mode']} | "
-                     f"{row['final_test']:.4f} | {row['best_test']:.4f} ({row['best_epoch']}) | "
-                     f"{row['bytes_per_epoch'] / 1e6:.3f} | {row['ms_per_epoch']:.1f} | "
-                     f"{b.get('exchange', 0):.1f} | {b.get('allreduce', 0):.1f} |")
-    write_text_atomic(Path(args.out).with_suffix(".md"), "\n".join(lines) + "\n")
+    lines += [f"- `{g}`: {GRAPHS[g]}" for g in args["graphs"]] + [""]
+    lines += md_table(["graph", "P", "mode", "final test acc", "best-val test acc (epoch)",
+                       "MB sent / epoch", "ms / epoch", "exchange ms", "all-reduce ms"],
+                      [[row["graph"], row["P"], row["mode"], f"{row['final_test']:.4f}",
+                        f"{row['best_test']:.4f} ({row['best_epoch']})",
+                        f"{row['bytes_per_epoch'] / 1e6:.3f}", f"{row['ms_per_epoch']:.1f}",
+                        f"{row['breakdown_ms'].get('exchange', 0):.1f}",
+                        f"{row['breakdown_ms'].get('allreduce', 0):.1f}"]
+                       for row in data["rows"]], "lrlrrrrrr")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ op's inputs were written by earlier work and need not be cached.
 Writes ``bench/results/dense-ops.{json,md}`` (``--out`` to change the stem): per T the step's
 dense part, the sum of the ops (both ways), their ratios, and every op.
 
-    python bench/dense_ops.py --n 1000000 --threads 1 2 4 8 16   # the issue's graph
-    python bench/dense_ops.py --n 90000                           # this machine's cores
+    python -m bench.dense_ops --n 1000000 --threads 1 2 4 8 16   # the issue's graph
+    python -m bench.dense_ops --n 90000                           # this machine's cores
 """
 
 from __future__ import annotations
@@ -34,14 +34,13 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-from spmmgnn.runtime.atomic import write_text_atomic
+from bench import RESULTS
+from spmmgnn.benchmark.harness import machine, now
+from spmmgnn.benchmark.tables import md_table, publish
 from spmmgnn.runtime.machine import llc_bytes
-
-from common import RESULTS, machine, write_json
 
 
 def _timed(fn, repeat: int, evict=None) -> float:
@@ -142,10 +141,10 @@ def step_dense(n: int, features: int, hidden: int, classes: int, steps: int) -> 
                 spmm_local=1e3 * float(np.median([r["breakdown"]["spmm_local"] for r in rows])))
 
 
-def markdown(data: dict) -> str:
+def render(data: dict) -> str:
     a = data["args"]
     lines = [f"# The dense part against its ops alone ({data['when']})", "",
-             f"`python bench/dense_ops.py --n {a['n']} --threads "
+             f"`python -m bench.dense_ops --n {a['n']} --threads "
              f"{' '.join(map(str, a['threads']))}` on {data['machine']['cores']} cores "
              f"({data['machine']['platform']}); 1-minute load "
              f"{data['load'][0]:.1f} at the start, {data['load'][1]:.1f} at the end.", "",
@@ -154,21 +153,19 @@ def markdown(data: dict) -> str:
              f"medians of {a['steps']} steps after 2 and of {a['repeat']} calls of each op.",
              f"Ops alone twice: called again and again (their arrays stay in the cache when "
              f"they fit; this machine's largest cache: {data['cache_mib']} MiB), and with "
-             f"the caches evicted before each call (a read of twice that).",
-             "", "| T | step ms | dense ms | ops alone ms | dense / ops | ops alone, caches "
-             "evicted, ms | dense / ops evicted |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in data["rows"]:
-        lines.append(f"| {r['threads']} | {r['step']:.1f} | {r['dense']:.1f} | "
-                     f"{r['ops_sum']:.1f} | {r['dense'] / r['ops_sum']:.2f} | "
-                     f"{r['ops_cold_sum']:.1f} | {r['dense'] / r['ops_cold_sum']:.2f} |")
+             f"the caches evicted before each call (a read of twice that).", ""]
+    lines += md_table(["T", "step ms", "dense ms", "ops alone ms", "dense / ops",
+                       "ops alone, caches evicted, ms", "dense / ops evicted"],
+                      [[r["threads"], f"{r['step']:.1f}", f"{r['dense']:.1f}",
+                        f"{r['ops_sum']:.1f}", f"{r['dense'] / r['ops_sum']:.2f}",
+                        f"{r['ops_cold_sum']:.1f}", f"{r['dense'] / r['ops_cold_sum']:.2f}"]
+                       for r in data["rows"]], "rrrrrrr")
     names = list(data["rows"][0]["ops"])
-    lines += ["", "Each op alone, ms (caches evicted in brackets):", "",
-              "| op | " + " | ".join(f"T = {r['threads']}" for r in data["rows"]) + " |",
-              "|---|" + "---:|" * len(data["rows"])]
-    for name in names:
-        lines.append(f"| {name} | " + " | ".join(
-            f"{r['ops'][name]:.2f} ({r['ops_cold'][name]:.2f})" for r in data["rows"]) + " |")
+    lines += ["", "Each op alone, ms (caches evicted in brackets):", ""]
+    lines += md_table(["op", *(f"T = {r['threads']}" for r in data["rows"])],
+                      [[name, *(f"{r['ops'][name]:.2f} ({r['ops_cold'][name]:.2f})"
+                                for r in data["rows"])] for name in names],
+                      "l" + "r" * len(data["rows"]))
     return "\n".join(lines) + "\n"
 
 
@@ -204,13 +201,10 @@ def main() -> int:
               f"{rows[-1]['ops_sum']:.1f} ms, caches evicted {rows[-1]['ops_cold_sum']:.1f}",
               flush=True)
         # written after each T: a run stopped at its time limit keeps what it measured
-        data = dict(when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                    machine=machine(), load=[load0, os.getloadavg()[0]], args=vars(args),
-                    cache_mib=llc_bytes() >> 20,
-                    rows=rows)
-        write_json(Path(args.out).with_suffix(".json"), data)
-        write_text_atomic(Path(args.out).with_suffix(".md"), markdown(data))
-    print(markdown(data))
+        data = dict(when=now(), machine=machine(), load=[load0, os.getloadavg()[0]],
+                    args=vars(args), cache_mib=llc_bytes() >> 20, rows=rows)
+        publish(args.out, data, render)
+    print(render(data))
     return 0
 
 

@@ -7,10 +7,10 @@ Machine floors, measured here (2 threads = the whole machine, and 1 thread):
   BLAS and with torch's; the floor uses the faster;
 - ``bandwidth``: a stream triad ``a = b + s c`` over arrays 8x the last-level cache (numba,
   bytes read + written);
-- ``gather``: issue 22's random-row gather bound (``kernel_choice.gather_rates``) at each
+- ``gather``: issue 22's random-row gather bound (``benchmark.rates.gather_rates``) at each
   width the step's SpMMs run, x in L3 and in DRAM;
-- ``network``: ``mpiexec -n 2``: ping-pong alpha and beta (``benchmark.network``) and an
-  ``Allreduce`` fit over the same sizes.
+- ``network``: ``mpiexec -n 2``: ping-pong alpha and beta and an ``Allreduce`` fit over the
+  same sizes (``benchmark.network``).
 
 Per part of a training step (GCN and SAGE, 2 layers, two CSBM sizes, P = 1 x 2 threads and
 P = 2 x 1 thread, sparse1d, float32), measured in one ``mpiexec`` run each:
@@ -36,17 +36,15 @@ layout's imbalance and its idle core count against it:
   ``allreduce``: alpha + the gradient buffer x beta (P = 2; none at P = 1);
 - ``copy``, ``autograd``, ``python``, ``other``: 0 (no work the step needs).
 
-    python bench/floor.py --label before     # writes bench/results/floor.{json,md}
-    python bench/floor.py --label after      # keeps the other labels' rows
-    python bench/floor.py --quick            # small graphs, a smoke run
+    python -m bench.floor --label before     # writes bench/results/floor.{json,md}
+    python -m bench.floor --label after      # keeps the other labels' rows
+    python -m bench.floor --quick            # small graphs, a smoke run
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -54,11 +52,18 @@ from pathlib import Path
 
 import numpy as np
 
-from spmmgnn.runtime.atomic import write_text_atomic
+from bench import RESULTS, ROOT
+from spmmgnn.benchmark.harness import (
+    interleaved,
+    machine,
+    python_module,
+    run_mpi,
+    threads_env,
+    uptime,
+)
+from spmmgnn.benchmark.rates import gather_rates, gemm_rates, triad_rate
+from spmmgnn.benchmark.tables import md_table, publish, regenerate
 
-from common import RESULTS, machine, mpiexec, write_json
-
-HERE = Path(__file__).resolve().parent
 SIZES = {  # name -> CSBM and model widths
     "small": dict(n=20_000, degree=16.0, features=64, classes=8, hidden=64),
     "large": dict(n=90_000, degree=22.0, features=128, classes=10, hidden=128),
@@ -73,24 +78,6 @@ ITEM = 4  # float32
 
 
 # ---------------------------------------------------------------- machine floors
-def gemm_rates(n: int, threads: int, repeat: int) -> dict[str, float]:
-    """GFLOP/s of an n^3 float32 product, numpy's BLAS and torch's, ``threads`` threads."""
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    torch.set_num_threads(threads)
-    rng = np.random.default_rng(0)
-    a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
-    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-    out = {}
-    with threadpool_limits(limits=threads, user_api="blas"):
-        for name, fn in (("numpy", lambda: a @ b), ("torch", lambda: ta @ tb)):
-            fn()
-            best = min(_seconds(fn) for _ in range(repeat))
-            out[name] = 2 * n ** 3 / best / 1e9
-    return out
-
-
 def gemm_shapes(sizes: dict, threads: int, repeat: int) -> list[dict]:
     """Each product shape of the sizes' steps on each BLAS and orientation, ``threads``
     threads: ``h @ w`` and ``g @ w.T`` (n x a x c) with numpy writing into a reused array and
@@ -108,13 +95,7 @@ def gemm_shapes(sizes: dict, threads: int, repeat: int) -> list[dict]:
             h = rng.standard_normal((n, a)).astype(np.float32)
             w = rng.standard_normal((a, c)).astype(np.float32)
             g = rng.standard_normal((n, c)).astype(np.float32)
-            fns = _shape_fns(h, w, g)
-            for fn in fns.values():
-                fn()
-            best = dict.fromkeys(fns, np.inf)
-            for _ in range(repeat):
-                for k, fn in fns.items():
-                    best[k] = min(best[k], _seconds(fn))
+            best = interleaved(_shape_fns(h, w, g), repeat)
             rows.append(dict(n=n, a=a, c=c, threads=threads, seconds=best,
                              gflops={k: 2 * n * a * c / v / 1e9 for k, v in best.items()}))
             print(f"  {n}x{a}x{c} T={threads}: " + ", ".join(
@@ -135,38 +116,9 @@ def _shape_fns(h: np.ndarray, w: np.ndarray, g: np.ndarray) -> dict:
             "h.T@g torch": lambda: th.t() @ tg, "(g.T@h).T torch": lambda: (tg.t() @ th).t()}
 
 
-def _seconds(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-def triad_rate(threads: int, repeat: int) -> float:
-    """GB/s (read + written) of ``a = b + s c`` over arrays 8x the last-level cache."""
-    from numba import njit, prange
-
-    from spmmgnn import set_threads
-    from spmmgnn.local import kernels
-
-    @njit(parallel=True, nogil=True, boundscheck=False)
-    def triad(a, b, c, s):
-        for i in prange(a.shape[0]):
-            a[i] = b[i] + s * c[i]
-
-    set_threads(threads)
-    n = max(1 << 22, 8 * kernels.LLC_BYTES // ITEM)
-    a, b, c = np.zeros(n, np.float32), np.ones(n, np.float32), np.ones(n, np.float32)
-    triad(a, b, c, np.float32(0.5))
-    best = min(_seconds(lambda: triad(a, b, c, np.float32(0.5))) for _ in range(repeat))
-    return 3 * n * ITEM / best / 1e9
-
-
 def machine_floors(widths: list[int], gemm_n: int, repeat: int, sizes: dict) -> dict:
     """Every machine rate the floors use, at 1 and 2 threads (network: 2 ranks), and the
     step's product shapes on each BLAS."""
-    from kernel_choice import gather_rates
-
-    from spmmgnn import set_threads
     from spmmgnn.local import kernels
 
     out = dict(llc_bytes=kernels.LLC_BYTES, gemm={}, bandwidth={}, gather={}, shapes=[])
@@ -174,7 +126,6 @@ def machine_floors(widths: list[int], gemm_n: int, repeat: int, sizes: dict) -> 
         out["gemm"][t] = gemm_rates(gemm_n, t, repeat)
         out["shapes"] += gemm_shapes(sizes, t, max(3, repeat))
         out["bandwidth"][t] = triad_rate(t, repeat)
-        set_threads(t)
         out["gather"][t] = gather_rates(t, repeat, False, widths=widths)
         print(f"  {t} thread(s): gemm {out['gemm'][t]}, triad {out['bandwidth'][t]:.1f} GB/s",
               flush=True)
@@ -185,25 +136,14 @@ def machine_floors(widths: list[int], gemm_n: int, repeat: int, sizes: dict) -> 
 def worker_network() -> dict | None:
     from mpi4py import MPI
 
-    from spmmgnn.benchmark.network import SIZES, _fit, ping_pong
+    from spmmgnn.benchmark.network import all_reduce, ping_pong
 
     comm = MPI.COMM_WORLD
     pp = ping_pong(comm)
-    times = []
-    for m in SIZES:
-        buf = np.zeros(max(1, m // 4), dtype=np.float32)
-        best = np.inf
-        for _ in range(10):
-            comm.Barrier()
-            t0 = time.perf_counter()
-            comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
-            best = min(best, time.perf_counter() - t0)
-        times.append(comm.allreduce(best, op=MPI.MAX))
-    alpha, beta = _fit(np.array(SIZES), np.array(times))
+    reduce = all_reduce(comm)
     if comm.rank:
         return None
-    return dict(alpha=pp["alpha"], beta=pp["beta"], ping_pong=pp,
-                allreduce=dict(alpha=alpha, beta=beta, sizes=list(SIZES), seconds=times))
+    return dict(alpha=pp["alpha"], beta=pp["beta"], ping_pong=pp, allreduce=reduce)
 
 
 # ---------------------------------------------------------------- one training run
@@ -328,14 +268,12 @@ def worker_train(args) -> dict | None:
 
 
 def _launch(extra: list[str], P: int, threads: int, timeout: float = 1800) -> dict:
+    """One worker of this module on P ranks x ``threads`` threads; its result."""
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "r.json"
-        cmd = [mpiexec(), "-n", str(P), sys.executable, str(HERE / "floor.py"), *extra,
-               "--result", str(result), "--threads", str(threads)]
-        env = dict(os.environ, SPMMGNN_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+        run_mpi(P, python_module("bench.floor", *extra, "--result", str(result), "--threads",
+                                 str(threads)),
+                env=threads_env(threads), timeout=timeout, cwd=ROOT)
         return json.loads(result.read_text())
 
 
@@ -421,7 +359,9 @@ def measured(run: dict) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------- report
-def markdown(data: dict) -> str:
+def render(data: dict) -> str:
+    """Per label (a run of the script): the machine's rates, the step's product shapes, the
+    network, and each run's parts over their floors."""
     lines = ["# The training step at the machine's floor", "",
              "Written by `python bench/floor.py` (issue 38). Floors: the whole step's work on "
              "the whole machine (2 cores) at the rates measured in the same run; the "
@@ -430,50 +370,30 @@ def markdown(data: dict) -> str:
     for label, entry in data["labels"].items():
         m = entry["machine"]
         lines += [f"## {label}", "", f"Run {entry['when']}, load before: `{entry['uptime']}`."
-                  + (f" {entry['note']}" if entry.get("note") else ""), "",
-                  "| rate | 1 thread | 2 threads |", "|---|---:|---:|"]
-        for name in ("numpy", "torch"):
-            lines.append(f"| GEMM {m['gemm_n']}^3 {name} (GFLOP/s) | "
-                         f"{m['gemm']['1'][name]:.1f} | {m['gemm']['2'][name]:.1f} |")
-        lines.append(f"| triad (GB/s) | {m['bandwidth']['1']:.1f} | "
-                     f"{m['bandwidth']['2']:.1f} |")
-        for regime in ("L3", "DRAM"):
-            for f, v in m["gather"]["2"][regime].items():
-                lines.append(f"| gather f={f}, x in {regime} (GB/s) | "
-                             f"{m['gather']['1'][regime][f]:.1f} | {v:.1f} |")
+                  + (f" {entry['note']}" if entry.get("note") else ""), ""]
+        rates = [[f"GEMM {m['gemm_n']}^3 {name} (GFLOP/s)", f"{m['gemm']['1'][name]:.1f}",
+                  f"{m['gemm']['2'][name]:.1f}"] for name in ("numpy", "torch")]
+        rates.append(["triad (GB/s)", f"{m['bandwidth']['1']:.1f}", f"{m['bandwidth']['2']:.1f}"])
+        rates += [[f"gather f={f}, x in {regime} (GB/s)", f"{m['gather']['1'][regime][f]:.1f}",
+                   f"{v:.1f}"] for regime in ("L3", "DRAM")
+                  for f, v in m["gather"]["2"][regime].items()]
+        lines += md_table(["rate", "1 thread", "2 threads"], rates, "lrr")
         if m.get("shapes"):
             keys = list(m["shapes"][0]["seconds"])
-            lines += ["", "The step's products (n x a x c), ms (best of the run):", "",
-                      "| n x a x c | T | " + " | ".join(keys) + " |",
-                      "|---|---:|" + "---:|" * len(keys)]
-            for r in m["shapes"]:
-                lines.append(f"| {r['n']} x {r['a']} x {r['c']} | {r['threads']} | "
-                             + " | ".join(f"{r['seconds'][k] * 1e3:.1f}" for k in keys) + " |")
+            lines += ["", "The step's products (n x a x c), ms (best of the run):", ""]
+            lines += md_table(["n x a x c", "T", *keys],
+                              [[f"{r['n']} x {r['a']} x {r['c']}", r["threads"],
+                                *(f"{r['seconds'][k] * 1e3:.1f}" for k in keys)]
+                               for r in m["shapes"]], "lr" + "r" * len(keys))
         net = m["network"]
         lines += ["", f"MPI (2 ranks): ping-pong alpha {net['alpha'] * 1e6:.1f} us, "
                   f"{1 / net['beta'] / 1e9 if net['beta'] else float('inf'):.1f} GB/s; "
                   f"Allreduce alpha {net['allreduce']['alpha'] * 1e6:.1f} us, "
                   f"{1 / net['allreduce']['beta'] / 1e9 if net['allreduce']['beta'] else 0:.1f}"
-                  " GB/s.", "",
-                  "| model | size | P x T | step ms | floor ms | step / floor | "
-                  + " | ".join(PARTS) + " |",
-                  "|---|---|---|---:|---:|---:|" + "---|" * len(PARTS)]
-        for run in entry["runs"]:
-            fl, me = run["floors"], run["measured"]
-            step = max(r["step"] for r in run["ranks"])
-            total = sum(fl.values())
-            cells = []
-            for k in PARTS:
-                if fl[k] > 0:
-                    cells.append(f"{me[k] * 1e3:.1f} / {fl[k] * 1e3:.2f} = "
-                                 f"{me[k] / fl[k]:.1f}x")
-                else:
-                    cells.append(f"{me[k] * 1e3:.1f}" if me[k] >= 5e-5 else "0")
-            s = run["size"]
-            lines.append(f"| {run['model']} | n={run['n']}, nnz={run['nnz']}, f={s['features']},"
-                         f" h={s['hidden']}, c={s['classes']} | {run['P']} x {run['threads']} | "
-                         f"{step * 1e3:.1f} | {total * 1e3:.1f} | {step / total:.2f} | "
-                         + " | ".join(cells) + " |")
+                  " GB/s.", ""]
+        lines += md_table(["model", "size", "P x T", "step ms", "floor ms", "step / floor",
+                           *PARTS], [_run_row(run) for run in entry["runs"]],
+                          "lllrrr" + "l" * len(PARTS))
         lines += ["", "Each part: measured ms / floor ms = ratio (a part with no floor: its "
                   "ms). `dense` is split into gemm .. python by the profiler's shares over "
                   "the profiled steps."]
@@ -481,6 +401,23 @@ def markdown(data: dict) -> str:
             lines += ["", "Parts above 2x:", ""] + [f"- {r}" for r in entry["reasons"]]
         lines.append("")
     return "\n".join(lines)
+
+
+def _run_row(run: dict) -> list:
+    """One run's cells: its step and floor, and each part as measured / floor = ratio."""
+    fl, me = run["floors"], run["measured"]
+    step = max(r["step"] for r in run["ranks"])
+    total = sum(fl.values())
+    cells = []
+    for k in PARTS:
+        if fl[k] > 0:
+            cells.append(f"{me[k] * 1e3:.1f} / {fl[k] * 1e3:.2f} = {me[k] / fl[k]:.1f}x")
+        else:
+            cells.append(f"{me[k] * 1e3:.1f}" if me[k] >= 5e-5 else "0")
+    s = run["size"]
+    return [run["model"], f"n={run['n']}, nnz={run['nnz']}, f={s['features']}, "
+            f"h={s['hidden']}, c={s['classes']}", f"{run['P']} x {run['threads']}",
+            f"{step * 1e3:.1f}", f"{total * 1e3:.1f}", f"{step / total:.2f}", *cells]
 
 
 def main() -> int:
@@ -501,7 +438,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--gemm-n", type=int, default=4096)
     ap.add_argument("--out", default=str(RESULTS / "floor.json"))
-    ap.add_argument("--render", action="store_true", help="only rewrite the Markdown")
+    ap.add_argument("--render", action="store_true",
+                    help="only write the Markdown again from the JSON")
     ap.add_argument("--reuse-machine", metavar="LABEL",
                     help="take the machine rates from LABEL's run instead of measuring")
     ap.add_argument("--merge", action="store_true",
@@ -516,11 +454,11 @@ def main() -> int:
             Path(args.result).write_text(json.dumps(row))
         return 0
     out = Path(args.out)
-    data = json.loads(out.read_text()) if out.exists() else dict(labels={})
     if args.render:
-        write_text_atomic(out.with_suffix(".md"), markdown(data))
+        regenerate(out.with_suffix(""), render)
         return 0
-    uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    data = json.loads(out.read_text()) if out.exists() else dict(labels={})
+    load = uptime()
     sizes = QUICK if args.quick else SIZES
     widths = sorted({v for s in args.sizes for v in (sizes[s]["hidden"], sizes[s]["classes"],
                                                      sizes[s]["features"])})
@@ -555,7 +493,7 @@ def main() -> int:
 
     done = {key(r) for r in runs}
     kept = [r for r in previous.get("runs", []) if key(r) not in done] if args.merge else []
-    data["labels"][args.label] = dict(when=time.strftime("%Y-%m-%d %H:%M"), uptime=uptime,
+    data["labels"][args.label] = dict(when=time.strftime("%Y-%m-%d %H:%M"), uptime=load,
                                       note=args.note or previous.get("note", ""), machine=mach,
                                       runs=sorted(kept + runs, key=key),
                                       reasons=previous.get("reasons", []),
@@ -563,8 +501,7 @@ def main() -> int:
     # re-derive every run's floors from its label's machine rates
     for r in data["labels"][args.label]["runs"]:
         r["floors"], r["measured"] = floors(r, mach), measured(r)
-    write_json(out, data)
-    write_text_atomic(out.with_suffix(".md"), markdown(data))
+    publish(out.with_suffix(""), data, render)
     print(f"wrote {out} and {out.with_suffix('.md')}")
     return 0
 

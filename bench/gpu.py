@@ -32,7 +32,7 @@ Steps, each printed as it finishes, then written to ``bench/results/gpu.{md,json
 6. with ``--pytest``: ``pytest -m gpu`` (``bench/gpu_check.sh`` runs it before this script).
 
 Timings on CUDA synchronize the device around each step. The machine needs mpi4py + an MPI
-for the P = 2 and CPU steps (see ``../shared/gpu-machine``).
+for the P = 2 and CPU steps (see ``bench/gpu-machine/README.md``).
 """
 
 from __future__ import annotations
@@ -49,9 +49,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import RESULTS, machine, mpiexec, write_json
+from spmmgnn.benchmark.harness import machine, mpiexec, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
 FULL = dict(sizes=[1_000_000, 4_000_000], features=128, hidden=128, classes=10, epochs=12,
             repeat=10, cap_gib=8.0, search_seconds=120)
 QUICK = dict(sizes=[20_000, 40_000], features=32, hidden=32, classes=10, epochs=6, repeat=3,
@@ -538,6 +539,13 @@ def per_vertex(res: dict, sizes: list[int], pick) -> float | None:
     return max(1.0, (peaks[-1] - peaks[0]) / (sizes[-1] - sizes[0]))
 
 
+def render(res: dict) -> str:
+    """The Markdown of a finished run (``report`` and how long it took, at what load)."""
+    return report(res) + (f"\nThe whole command took {res['seconds']:.0f} s; load average "
+                          f"(1, 5, 15 min) {_load(res['load_start'])} at the start, "
+                          f"{_load(res['load_end'])} at the end.\n")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda", help="cuda (default) or cpu")
@@ -644,9 +652,7 @@ def main(argv=None) -> int:
                     res["largest"][kind] = got
     res["seconds"] = time.perf_counter() - t_start
     res["load_end"] = os.getloadavg()
-    text = report(res) + (f"\nThe whole command took {res['seconds']:.0f} s; load average "
-                          f"(1, 5, 15 min) {_load(res['load_start'])} at the start, "
-                          f"{_load(res['load_end'])} at the end.\n")
+    text = render(res)
     write_json(out, res)
     from spmmgnn.runtime.atomic import write_text_atomic
 

@@ -8,7 +8,7 @@
 #   gpu-bench.log    bench/gpu.py's progress; gpu.json and gpu.md its results
 #
 # Before the call, here (with network), in the project's root:
-#   bash ../shared/gpu-machine/wheels.sh        # MPI wheels into .whl/ (git-ignored)
+#   bash bench/gpu-machine/wheels.sh            # MPI wheels into .whl/ (git-ignored)
 # and name .whl in the call's carry. Then, there:  bash bench/gpu_check.sh
 # A dry run on any machine: GPU_CHECK_DEVICE=cpu bash bench/gpu_check.sh (small graphs).
 set -uo pipefail

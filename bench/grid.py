@@ -2,7 +2,7 @@
 (CAGNET) and sparsity-aware, and Plexus's 3D (``plexus3d``, issue 45), measured on this
 machine and projected to P = 1,024.
 
-1. ``measured``: on WordNet (Debian's wordnet-base, ``real_graphs.py``) and an R-MAT
+1. ``measured``: on WordNet (Debian's wordnet-base, ``bench.real_graphs``) and an R-MAT
    power-law graph, ``mpiexec -n P spmmgnn bench`` at P = 8, 12, 16 (oversubscribed on this
    machine's cores) runs every algorithm of the five families on METIS-vol parts: 1.5D at
    c = 2 (c = 3 at P = 12), 2D and 3D on the grid closest to a square / cube. Reported per
@@ -20,10 +20,10 @@ machine and projected to P = 1,024.
    memory model's largest rank (``spmmgnn model --memory``) against a 64 GB node holding 4
    ranks (16 GB per rank): the smallest P at which it fits.
 
-    python bench/grid.py [--only measured model] [--quick] [--scale 24]
-    python bench/grid.py --only model --graph-npy /tmp/s47/rmat-s24-e7 --out /tmp/grid
+    python -m bench.grid [--only measured model] [--quick] [--scale 24]
+    python -m bench.grid --only model --graph-npy /tmp/s47/rmat-s24-e7 --out /tmp/grid
 
-``--graph-npy STEM`` models a lean graph (``bench/large_graph.py``'s ``rmat_lean`` files,
+``--graph-npy STEM`` models a lean graph (``bench.large_graph``'s ``rmat_lean`` files,
 memory-mapped, normalized in float32 by ``gcn_norm_pattern``) instead of generating the
 R-MAT graph (whose int64 edge lists need many GB at 2^24); the run prints its peak resident
 memory. ``--out DIR`` writes ``grid.{json,md}`` there instead of ``bench/results``.
@@ -36,8 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,11 +43,10 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from spmmgnn.runtime.atomic import write_text_atomic
+from bench import RESULTS, real_graphs
+from spmmgnn.benchmark.harness import machine, now, run_mpi, spmmgnn_command, write_json
+from spmmgnn.benchmark.tables import md_table, publish, where
 
-from common import RESULTS, machine, mpiexec, write_json
-
-BIN = Path(sys.executable).parent
 FAMILIES = [("1D", "oblivious1d", "sparse1d"), ("1.5D", "oblivious15d", "sparse15d"),
             ("2D", "oblivious2d", "sparse2d"), ("3D", "oblivious3d", "sparse3d"),
             ("Plexus", "plexus3d")]
@@ -63,9 +60,6 @@ NODE_BYTES, RANKS_PER_NODE = 64 * 2**30, 4
 def graphs(tmp: Path, quick: bool) -> dict[str, Path]:
     """name -> an .npz graph file the CLI loads (symmetric, unit weights)."""
     from spmmgnn.data.generators import rmat
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    import real_graphs
 
     out = {}
     scale = 13 if quick else 16
@@ -104,14 +98,11 @@ def measured(quick: bool) -> dict:
         results = tmp / "grid.jsonl"
         for P in Ps:
             t0 = time.perf_counter()
-            cmd = [mpiexec(), "-n", str(P), str(BIN / "spmmgnn"), "bench", "--quiet",
-                   "--threads", "1", "-o", str(results), "--mode", "spmm", "-f", "64",
-                   "--repeat", "3" if quick else "5", "--partitioner", "metis-vol",
-                   "--graph", *map(str, files.values()), "--algorithm", *ALGORITHMS,
-                   *grid_flags(P)]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode:
-                raise SystemExit(f"{' '.join(cmd)}\n{proc.stderr[-3000:]}")
+            run_mpi(P, [*spmmgnn_command(), "bench", "--quiet", "--threads", "1", "-o",
+                        str(results), "--mode", "spmm", "-f", "64", "--repeat",
+                        "3" if quick else "5", "--partitioner", "metis-vol", "--graph",
+                        *map(str, files.values()), "--algorithm", *ALGORITHMS,
+                        *grid_flags(P)])
             print(f"P={P}: {time.perf_counter() - t0:.0f} s", flush=True)
         records = [r for r in latest(read_records(str(results))) if r.get("mode") == "spmm"]
         names = {str(p): n for n, p in files.items()}
@@ -199,7 +190,7 @@ def _family(algorithm: str) -> str:
 def render(data: dict) -> str:
     lines = ["# CAGNET's four families (1D, 1.5D, 2D, 3D; issue 36) and Plexus's 3D (issue 45)",
              "",
-             f"`python bench/grid.py` on {data['machine']['processor'] or 'this machine'} "
+             f"`python -m bench.grid` on {where(data['machine'])} "
              f"({data['machine']['cores']} cores), {data['when']}; load before: "
              f"{data['load']}.", ""]
     if "measured" in data:
@@ -218,17 +209,17 @@ def render(data: dict) -> str:
             rs = [r for r in meas["rows"] if r["graph"] == graph and "error" not in r]
             if not rs:
                 continue
-            lines += [f"### {graph} (n = {rs[0]['n']:,}, nnz = {rs[0]['nnz']:,})", "",
-                      "| P | family | algorithm | grid | ms / SpMM | max MB sent | total MB "
-                      "| of it convert | peers |", "|" + " --- |" * 9]
+            lines += [f"### {graph} (n = {rs[0]['n']:,}, nnz = {rs[0]['nnz']:,})", ""]
             order = {a: i for i, a in enumerate(ALGORITHMS)}
-            for r in sorted(rs, key=lambda r: (r["P"], order[r["algorithm"]], r["c"])):
-                if r["algorithm"].endswith("15d") and r["c"] == 1:
-                    continue  # the 1D algorithm already
-                g = r["grid"] or f"c={r['c']}"
-                lines.append(f"| {r['P']} | {_family(r['algorithm'])} | {r['algorithm']} | {g} "
-                             f"| {r['ms']:.2f} | {r['max_mb']:.3f} | {r['total_mb']:.3f} "
-                             f"| {r.get('convert_mb', 0):.3f} | {r['peers']} |")
+            lines += md_table(
+                ["P", "family", "algorithm", "grid", "ms / SpMM", "max MB sent", "total MB",
+                 "of it convert", "peers"],
+                [[r["P"], _family(r["algorithm"]), r["algorithm"], r["grid"] or f"c={r['c']}",
+                  f"{r['ms']:.2f}", f"{r['max_mb']:.3f}", f"{r['total_mb']:.3f}",
+                  f"{r.get('convert_mb', 0):.3f}", r["peers"]]
+                 for r in sorted(rs, key=lambda r: (r["P"], order[r["algorithm"]], r["c"]))
+                 if not (r["algorithm"].endswith("15d") and r["c"] == 1)],  # the 1D one
+                spaced=True)
             lines.append("")
         bad = [r for r in meas["rows"] if "error" in r]
         lines += [f"- failed: {r['graph']} P={r['P']} {r['algorithm']}: {r['error']}"
@@ -246,10 +237,8 @@ def render(data: dict) -> str:
                   f"f = {md['f']}, a {md['layers']}-layer GCN (epoch = "
                   f"{2 * md['layers']} SpMMs); memory: the largest rank training a GCN "
                   f"{md['f']} -> {md['f']} -> 16, against {NODE_BYTES // 2**30} GB per node "
-                  f"with {RANKS_PER_NODE} ranks per node.", "",
-                  "| P | " + " | ".join(ALGORITHMS + list(KEPT.values())) + " | fastest |",
-                  "|" + " --- |" * (len(ALGORITHMS) + len(KEPT) + 2)]
-        best = {}
+                  f"with {RANKS_PER_NODE} ranks per node.", ""]
+        best, table = {}, []
         for P in md["Ps"]:
             cells, rs = [], [r for r in md["times"] if r["P"] == P]
             for a in ALGORITHMS + list(KEPT.values()):
@@ -262,7 +251,8 @@ def render(data: dict) -> str:
             fast = min((r for r in rs if r["algorithm"] in ALGORITHMS),
                        key=lambda r: r["epoch_seconds"])
             best[P] = fast["algorithm"]
-            lines.append(f"| {P} | " + " | ".join(cells) + f" | {fast['algorithm']} |")
+            table.append([P, *cells, fast["algorithm"]])
+        lines += md_table(["P", *ALGORITHMS, *KEPT.values(), "fastest"], table, spaced=True)
         lines += ["", "ms per epoch (the grid or c of the fastest point of each algorithm): "
                   f"{2 * md['layers']} SpMMs in the row layout (*fastest*: of these); *kept*: "
                   "the training step of `train --grid-layout` / `--plexus-blocks` (`spmmgnn "
@@ -270,10 +260,7 @@ def render(data: dict) -> str:
                   "dense products' gathers / reduce-scatters and the logits' conversion) / "
                   "the same SpMMs in the row layout, each converting; for the kept rows the "
                   "family table says from which P the kept step beats that.", ""]
-        lines += ["| family | algorithm | fastest of all from P (kept: beats its row step) "
-                  "| fits a "
-                  f"{NODE_BYTES // 2**30} GB node ({RANKS_PER_NODE} ranks) from P | "
-                  "largest rank at P = " + str(md["Ps"][-1]) + " (GiB) |", "| --- " * 5 + "|"]
+        table = []
         for fam, *names in FAMILIES:
             for a in names + ([KEPT[fam]] if fam in KEPT else []):
                 wins = [P for P in md["Ps"] if best[P] == a or any(
@@ -284,8 +271,13 @@ def render(data: dict) -> str:
                      and r["algorithm"] == a), default=np.inf) <= NODE_BYTES / RANKS_PER_NODE]
                 last = min((r["total"] for r in md["memory"]
                             if r["P"] == md["Ps"][-1] and r["algorithm"] == a), default=0)
-                lines.append(f"| {fam} | {a} | {wins[0] if wins else 'never'} | "
-                             f"{fits[0] if fits else 'never'} | {last / 2**30:.2f} |")
+                table.append([fam, a, wins[0] if wins else "never",
+                              fits[0] if fits else "never", f"{last / 2**30:.2f}"])
+        lines += md_table(["family", "algorithm",
+                           "fastest of all from P (kept: beats its row step)",
+                           f"fits a {NODE_BYTES // 2**30} GB node ({RANKS_PER_NODE} ranks) "
+                           "from P", f"largest rank at P = {md['Ps'][-1]} (GiB)"], table,
+                          spaced=True)
         lines.append("")
     return "\n".join(lines) + "\n"
 
@@ -304,8 +296,7 @@ def main() -> None:
                     help="folder of grid.{json,md} (default bench/results)")
     args = ap.parse_args()
     load = Path("/proc/loadavg").read_text().split()[:3]
-    data = dict(machine=machine(), when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                load=" ".join(load))
+    data = dict(machine=machine(), when=now(), load=" ".join(load))
     name = "grid-quick" if args.quick else "grid"
     args.out.mkdir(parents=True, exist_ok=True)
     old = args.out / f"{name}.json"
@@ -317,7 +308,7 @@ def main() -> None:
                 if section == "model" else fn(args.quick)
             data[section].update(when=data["when"], load=data["load"])
             write_json(old, data)
-    write_text_atomic(args.out / f"{name}.md", render(data))
+    publish(args.out / name, data, render)
     print(render(data))
 
 

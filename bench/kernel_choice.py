@@ -21,34 +21,28 @@ gather ``nnz`` random rows of its x at the rate of L3 if x fits in the last-leve
 of DRAM; ``share`` is that
 bound over the kernel's time (a matrix with locality can beat a random-gather bound).
 
-    python bench/kernel_choice.py [--quick] [--out bench/results/kernel-choice.json]
+    python -m bench.kernel_choice [--quick] [--out bench/results/kernel-choice.json]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 import torch
-from numba import njit, prange
 
+from bench import RESULTS
+from bench.kernels import torch_csr
 from spmmgnn import set_threads
+from spmmgnn.benchmark.harness import interleaved, machine
+from spmmgnn.benchmark.rates import WIDTHS, gather_rates
+from spmmgnn.benchmark.tables import md_table, publish
 from spmmgnn.data.generators import banded, random_graph, rmat
 from spmmgnn.local import kernels, local_matrix
 from spmmgnn.local.local_matrix import LocalCSR
-from spmmgnn.runtime.atomic import write_text_atomic
-from spmmgnn.runtime.jit import bind
-
-from common import RESULTS, machine, write_json
-from kernels import interleaved, torch_csr
-
-WIDTHS = (16, 32, 64, 128, 256)
-bind(vars(kernels))  # _gather_sum reads kernels.prefetch_row: the real intrinsic
-
 
 MATRICES = ("banded", "wideband", "mesh3d", "powerlaw", "uniform")
 
@@ -79,38 +73,6 @@ def stencil27(m: int) -> sp.csr_array:
     order: a mesh's locality with three bands."""
     line = sp.diags([1.0, 1.0, 1.0], [-1, 0, 1], shape=(m, m))
     return sp.csr_array(sp.kron(sp.kron(line, line), line).tocsr())
-
-
-@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
-def _gather_sum(x, idx, acc):
-    """acc[c] += x[idx[k]] over chunk c of idx: reads random rows of x and nothing else."""
-    n_chunks = acc.shape[0]
-    f = x.shape[1]
-    per = (idx.shape[0] + n_chunks - 1) // n_chunks
-    last = idx.shape[0] - 1
-    for c in prange(n_chunks):
-        for k in range(c * per, min(idx.shape[0], (c + 1) * per)):
-            kernels.prefetch_row(x, idx[min(k + kernels.PREFETCH_DISTANCE, last)])
-            j = idx[k]
-            for t in range(f):
-                acc[c, t] += x[j, t]
-
-
-def gather_rates(threads: int, repeat: int, quick: bool,
-                 widths=WIDTHS) -> dict[str, dict[int, float]]:
-    """GB/s of random-row gathers of x at each width, x in L3 and in DRAM."""
-    out: dict[str, dict[int, float]] = {"L3": {}, "DRAM": {}}
-    rng = np.random.default_rng(0)
-    for regime, size in (("L3", kernels.LLC_BYTES // 4), ("DRAM", 8 * kernels.LLC_BYTES)):
-        for f in widths:
-            rows = max(1, size // (4 * f))
-            x = rng.standard_normal((rows, f)).astype(np.float32)
-            idx = rng.integers(0, rows, 200_000 if quick else 2_000_000).astype(np.int32)
-            acc = np.zeros((4 * threads, f), dtype=np.float32)
-            best = interleaved({"g": lambda x=x, idx=idx, acc=acc: _gather_sum(x, idx, acc)},
-                               repeat)["g"]
-            out[regime][f] = idx.size * f * 4 / best / 1e9
-    return out
 
 
 def bound_seconds(A: sp.csr_array, f: int, rates: dict) -> tuple[float, str]:
@@ -197,44 +159,50 @@ def choice_ratio(r: dict) -> float:
     return s.get(r["chosen"], s["auto"]) / s[r["fastest_forced"]]
 
 
-def markdown(rows: list[dict], rates: dict) -> str:
+def render(data: dict) -> str:
+    """The tables of a run from its JSON: the gather bound, then per matrix and width the
+    choice against every forced variant, the inspector's cost, and ``A^T y``."""
+    rates = {k: {int(f): v for f, v in r.items()} for k, r in data["gather_gb_per_s"].items()}
+    rows = data["cases"]
     lines = ["Random-row gather bound (GB/s of rows read, 2 threads):", "",
-             "| x in | " + " | ".join(f"f={f}" for f in WIDTHS) + " |",
-             "|---|" + "---:|" * len(WIDTHS)]
-    for regime, r in rates.items():
-        lines.append(f"| {regime} | " + " | ".join(f"{r[f]:.1f}" for f in WIDTHS) + " |")
-    lines += ["", "`choice` = the forced time of the variant auto chose / the fastest forced "
-              "time: the inspector's decision alone. `auto / fastest` also holds the spread "
-              "between two instances of the same variant (auto's and the forced one's "
-              "arrays), a few per cent on this machine.", "",
-              "| matrix | f | auto chose | auto ms | fastest forced (ms) | rule: variant, ms "
-              "| torch ms | choice | auto / fastest | auto / torch | share of gather bound |",
-              "|---|---:|---|---:|---|---|---:|---:|---:|---:|---:|"]
+             *md_table(["x in", *(f"f={f}" for f in WIDTHS)],
+                       [[regime, *(f"{r[f]:.1f}" for f in WIDTHS)] for regime, r in rates.items()],
+                       "l" + "r" * len(WIDTHS)),
+             "", "`choice` = the forced time of the variant auto chose / the fastest forced "
+             "time: the inspector's decision alone. `auto / fastest` also holds the spread "
+             "between two instances of the same variant (auto's and the forced one's "
+             "arrays), a few per cent on this machine.", ""]
+    table = []
     for r in rows:
         s = r["seconds"]
-        lines.append(
-            f"| {r['graph']} | {r['f']} | {r['chosen']} | {s['auto'] * 1e3:.1f} | "
-            f"{r['fastest_forced']} ({s[r['fastest_forced']] * 1e3:.1f}) | "
-            f"{r['rule_variant']}, {s['rule'] * 1e3:.1f} | {s['torch'] * 1e3:.1f} | "
-            f"{choice_ratio(r):.2f} | {r['auto_vs_fastest']:.2f} | {r['auto_vs_torch']:.2f} | "
-            f"{r['share_of_gather_bound']:.0%} ({r['gather_regime']}) |")
+        table.append([r["graph"], r["f"], r["chosen"], f"{s['auto'] * 1e3:.1f}",
+                      f"{r['fastest_forced']} ({s[r['fastest_forced']] * 1e3:.1f})",
+                      f"{r['rule_variant']}, {s['rule'] * 1e3:.1f}", f"{s['torch'] * 1e3:.1f}",
+                      f"{choice_ratio(r):.2f}", f"{r['auto_vs_fastest']:.2f}",
+                      f"{r['auto_vs_torch']:.2f}",
+                      f"{r['share_of_gather_bound']:.0%} ({r['gather_regime']})"])
+    lines += md_table(["matrix", "f", "auto chose", "auto ms", "fastest forced (ms)",
+                       "rule: variant, ms", "torch ms", "choice", "auto / fastest",
+                       "auto / torch", "share of gather bound"], table, "lrlrllrrrrr")
     lines += ["", "The inspector's cost: the first call of `auto` (timing every candidate on "
-              "the whole matrix) against the steady call.", "",
-              "| matrix | f | first call ms | steady ms |", "|---|---:|---:|---:|"]
-    lines += [f"| {r['graph']} | {r['f']} | {r['first_call_seconds'] * 1e3:.0f} | "
-              f"{r['seconds']['auto'] * 1e3:.1f} |" for r in rows]
-    lines += ["", "A^T y (`t_matmul`): transposed CSR vs scan, chosen on a sample.", "",
-              "| matrix | f | auto chose (whole) | auto ms | transpose ms | scan ms | torch ms "
-              "| auto / fastest | auto / torch | first call ms (whole) |",
-              "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+              "the whole matrix) against the steady call.", ""]
+    lines += md_table(["matrix", "f", "first call ms", "steady ms"],
+                      [[r["graph"], r["f"], f"{r['first_call_seconds'] * 1e3:.0f}",
+                        f"{r['seconds']['auto'] * 1e3:.1f}"] for r in rows], "lrrr")
+    lines += ["", "A^T y (`t_matmul`): transposed CSR vs scan, chosen on a sample.", ""]
+    table = []
     for r in rows:
         t = r["transpose"]
         s = t["seconds"]
-        lines.append(
-            f"| {r['graph']} | {r['f']} | {t['chosen']} ({t['chosen_whole']}) | "
-            f"{s['auto'] * 1e3:.1f} | {s['transpose'] * 1e3:.1f} | {s['scan'] * 1e3:.1f} | "
-            f"{s['torch'] * 1e3:.1f} | {t['auto_vs_fastest']:.2f} | {t['auto_vs_torch']:.2f} | "
-            f"{t['first_call_seconds'] * 1e3:.0f} ({t['first_call_whole_seconds'] * 1e3:.0f}) |")
+        table.append([r["graph"], r["f"], f"{t['chosen']} ({t['chosen_whole']})",
+                      f"{s['auto'] * 1e3:.1f}", f"{s['transpose'] * 1e3:.1f}",
+                      f"{s['scan'] * 1e3:.1f}", f"{s['torch'] * 1e3:.1f}",
+                      f"{t['auto_vs_fastest']:.2f}", f"{t['auto_vs_torch']:.2f}",
+                      f"{t['first_call_seconds'] * 1e3:.0f} "
+                      f"({t['first_call_whole_seconds'] * 1e3:.0f})"])
+    lines += md_table(["matrix", "f", "auto chose (whole)", "auto ms", "transpose ms",
+                       "scan ms", "torch ms", "auto / fastest", "auto / torch",
+                       "first call ms (whole)"], table, "lrlrrrrrrr")
     return "\n".join(lines) + "\n"
 
 
@@ -245,14 +213,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--matrices", nargs="+", default=list(MATRICES), choices=MATRICES)
     ap.add_argument("--out", default=str(RESULTS / "kernel-choice.json"))
-    ap.add_argument("--render", action="store_true",
-                    help="only rewrite the Markdown from the existing JSON")
     args = ap.parse_args()
-    if args.render:
-        data = json.loads(Path(args.out).read_text())
-        rates = {k: {int(f): v for f, v in r.items()} for k, r in data["gather_gb_per_s"].items()}
-        write_text_atomic(Path(args.out).with_suffix(".md"), markdown(data["cases"], rates))
-        return
     set_threads(args.threads)
     torch.set_num_threads(args.threads)
     rates = gather_rates(args.threads, args.repeat, args.quick)
@@ -267,12 +228,10 @@ def main() -> None:
                   f"fastest {r['fastest_forced']} x{r['auto_vs_fastest']:.2f}, "
                   f"torch x{r['auto_vs_torch']:.2f}, bound {r['share_of_gather_bound']:.0%}",
                   flush=True)
-    path = write_json(args.out, dict(machine=machine(), threads=args.threads,
-                                     llc_bytes=kernels.LLC_BYTES, gather_gb_per_s=rates,
-                                     cases=rows))
-    md = path.with_suffix(".md")
-    write_text_atomic(md, markdown(rows, rates))
-    print(f"wrote {path} and {md}")
+    data = dict(machine=machine(), threads=args.threads, llc_bytes=kernels.LLC_BYTES,
+                gather_gb_per_s=rates, cases=rows)
+    paths = publish(Path(args.out).with_suffix(""), data, render)
+    print(f"wrote {paths[0]} and {paths[1]}")
 
 
 if __name__ == "__main__":

@@ -13,29 +13,31 @@ on a random graph (100k vertices, ~2M non-zeros) and an R-MAT power-law graph of
 
 Variants of one case run interleaved (round robin, best of ``--repeat``) so load from other
 processes hits them alike. scipy is single-threaded: its 1-thread time is the reference at
-every thread count. Writes JSON, a Markdown table and (with matplotlib) a PNG.
+every thread count. Writes JSON, a Markdown table and (with matplotlib) a PNG, all three
+from the JSON (``python -m bench.tables`` draws them again).
 
-    python bench/kernels.py [--graphs random rmat] [--out bench/results/kernels.json] [--quick]
+    python -m bench.kernels [--graphs random rmat] [--out bench/results/kernels.json] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 import torch
-from numba import njit, prange
 
+from bench import RESULTS
 from spmmgnn import set_threads
+from spmmgnn.benchmark.harness import interleaved, machine
+from spmmgnn.benchmark.plots import plot_file
+from spmmgnn.benchmark.rates import copy_bandwidth
+from spmmgnn.benchmark.tables import md_table, publish
 from spmmgnn.data.generators import random_graph, rmat
 from spmmgnn.local import kernels
 from spmmgnn.local.local_matrix import LocalCSR
-
-from common import RESULTS, copy_bandwidth, machine, pyplot, write_json
 
 warnings.filterwarnings("ignore", message=".*[Ss]parse.*")
 
@@ -48,34 +50,6 @@ def graphs(quick: bool, names: list[str]) -> dict[str, sp.csr_array]:
         made = {"random": lambda: random_graph(100_000, 20, seed=1),  # ~2M non-zeros
                 "rmat": lambda: rmat(17, 8, seed=1)}                   # 131k vertices, ~1.9M
     return {n: sp.csr_array(made[n]()) for n in names}
-
-
-def interleaved(fns: dict, repeat: int) -> dict[str, float]:
-    """Best time of each callable, running them round robin ``repeat`` times after a warm-up."""
-    for fn in fns.values():
-        fn()
-    best = dict.fromkeys(fns, np.inf)
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - t0)
-    return best
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def _parallel_copy(src, dst):
-    for i in prange(src.shape[0]):
-        dst[i] = src[i]
-
-
-def parallel_copy_bandwidth(threads: int, mbytes: int = 256) -> float:
-    """Streaming copy GB/s (read + write) with ``threads`` numba threads."""
-    set_threads(threads)
-    src = np.ones(mbytes * 2**20 // 4, dtype=np.float32)
-    dst = np.empty_like(src)
-    t = interleaved({"copy": lambda: _parallel_copy(src, dst)}, 5)["copy"]
-    return 2 * src.nbytes / t / 1e9
 
 
 def torch_csr(A: sp.csr_array) -> torch.Tensor:
@@ -163,46 +137,72 @@ def bench_case(name: str, A: sp.csr_array, f: int, threads: list[int], repeat: i
     return rows
 
 
-def markdown(rows: list[dict], bw: dict) -> str:
-    head = ("| graph | f | T | blk | A@X ms | /prev | /torch | /scipy | GB/s | Aᵀ@Y ms | /prev "
-            "| /torch | /scipy | scatter /prev |\n" + "|---" * 14 + "|\n")
+def render(data: dict) -> str:
+    """The table of a run (its JSON: the copy bandwidth and one row per graph, f and T)."""
+    bw = data["copy_bandwidth_gbs"]
+    head = ["graph", "f", "T", "blk", "A@X ms", "/prev", "/torch", "/scipy", "GB/s", "Aᵀ@Y ms",
+            "/prev", "/torch", "/scipy", "scatter /prev"]
+    rows = []
+    for r in data["results"]:
+        s = r["seconds"]
+        rows.append([r["graph"], r["f"], r["threads"], r["col_blocks"], f"{s['numba'] * 1e3:.2f}",
+                     f"{r['numba_vs_prev']:.2f}", f"{r['numba_vs_torch']:.2f}",
+                     f"{r['numba_vs_scipy']:.2f}", f"{r['numba_gbs']:.1f}",
+                     f"{s['t_numba'] * 1e3:.2f}", f"{r['t_numba_vs_prev']:.2f}",
+                     f"{r['t_numba_vs_torch']:.2f}", f"{r['t_numba_vs_scipy']:.2f}",
+                     f"{r['sa_numba_vs_prev']:.2f}"])
     lines = [f"copy bandwidth (read + write): {bw['1']:.1f} GB/s with 1 thread, "
              f"{bw['2']:.1f} GB/s with 2. Ratios are time / other time (< 1: numba faster); "
-             "GB/s counts the compulsory bytes (A once, x once, out once).\n\n", head]
-    for r in rows:
-        s = r["seconds"]
-        lines.append(
-            f"| {r['graph']} | {r['f']} | {r['threads']} | {r['col_blocks']} | "
-            f"{s['numba'] * 1e3:.2f} | {r['numba_vs_prev']:.2f} | {r['numba_vs_torch']:.2f} | "
-            f"{r['numba_vs_scipy']:.2f} | {r['numba_gbs']:.1f} | {s['t_numba'] * 1e3:.2f} | "
-            f"{r['t_numba_vs_prev']:.2f} | {r['t_numba_vs_torch']:.2f} | "
-            f"{r['t_numba_vs_scipy']:.2f} | {r['sa_numba_vs_prev']:.2f} |\n")
-    return "".join(lines)
+             "GB/s counts the compulsory bytes (A once, x once, out once).", "",
+             *md_table(head, rows)]
+    return "\n".join(lines) + "\n"
 
 
-def plot(rows, path) -> None:
-    plt = pyplot()
-    if plt is None:
-        return
+KERNEL_LOOKS = {"numba": "-", "prev": ":", "torch": "--"}   # line style per kernel
+
+
+def figure(plt, data: dict):
+    """Milliseconds against f, log-log: a panel per graph and product (A @ X, A.T @ Y), a
+    line per kernel and thread count (colour: the kernel; marker: the threads) and scipy."""
+    from spmmgnn.benchmark.plots import MARKERS, PALETTE, draw_lines, legend_outside
+
+    rows = data["results"]
     names = sorted({r["graph"] for r in rows})
-    fig, axes = plt.subplots(2, len(names), figsize=(6 * len(names), 8), squeeze=False)
+    threads = sorted({r["threads"] for r in rows})
+    fig, axes = plt.subplots(2, len(names), figsize=(7.6 * len(names), 8.0), squeeze=False)
+    colour = dict(zip([*KERNEL_LOOKS, "scipy"], PALETTE, strict=False))
     for col, g in enumerate(names):
         for row, (pre, title) in enumerate([("", "A @ X"), ("t_", "A.T @ Y")]):
             ax = axes[row][col]
-            for t in sorted({r["threads"] for r in rows}):
+            series, styles = {}, {}
+            for i, t in enumerate(threads):
                 sel = [r for r in rows if r["graph"] == g and r["threads"] == t]
-                f = [r["f"] for r in sel]
-                for key, style in [("numba", "o-"), ("prev", "x:"), ("torch", "s--")]:
-                    ax.plot(f, [r["seconds"][pre + key] * 1e3 for r in sel], style,
-                            label=f"{key} {t}T")
-            sel = [r for r in rows if r["graph"] == g and r["threads"] == 1]
-            ax.plot([r["f"] for r in sel], [r["seconds"][pre + "scipy"] * 1e3 for r in sel],
-                    "k:", label="scipy")
+                for key, dash in KERNEL_LOOKS.items():
+                    series[(key, f"{t}T")] = ([r["f"] for r in sel],
+                                              [r["seconds"][pre + key] * 1e3 for r in sel])
+                    styles[(key, f"{t}T")] = dict(color=colour[key], linestyle=dash,
+                                                  marker=MARKERS[i % len(MARKERS)])
+            sel = [r for r in rows if r["graph"] == g and r["threads"] == threads[0]]
+            series[("scipy", "1T")] = ([r["f"] for r in sel],
+                                       [r["seconds"][pre + "scipy"] * 1e3 for r in sel])
+            styles[("scipy", "1T")] = dict(color=colour["scipy"], linestyle=":",
+                                           marker=MARKERS[len(threads) % len(MARKERS)])
+            draw_lines(ax, series, styles, log=True)
             ax.set(xscale="log", yscale="log", xlabel="f (dense columns)", ylabel="ms",
                    title=f"{g} {title}: n={sel[0]['n']}, nnz={sel[0]['nnz']}")
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+            legend_outside(ax)
+    return fig
+
+
+def plot(data: dict, path) -> None:
+    """``figure`` written to ``path`` (nothing without matplotlib)."""
+    plot_file(path, figure, data)
+
+
+def write(stem, data: dict) -> None:
+    """The run's JSON, its table and its plot."""
+    publish(stem, data, render)
+    plot(data, Path(stem).with_suffix(".png"))
 
 
 def main() -> None:
@@ -215,7 +215,7 @@ def main() -> None:
     ap.add_argument("--widths", type=int, nargs="+", default=[1, 4, 16, 32, 64, 128, 256])
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    bw = {"1": copy_bandwidth(), "2": parallel_copy_bandwidth(2)}
+    bw = {"1": copy_bandwidth(), "2": copy_bandwidth(threads=2)}
     print(f"streaming copy bandwidth (read + write): {bw['1']:.1f} GB/s numpy 1 thread, "
           f"{bw['2']:.1f} GB/s numba 2 threads; last-level cache {kernels.LLC_BYTES >> 20} MiB")
     rows = []
@@ -224,11 +224,10 @@ def main() -> None:
         idx = np.random.default_rng(7).integers(0, A.shape[1], A.shape[1] // 3)
         for f in args.widths:
             rows += bench_case(name, A, f, args.threads, args.repeat, idx)
-    path = write_json(args.out, dict(machine=machine(), copy_bandwidth_gbs=bw,
-                                     llc_bytes=kernels.LLC_BYTES, results=rows))
-    Path(path.with_suffix(".md")).write_text(markdown(rows, bw))
-    plot(rows, path.with_suffix(".png"))
-    print(f"wrote {path}")
+    stem = Path(args.out).with_suffix("")
+    write(stem, dict(machine=machine(), copy_bandwidth_gbs=bw, llc_bytes=kernels.LLC_BYTES,
+                     results=rows))
+    print(f"wrote {stem}.json, .md and .png")
 
 
 if __name__ == "__main__":

@@ -7,15 +7,16 @@ from a counter-based hash of (seed, edge), so two passes (degrees, then fill) re
 same edges in parallel, and rows are sorted and deduplicated in place. Peak memory is about
 the int32 neighbour array twice (before and after deduplication) plus O(n).
 
-    python bench/large_graph.py --scale 24 --edge-factor 7 --k 64 256 1024 \\
+    python -m bench.large_graph --scale 24 --edge-factor 7 --k 64 256 1024 \\
         --methods metis-vol kaminpar default --out bench/results/partition_large
 
-Every (method, k) runs in a fresh process (``bench/partition_child.py`` reads the graph from
+Every (method, k) runs in a fresh process (``bench.partition_child`` reads the graph from
 the ``.npy`` files written once, memory-mapped) with its time and peak memory; with
 ``--write``, ``spmmgnn datasets convert ... --parts k`` writes the HDF5 file (partitioned by
 ``--write-method``) and every block row is read back on its own and checked.
-``bench/large_graph_report.py`` turns the JSON rows into ``bench/results/large-graph.md``
-with ``partitioners.estimate``'s estimate next to each. At 2^24 KaMinPar's estimate (about
+``bench.partition`` shows the JSON rows in its report (``partition_real.md``'s "Large
+graphs"); ``bench/results/large-graph.md`` discusses them with ``partitioners.estimate``'s
+estimate next to each. At 2^24 KaMinPar's estimate (about
 27 GiB) is above what a 24 GB machine has free, so ``partition`` refuses it there unless
 ``SPMMGNN_AVAILABLE_MEMORY`` (bytes) says more is available.
 """
@@ -33,11 +34,9 @@ from pathlib import Path
 import numpy as np
 from numba import njit, prange
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from spmmgnn.partitioners.model import _compact_rows, _merge_rows  # noqa: E402
-from spmmgnn.runtime.atomic import write_text_atomic  # noqa: E402
+from bench import RESULTS, ROOT
+from spmmgnn.benchmark.harness import write_json
+from spmmgnn.partitioners.model import _compact_rows, _merge_rows
 
 
 @njit(cache=True, inline="always")
@@ -129,10 +128,6 @@ def rmat_lean(scale: int, edge_factor: int = 16, seed: int = 0,
     return out_ptr, indices[:int(out_ptr[-1])].copy()
 
 
-def _run(cmd: list[str], timeout: float | None) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-
-
 def write_and_read(stem: Path, k: int, method: str) -> dict:
     """``spmmgnn datasets convert`` of the graph with ``--parts k --partitioner method`` (its
     seconds and peak memory, from ``wait4``), then every block row read on its own: the rows
@@ -189,10 +184,10 @@ def main(argv=None) -> int:
                          "back per block row")
     ap.add_argument("--write-method", default="kaminpar",
                     help="the partitioner of the written file")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "partition_large"))
+    ap.add_argument("--out", default=str(RESULTS / "partition_large"))
     ap.add_argument("--save-parts", action="store_true",
-                    help="keep each run's part vector as <stem>-k<k>-<method>.npy (for "
-                         "bench/large_graph_train.py)")
+                    help="keep each run's part vector as <stem>-k<k>-<method>.npy (to train "
+                         "on the written file with those parts)")
     args = ap.parse_args(argv)
     d = Path(args.dir)
     d.mkdir(parents=True, exist_ok=True)
@@ -204,9 +199,13 @@ def main(argv=None) -> int:
         np.save(f"{stem}.indices.npy", indices)
         print(f"generated n={indptr.size - 1:,} nnz={indices.size:,} in "
               f"{time.perf_counter() - t:.1f} s", flush=True)
+    from bench.partition import child
+
     out = Path(args.out)
     rows = json.loads(out.with_suffix(".json").read_text())["rows"] if out.with_suffix(
         ".json").exists() else []
+    command = ("python -m bench.large_graph " + " ".join(sys.argv[1:] if argv is None
+                                                          else argv)).strip()
     for k in args.k:
         for method in args.methods:
             if any(r["k"] == k and r["method"] == method and r.get("graph") == stem.name
@@ -217,13 +216,12 @@ def main(argv=None) -> int:
                         save_parts=f"{stem}-k{k}-{method}.npy" if args.save_parts else None)
             t = time.perf_counter()
             try:
-                proc = _run([sys.executable, str(ROOT / "bench" / "partition_child.py"),
-                             json.dumps(spec)], args.time_limit)
+                proc = child(spec, args.time_limit, check=False)
                 if proc.returncode != 0:
                     row = dict(failed=proc.stderr.strip().splitlines()[-1:],
                                seconds=time.perf_counter() - t)
                 else:
-                    row = json.loads(proc.stdout.strip().splitlines()[-1])
+                    row = proc.last_json()
             except subprocess.TimeoutExpired:
                 row = dict(timed_out=True, seconds=time.perf_counter() - t)
             row.update(graph=stem.name, k=k, method=method, load=os.getloadavg()[0])
@@ -231,13 +229,13 @@ def main(argv=None) -> int:
             print(json.dumps({x: row.get(x) for x in ("k", "method", "seconds", "total_volume",
                                                       "max_send", "peak_rss_mib", "failed",
                                                       "timed_out")}), flush=True)
-            write_text_atomic(out.with_suffix(".json"), json.dumps(dict(rows=rows), indent=1))
+            write_json(out.with_suffix(".json"), dict(command=command, rows=rows))
         if args.write and not any(r["k"] == k and r.get("write_method") for r in rows):
             row = dict(graph=stem.name, k=k, method="write",
                        **write_and_read(stem, k, args.write_method))
             rows.append(row)
             print(json.dumps(row), flush=True)
-            write_text_atomic(out.with_suffix(".json"), json.dumps(dict(rows=rows), indent=1))
+            write_json(out.with_suffix(".json"), dict(command=command, rows=rows))
     return 0
 
 

@@ -1,7 +1,7 @@
 """Node-aware exchanges (issue 37): the bytes that cross between nodes, flat vs node-aware, and
 the two-tier model's projection to P = 1,024.
 
-1. ``volumes``: on WordNet (Debian's wordnet-base, ``real_graphs.py``) and an R-MAT power-law
+1. ``volumes``: on WordNet (Debian's wordnet-base, ``bench.real_graphs``) and an R-MAT power-law
    graph, at P = 8, 16, 32 with 2, 4 and 8 ranks per node (consecutive ranks), the volume
    model's inter-node bytes per SpMM (f = 64, float32) of ``sparse1d``, ``sparse15d`` (c = 2)
    and ``sparse2d`` (the grid closest to a square), flat and node-aware, on a flat METIS-vol
@@ -17,8 +17,8 @@ the two-tier model's projection to P = 1,024.
    shared memory inside, f = 128, a 2-layer GCN, from P = 16 to 1,024 with 4 and 32 ranks per
    node: epoch time flat vs node-aware, and what ``exchange="auto"`` picks.
 
-    python bench/node_aware.py --only volumes             # byte counts: no lock needed
-    flock /tmp/spmmgnn-bench.lock python bench/node_aware.py --only checked model --keep
+    python -m bench.node_aware --only volumes             # byte counts: no lock needed
+    flock /tmp/spmmgnn-bench.lock python -m bench.node_aware --only checked model --keep
 
 Writes ``bench/results/node-aware.{json,md}`` (the JSON beside the Markdown, not committed).
 """
@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,11 +34,10 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from spmmgnn.runtime.atomic import write_text_atomic
+from bench import RESULTS, real_graphs
+from spmmgnn.benchmark.harness import machine, now, run_mpi, spmmgnn_command
+from spmmgnn.benchmark.tables import md_table, publish, where
 
-from common import RESULTS, machine, mpiexec, write_json
-
-BIN = Path(sys.executable).parent
 ALGOS = [("sparse1d", 1), ("sparse15d", 2), ("sparse2d", 1)]
 PARTS = ("metis-vol", "twolevel:metis-vol")
 CHECKED = [(8, 2), (8, 4), (16, 4)]
@@ -49,9 +46,6 @@ CHECKED = [(8, 2), (8, 4), (16, 4)]
 def graphs(quick: bool) -> dict[str, sp.csr_array]:
     """WordNet and R-MAT, symmetric, unit weights."""
     from spmmgnn.data.generators import rmat
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    import real_graphs
 
     scale = 12 if quick else 16
     out = {f"rmat-{scale}": sp.csr_array(rmat(scale, 16, seed=1))}
@@ -115,14 +109,11 @@ def checked(quick: bool, As: dict) -> dict:
         results = tmp / "node.jsonl"
         for P, K in points:
             t0 = time.perf_counter()
-            cmd = [mpiexec(), "-n", str(P), str(BIN / "spmmgnn"), "bench", "--quiet",
-                   "--threads", "1", "-o", str(results), "--mode", "spmm", "-f", "64",
-                   "--repeat", "3" if quick else "5", "--partitioner", "metis-vol",
-                   "--graph", *map(str, files.values()), "--algorithm", "sparse1d",
-                   "sparse2d", "--exchange", "flat", "node", "--ranks-per-node", str(K)]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode:
-                raise SystemExit(f"{' '.join(cmd)}\n{proc.stderr[-3000:]}")
+            run_mpi(P, [*spmmgnn_command(), "bench", "--quiet", "--threads", "1", "-o",
+                        str(results), "--mode", "spmm", "-f", "64", "--repeat",
+                        "3" if quick else "5", "--partitioner", "metis-vol", "--graph",
+                        *map(str, files.values()), "--algorithm", "sparse1d", "sparse2d",
+                        "--exchange", "flat", "node", "--ranks-per-node", str(K)])
             print(f"checked P={P} K={K}: {time.perf_counter() - t0:.0f} s", flush=True)
         layouts: dict = {}
         for r in latest(read_records(str(results))):
@@ -187,7 +178,7 @@ def render(data: dict) -> str:
     runs = "; ".join(f"`--only {k}` {v['when']}, load before {v['load']}"
                      for k, v in data.get("runs", {}).items())
     lines = ["# Node-aware exchanges (issue 37)", "",
-             f"`python bench/node_aware.py` on {data['machine']['processor'] or 'this machine'} "
+             f"`python -m bench.node_aware` on {where(data['machine'])} "
              f"({data['machine']['cores']} cores): {runs}. The byte counts (`volumes`) need no "
              "quiet machine; `checked` and `model` (which times the local kernel) ran under "
              "`flock /tmp/spmmgnn-bench.lock`.", ""]
@@ -207,9 +198,8 @@ def render(data: dict) -> str:
                   "process column when pc >= K (its fold stays inside the node).", ""]
         for graph in sorted({r["graph"] for r in vol["rows"]}):
             rs = [r for r in vol["rows"] if r["graph"] == graph]
-            lines += [f"### {graph} (n = {rs[0]['n']:,}, nnz = {rs[0]['nnz']:,})", "",
-                      "| P | K | algorithm | partition | flat MB | node MB | node / flat | "
-                      "busiest node flat | busiest node node |", "|" + " --- |" * 9]
+            lines += [f"### {graph} (n = {rs[0]['n']:,}, nnz = {rs[0]['nnz']:,})", ""]
+            table = []
             for r in sorted(rs, key=lambda r: (r["P"], r["K"], r["algorithm"],
                                                r["partitioner"])):
                 f, n = r["flat"], r["node"]
@@ -217,9 +207,12 @@ def render(data: dict) -> str:
                     continue   # one node: nothing crosses
                 ratio = n["inter_mb"] / f["inter_mb"] if f["inter_mb"] else float("nan")
                 g = f"{r['algorithm']}" + (f" c={r['c']}" if r["c"] > 1 else "")
-                lines.append(f"| {r['P']} | {r['K']} | {g} | {r['partitioner']} | "
-                             f"{f['inter_mb']:.2f} | {n['inter_mb']:.2f} | {ratio:.2f} | "
-                             f"{f['max_node_mb']:.2f} | {n['max_node_mb']:.2f} |")
+                table.append([r["P"], r["K"], g, r["partitioner"], f"{f['inter_mb']:.2f}",
+                              f"{n['inter_mb']:.2f}", f"{ratio:.2f}", f"{f['max_node_mb']:.2f}",
+                              f"{n['max_node_mb']:.2f}"])
+            lines += md_table(["P", "K", "algorithm", "partition", "flat MB", "node MB",
+                               "node / flat", "busiest node flat", "busiest node node"],
+                              table, spaced=True)
             lines.append("")
         lines += _partition_summary(vol["rows"])
     if "checked" in data:
@@ -229,16 +222,15 @@ def render(data: dict) -> str:
                   "oversubscribed: P ranks on this machine's cores). The bytes per rank and "
                   "tier equal the model's (asserted by the script). All ranks share one "
                   "machine's memory, so the times show what the two extra intra-node legs "
-                  "cost here, not what a network saves.", "",
-                  "| graph | P | K | algorithm | exchange | ms / SpMM | exchange ms | "
-                  "inter-node MB | total MB |", "|" + " --- |" * 9]
-        for r in sorted(data["checked"]["rows"], key=lambda r: (r["graph"], r["P"], r["K"],
-                                                                r["algorithm"],
-                                                                r["exchange"])):
-            g = r["algorithm"] + (f" {r['grid']}" if r["grid"] else "")
-            lines.append(f"| {r['graph']} | {r['P']} | {r['K']} | {g} | {r['exchange']} | "
-                         f"{r['ms']:.2f} | {r['exchange_ms']:.2f} | {r['inter_mb']:.3f} | "
-                         f"{r['total_mb']:.3f} |")
+                  "cost here, not what a network saves.", ""]
+        lines += md_table(
+            ["graph", "P", "K", "algorithm", "exchange", "ms / SpMM", "exchange ms",
+             "inter-node MB", "total MB"],
+            [[r["graph"], r["P"], r["K"], r["algorithm"] + (f" {r['grid']}" if r["grid"] else ""),
+              r["exchange"], f"{r['ms']:.2f}", f"{r['exchange_ms']:.2f}", f"{r['inter_mb']:.3f}",
+              f"{r['total_mb']:.3f}"]
+             for r in sorted(data["checked"]["rows"], key=lambda r: (
+                 r["graph"], r["P"], r["K"], r["algorithm"], r["exchange"]))], spaced=True)
         lines.append("")
     if "model" in data:
         md = data["model"]
@@ -253,10 +245,8 @@ def render(data: dict) -> str:
                   "`exchange=\"auto\"` picks (the faster).", ""]
         for K in (4, 32):
             rs = [r for r in md["times"] if r["ranks_per_node"] == K]
-            lines += [f"### {K} ranks per node", "",
-                      "| P | oblivious1d | sparse1d flat | sparse1d node | sparse15d flat | "
-                      "sparse15d node | sparse2d flat | sparse2d node | auto (sparse1d) | "
-                      "inter-node MB sparse1d flat / node |", "|" + " --- |" * 10]
+            lines += [f"### {K} ranks per node", ""]
+            table = []
             for P in md["Ps"]:
                 def best(algo, exchange=None, P=P, rs=rs):
                     mine = [r for r in rs if r["P"] == P and r["algorithm"] == algo
@@ -273,9 +263,12 @@ def render(data: dict) -> str:
                         f" ({b['grid'] or 'c=' + str(b['c'])})" if algo != "sparse1d" else ""))
                 fl, nd = best("sparse1d", "flat"), best("sparse1d", "node")
                 pick = "node" if nd["seconds"] < fl["seconds"] else "flat"
-                lines.append(f"| {P} | " + " | ".join(cells) + f" | {pick} | "
-                             f"{fl['inter_bytes_sent'] / 1e6:.1f} / "
-                             f"{nd['inter_bytes_sent'] / 1e6:.1f} |")
+                table.append([P, *cells, pick, f"{fl['inter_bytes_sent'] / 1e6:.1f} / "
+                              f"{nd['inter_bytes_sent'] / 1e6:.1f}"])
+            lines += md_table(["P", "oblivious1d", "sparse1d flat", "sparse1d node",
+                               "sparse15d flat", "sparse15d node", "sparse2d flat",
+                               "sparse2d node", "auto (sparse1d)",
+                               "inter-node MB sparse1d flat / node"], table, spaced=True)
             lines.append("")
     return "\n".join(lines) + "\n"
 
@@ -315,7 +308,7 @@ def main() -> None:
     if args.keep and (RESULTS / f"{name}.json").exists():   # the sections not run again
         data = json.loads((RESULTS / f"{name}.json").read_text())
     runs = data.setdefault("runs", {})
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    when = now()
     for section in args.only:
         runs[section] = dict(when=when, load=" ".join(load))
     data.update(machine=machine(), when=when, load=" ".join(load))
@@ -326,8 +319,7 @@ def main() -> None:
         data["checked"] = checked(args.quick, As)
     if "model" in args.only:
         data["model"] = model(args.quick)
-    write_json(RESULTS / f"{name}.json", data)
-    write_text_atomic(RESULTS / f"{name}.md", render(data))
+    publish(RESULTS / name, data, render)
     print(render(data))
 
 

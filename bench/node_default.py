@@ -17,8 +17,8 @@ locality a partitioner finds decides how many rows cross ranks):
 The non-CSBM graphs get random features and labels (this measures time, not accuracy). Writes
 ``bench/results/node-default.{json,md}`` with the load at start and end.
 
-    python bench/node_default.py                 # ~100k-vertex graphs
-    python bench/node_default.py --scale 0.2     # smaller, a few minutes
+    python -m bench.node_default                 # ~100k-vertex graphs
+    python -m bench.node_default --scale 0.2     # smaller, a few minutes
 """
 
 from __future__ import annotations
@@ -26,30 +26,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from spmmgnn.runtime.atomic import write_text_atomic
-
-from common import RESULTS, machine, mpiexec, write_json
+from bench import RESULTS
+from spmmgnn.benchmark.harness import machine, run_mpi, spmmgnn_command
+from spmmgnn.benchmark.tables import md_table, publish
 
 GRAPHS = ("csbm", "rmat", "rmat-metis", "sbm-metis")
 EXCHANGES = ("flat", "node", "default")
-# this environment's command (``python -m spmmgnn.cli`` where the package is not installed)
-_SCRIPT = Path(sys.executable).parent / "spmmgnn"
-SPMMGNN = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "spmmgnn.cli"]
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 def write_graph(name: str, n: int, features: int, parts: int, path: Path) -> None:
@@ -77,14 +65,12 @@ def train(path: Path, P: int, exchange: str, hidden: int, epochs: int) -> dict:
     """One ``spmmgnn train`` run; its median epoch after the first two and what it ran."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
-        cmd = [mpiexec(), "-n", str(P), *SPMMGNN, "train", "--dataset", str(path),
-               "--no-cache", "--hidden", str(hidden), "--epochs", str(epochs),
-               "--eval-every", "0", "--threads", "1", "--quiet", "--json", str(out)]
+        cmd = [*spmmgnn_command(), "train", "--dataset", str(path), "--no-cache", "--hidden",
+               str(hidden), "--epochs", str(epochs), "--eval-every", "0", "--threads", "1",
+               "--quiet", "--json", str(out)]
         if exchange != "default":
             cmd += ["--exchange", exchange]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+        run_mpi(P, cmd, timeout=3600)
         s = json.loads(out.read_text())
     seconds = [r["wall_seconds"] for r in s["history"]][2:]
     ranks = s["ranks"]
@@ -102,25 +88,26 @@ def paired(rounds: list[dict], a: str, b: str) -> tuple[float, float, str]:
     return (*med, f"{np.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
 
 
-def markdown(payload: dict) -> str:
+def render(payload: dict) -> str:
     a = payload["args"]
     lines = ["# The default exchange of `spmmgnn train` on one node, other graphs\n",
-             f"`python bench/node_default.py --scale {a['scale']}`: P = {payload['P']} ranks x 1 "
-             f"thread, hidden {a['hidden']}, {a['features']} features, {a['epochs']} epochs "
+             f"`python -m bench.node_default --scale {a['scale']}`: P = {payload['P']} ranks x "
+             f"1 thread, hidden {a['hidden']}, {a['features']} features, {a['epochs']} epochs "
              f"(median after the first two), {a['rounds']} alternating rounds; "
              f"{payload['cpu']}, {payload['machine']['cores']} cores; load "
-             f"{payload['load'][0]:.1f} at start, {payload['load'][1]:.1f} at end.\n",
-             "| graph | n | nnz | flat ms | node ms | default ms (ran) | node / flat "
-             "(min-max) | MB per epoch sent inside the node, flat | MB read in place, node |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             f"{payload['load'][0]:.1f} at start, {payload['load'][1]:.1f} at end.\n"]
+    rows = []
     for name, g in payload["graphs"].items():
         flat, node, ratio = paired(g["rounds"], "flat", "node")
         default = float(np.median([r["default"]["epoch_ms"] for r in g["rounds"]]))
         ran = "/".join(sorted({r["default"]["exchange"] for r in g["rounds"]}))
         first = g["rounds"][0]
-        lines.append(f"| {name} | {first['flat']['n']:,} | {first['flat']['nnz']:,} | "
-                     f"{flat:.1f} | {node:.1f} | {default:.1f} ({ran}) | {ratio} | "
-                     f"{first['flat']['intra_mb']:.1f} | {first['node']['shared_read_mb']:.1f} |")
+        rows.append([name, f"{first['flat']['n']:,}", f"{first['flat']['nnz']:,}",
+                     f"{flat:.1f}", f"{node:.1f}", f"{default:.1f} ({ran})", ratio,
+                     f"{first['flat']['intra_mb']:.1f}", f"{first['node']['shared_read_mb']:.1f}"])
+    lines += md_table(["graph", "n", "nnz", "flat ms", "node ms", "default ms (ran)",
+                       "node / flat (min-max)", "MB per epoch sent inside the node, flat",
+                       "MB read in place, node"], rows, "lrrrrrrrr")
     return "\n".join(lines) + "\n"
 
 
@@ -136,8 +123,8 @@ def main() -> None:
     ap.add_argument("--out", default=str(RESULTS / "node-default"))
     args = ap.parse_args()
     n = int(100_000 * args.scale)
-    payload = dict(args=vars(args), P=args.ranks, machine=machine(), cpu=cpu_model(), graphs={},
-                   load=[os.getloadavg()[0]])
+    payload = dict(args=vars(args), P=args.ranks, machine=machine(), cpu=machine()["cpu"],
+                   graphs={}, load=[os.getloadavg()[0]])
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.graphs.split(","):
             path = Path(tmp) / f"{name}.h5"
@@ -152,9 +139,8 @@ def main() -> None:
             payload["graphs"][name] = dict(rounds=rounds, write_s=time.perf_counter() - t0)
             path.unlink()
     payload["load"].append(os.getloadavg()[0])
-    write_json(args.out + ".json", payload)
-    write_text_atomic(args.out + ".md", markdown(payload))
-    print(markdown(payload))
+    publish(args.out, payload, render)
+    print(render(payload))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ triad (GB/s read + written). Floors of the step on the whole machine:
 
 - ``spmm_local``: every SpMM's gathers, nnz x f x 4 bytes, at the triad rate;
 - ``dense``: the products' FLOPs at the GEMM rate plus the elementwise passes
-  (``floor.elementwise_bytes``) at the triad rate;
+  (``bench.floor.elementwise_bytes``) at the triad rate;
 - the step: their sum (no exchange floor inside a node: the rows are read in place).
 
 ``--busy`` repeats every split with a second process spinning on one core (the layouts that
@@ -22,9 +22,9 @@ wait for their slowest thread lose most). Printed last: the dense part at 1 x C 
 ``bench/results/node-scaling.{json,md}`` (``--out`` to change the stem); the load
 (``os.getloadavg``) at start and end goes with them.
 
-    python bench/node_scaling.py --quick            # small graph, a few minutes
-    python bench/node_scaling.py --quick --busy     # and again with one core busy
-    python bench/node_scaling.py --n 1000000 --features 128 --hidden 128   # the issue's graph
+    python -m bench.node_scaling --quick            # small graph, a few minutes
+    python -m bench.node_scaling --quick --busy     # and again with one core busy
+    python -m bench.node_scaling --n 1000000 --features 128 --hidden 128   # the issue's graph
 """
 
 from __future__ import annotations
@@ -35,17 +35,23 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
-from floor import elementwise_bytes, gemm_flops, gemm_rates, triad_rate
 
-from spmmgnn.runtime.atomic import write_text_atomic
+from bench import RESULTS, ROOT
+from bench.floor import elementwise_bytes, gemm_flops
+from spmmgnn.benchmark.harness import (
+    LaunchError,
+    machine,
+    now,
+    python_module,
+    run_mpi,
+    threads_env,
+)
+from spmmgnn.benchmark.rates import gemm_rates, triad_rate
+from spmmgnn.benchmark.tables import md_table, publish, where
 
-from common import RESULTS, machine, mpiexec, write_json
-
-HERE = Path(__file__).resolve().parent
 PARTS = ("spmm_local", "exchange", "allreduce", "dense", "other")
 QUICK = dict(n=20_000, degree=12.0, features=64, classes=8, hidden=64)
 FULL = dict(n=90_000, degree=22.0, features=128, classes=10, hidden=128)
@@ -100,16 +106,14 @@ def worker(args) -> None:
 
 
 def launch(P: int, T: int, algorithm: str, size: dict, epochs: int, warmup: int) -> dict:
+    """One training run of ``worker`` on P ranks x T threads; its parts."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "r.json"
-        cmd = [mpiexec(), "-n", str(P), sys.executable, str(HERE / "node_scaling.py"),
-               "--worker", "--threads", str(T), "--algorithm", algorithm,
-               "--size", json.dumps(size), "--epochs", str(epochs), "--warmup", str(warmup),
-               "--result", str(out)]
-        env = dict(os.environ, SPMMGNN_THREADS=str(T), OMP_NUM_THREADS=str(T))
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+        run_mpi(P, python_module("bench.node_scaling", "--worker", "--threads", str(T),
+                                 "--algorithm", algorithm, "--size", json.dumps(size),
+                                 "--epochs", str(epochs), "--warmup", str(warmup),
+                                 "--result", str(out)),
+                env=threads_env(T), timeout=3600, cwd=ROOT)
         return json.loads(out.read_text())
 
 
@@ -138,21 +142,21 @@ def ran(r: dict) -> str:
 
 
 def table(rows: list[dict]) -> list[str]:
-    out = ["| spinner | load avg | algorithm | P x T | step ms | floor ms | step / floor | "
-           "spmm_local | exchange | allreduce | dense | other |",
-           "|---|---:|---|---|---:|---:|---:|---|---:|---:|---|---:|"]
+    out = []
     for r in rows:
         p, fl = r["parts"], r["floors"]
         floor = fl["spmm_local"] + fl["dense"]
-        out.append(
-            f"| {r['load']} | {r.get('loadavg', 0):.1f} | {r['algorithm']} | "
-            f"{r['P']} x {r['T']}{ran(r)} | {r['step'] * 1e3:.1f} | "
-            f"{floor * 1e3:.1f} | {r['step'] / floor:.2f} | "
-            f"{p['spmm_local'] * 1e3:.1f} / {fl['spmm_local'] * 1e3:.1f} = "
-            f"{p['spmm_local'] / fl['spmm_local']:.1f}x | {p['exchange'] * 1e3:.1f} | "
-            f"{p['allreduce'] * 1e3:.1f} | {p['dense'] * 1e3:.1f} / {fl['dense'] * 1e3:.1f} = "
-            f"{p['dense'] / fl['dense']:.1f}x | {p['other'] * 1e3:.1f} |")
-    return out
+        out.append([r["load"], f"{r.get('loadavg', 0):.1f}", r["algorithm"],
+                    f"{r['P']} x {r['T']}{ran(r)}", f"{r['step'] * 1e3:.1f}",
+                    f"{floor * 1e3:.1f}", f"{r['step'] / floor:.2f}",
+                    f"{p['spmm_local'] * 1e3:.1f} / {fl['spmm_local'] * 1e3:.1f} = "
+                    f"{p['spmm_local'] / fl['spmm_local']:.1f}x", f"{p['exchange'] * 1e3:.1f}",
+                    f"{p['allreduce'] * 1e3:.1f}",
+                    f"{p['dense'] * 1e3:.1f} / {fl['dense'] * 1e3:.1f} = "
+                    f"{p['dense'] / fl['dense']:.1f}x", f"{p['other'] * 1e3:.1f}"])
+    return md_table(["spinner", "load avg", "algorithm", "P x T", "step ms", "floor ms",
+                     "step / floor", "spmm_local", "exchange", "allreduce", "dense", "other"],
+                    out, "lrllrrrlrrlr")
 
 
 TARGETS = {"no spinner": 1.15, "one core busy": 1.5}  # issue 48: dense 1 x C over C x 1
@@ -173,6 +177,31 @@ def ratios(rows: list[dict], cores: int) -> list[str]:
         out.append(f"dense 1 x {cores} / {cores} x 1, {load}: {one * 1e3:.1f} / "
                    f"{many * 1e3:.1f} ms = {ratio:.2f}x ({verdict} the target <= {target}x)")
     return out
+
+
+def render(data: dict) -> str:
+    """The rates, every run's parts over their floors, and the verdicts against issue 48's
+    targets, from the run's JSON."""
+    size, start, end = data["size"], data["loadavg_start"], data["loadavg_end"]
+    md = [f"# One node, all its cores ({data['when']})", "",
+          f"`{data['command']}` on {data['cores']} cores ({where(data['machine'])}); "
+          f"1-minute load average {start[0]:.1f} at the start, {end[0]:.1f} at "
+          "the end (a lagging average: it counts this benchmark's own ranks, its "
+          "spinner and whatever ran just before, not only other work).", "",
+          f"CSBM n={size['n']}, degree {size['degree']}, {size['features']} features, "
+          f"hidden {size['hidden']}, {size['classes']} classes; 2-layer GCN, float32, no "
+          f"cached aggregation, `exchange=node`; median of {data['epochs']} steps after "
+          f"{data['warmup']}; the slowest rank's parts, ms.", ""]
+    md += md_table(["threads", "GEMM GFLOP/s (torch)", "triad GB/s"],
+                   [[t, f"{r['gemm']:.1f}", f"{r['triad']:.1f}"]
+                    for t, r in data["rates"].items()], "rrr")
+    md += ["", *table(data["runs"]), "",
+           *(f"- {line}" for line in ratios(data["runs"], data["cores"])), "",
+           *(f"- failed: {line}" for line in data["failed"]), "",
+           "Each part: measured / floor = ratio; the floor is the whole machine's at the "
+           "best rates measured (see the script's docstring); `exchange` and `allreduce` "
+           "have none inside a node. `load avg`: the 1-minute load average after each run."]
+    return "\n".join(md) + "\n"
 
 
 def main() -> None:
@@ -212,32 +241,14 @@ def main() -> None:
     rows: list[dict] = []
     failed: list[str] = []
 
+    command = ("python -m bench.node_scaling " + " ".join(sys.argv[1:])).strip()
+
     def write() -> None:
         """The JSON and table of every run so far: a killed or failing sweep keeps them."""
-        load_end = os.getloadavg()
-        verdicts = ratios(rows, cores)
-        payload = dict(machine=machine(), size=size, epochs=args.epochs, warmup=args.warmup,
-                       rates=rates, loadavg_start=load_start, loadavg_end=load_end, runs=rows,
-                       failed=failed, when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
-        write_json(args.out + ".json", payload)
-        cmd = "python bench/node_scaling.py " + " ".join(a for a in sys.argv[1:])
-        md = [f"# One node, all its cores ({payload['when']})", "",
-              f"`{cmd.strip()}` on {cores} cores ({machine()['processor'] or 'cpu'}); "
-              f"1-minute load average {load_start[0]:.1f} at the start, {load_end[0]:.1f} at "
-              "the end (a lagging average: it counts this benchmark's own ranks, its "
-              "spinner and whatever ran just before, not only other work).", "",
-              f"CSBM n={size['n']}, degree {size['degree']}, {size['features']} features, "
-              f"hidden {size['hidden']}, {size['classes']} classes; 2-layer GCN, float32, no "
-              f"cached aggregation, `exchange=node`; median of {args.epochs} steps after "
-              f"{args.warmup}; the slowest rank's parts, ms.", "",
-              "| threads | GEMM GFLOP/s (torch) | triad GB/s |", "|---:|---:|---:|"]
-        md += [f"| {t} | {r['gemm']:.1f} | {r['triad']:.1f} |" for t, r in rates.items()]
-        md += ["", *table(rows), "", *(f"- {line}" for line in verdicts), "",
-               *(f"- failed: {line}" for line in failed), "",
-               "Each part: measured / floor = ratio; the floor is the whole machine's at the "
-               "best rates measured (see the script's docstring); `exchange` and `allreduce` "
-               "have none inside a node. `load avg`: the 1-minute load average after each run."]
-        write_text_atomic(Path(args.out + ".md"), "\n".join(md) + "\n")
+        publish(args.out, dict(command=command, cores=cores, machine=machine(), size=size,
+                               epochs=args.epochs, warmup=args.warmup, rates=rates,
+                               loadavg_start=load_start, loadavg_end=os.getloadavg(),
+                               runs=rows, failed=failed, when=now()), render)
 
     for load in ("no spinner", "one core busy") if args.busy else ("no spinner",):
         spinner = busy_core() if load != "no spinner" else None
@@ -246,7 +257,7 @@ def main() -> None:
                 for algorithm in args.algorithms.split(","):
                     try:
                         run = launch(P, T, algorithm, size, args.epochs, args.warmup)
-                    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                    except LaunchError as exc:
                         failed.append(f"{load}, {algorithm} {P} x {T}: "
                                       f"{str(exc).strip().splitlines()[-1]}")
                         print(failed[-1], flush=True)

@@ -3,10 +3,10 @@ and time of every method on an R-MAT power-law graph, a 3-D 7-point grid and a s
 block model graph, or on the real graphs of ``bench/real_graphs.py``, at several k. Writes
 JSON and a Markdown report with a summary table (``bench/results/``).
 
-    python bench/partition.py                                 # the synthetic comparison
-    python bench/partition.py --graphs real small --k 16 64 --out bench/results/partition_real
-    python bench/partition.py --graphs rmat --k 64 --rmat-scale 14 --methods metis-vol default
-    python bench/partition.py --graphs grid --append          # add rows to an earlier run
+    python -m bench.partition                                 # the synthetic comparison
+    python -m bench.partition --graphs real small --k 16 64 --out bench/results/partition_real
+    python -m bench.partition --graphs rmat --k 64 --rmat-scale 14 --methods metis-vol default
+    python -m bench.partition --graphs grid --append          # add rows to an earlier run
 
 ``--append`` keeps the rows of the existing JSON and only runs the missing
 (graph, k, method) combinations, so a long comparison can be run in pieces. ``--time-limit S``
@@ -22,30 +22,19 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench import real_graphs  # noqa: E402
-from bench.common import RESULTS, machine, write_json  # noqa: E402
-from spmmgnn.data.generators import grid3d, rmat, sbm  # noqa: E402
-from spmmgnn.partitioners import (  # noqa: E402
-    BASE_METHODS,
-    DEFAULT_METHOD,
-    METHODS,
-    QUALITY_METHOD,
-)
-from spmmgnn.partitioners.api import (  # noqa: E402
-    METIS_CANDIDATE,
-    MTKAHYPAR_CANDIDATE,
-    QUALITY_TOTAL,
-)
-from spmmgnn.partitioners.bounds import hub_bound  # noqa: E402
-from spmmgnn.partitioners.budget import default_budget  # noqa: E402
-from spmmgnn.partitioners.model import ColumnNet, load_cap, row_loads  # noqa: E402
-from spmmgnn.runtime.atomic import write_text_atomic  # noqa: E402
+from bench import RESULTS, ROOT, real_graphs
+from spmmgnn.benchmark.harness import library_from, machine, python_module, run, write_json
+from spmmgnn.benchmark.tables import md_table, publish, regenerate
+from spmmgnn.data.generators import grid3d, rmat, sbm
+from spmmgnn.partitioners import BASE_METHODS, DEFAULT_METHOD, METHODS, QUALITY_METHOD
+from spmmgnn.partitioners.api import METIS_CANDIDATE, MTKAHYPAR_CANDIDATE, QUALITY_TOTAL
+from spmmgnn.partitioners.bounds import hub_bound
+from spmmgnn.partitioners.budget import default_budget
+from spmmgnn.partitioners.model import ColumnNet, load_cap, row_loads
 
 SYNTHETIC = ["rmat", "grid", "sbm"]
 
@@ -82,7 +71,7 @@ def _load() -> float:
 
 
 def _spec(gname: str, k: int, method: str, args) -> dict:
-    """What ``bench/partition_child.py`` needs for one row; ``method@name`` runs ``method``
+    """What ``bench.partition_child`` needs for one row; ``method@name`` runs ``method``
     with the code of ``--baseline name=DIR``."""
     method, _, ref = method.partition("@")
     code = dict(b.split("=", 1) for b in args.baseline)[ref] if ref else str(ROOT)
@@ -92,22 +81,31 @@ def _spec(gname: str, k: int, method: str, args) -> dict:
                 sbm_communities=args.sbm_communities)
 
 
+def child(spec: dict, timeout: float | None, check: bool = True):
+    """``bench.partition_child`` on one row's ``spec`` in a fresh process, with the
+    ``spmmgnn`` of ``spec["code"]`` (this checkout's or a baseline's)."""
+    cmd = python_module("bench.partition_child", json.dumps(spec))
+    if Path(spec["code"]).resolve() == ROOT:
+        return run(cmd, timeout=timeout, cwd=ROOT, check=check)
+    with tempfile.TemporaryDirectory() as folder:
+        return run(cmd, env=library_from(spec["code"], folder, ROOT), timeout=timeout,
+                   cwd=folder, check=check)
+
+
 def _row(gname: str, k: int, method: str, args, label: str, A, bound: int) -> dict:
     """One row of the table: ``method``'s partition of A into k parts, its metrics, seconds
-    and peak memory, measured in a fresh process (``bench/partition_child.py``); a row
+    and peak memory, measured in a fresh process (``bench.partition_child``); a row
     without volumes (``timed_out``) when it did not finish in ``--time-limit`` seconds."""
     t0 = time.perf_counter()
     head = dict(graph=label, k=k, method=method, hub_bound=bound, load=_load())
     try:
-        out = subprocess.run([sys.executable, str(ROOT / "bench" / "partition_child.py"),
-                              json.dumps(_spec(gname, k, method, args))], capture_output=True,
-                             text=True, timeout=args.time_limit, check=False)
+        out = child(_spec(gname, k, method, args), args.time_limit, check=False)
     except subprocess.TimeoutExpired:
         return dict(head, n=A.shape[0], nnz=int(A.nnz), resolved=method, timed_out=True,
                     seconds=time.perf_counter() - t0)
     if out.returncode != 0:
         raise SystemExit(f"{label} k={k} {method} failed:\n{out.stderr[-3000:]}")
-    return dict(head, **json.loads(out.stdout.strip().splitlines()[-1]))
+    return dict(head, **out.last_json())
 
 
 MESHES = {"elephant", "bunny", "armadillo", "hueeber"}
@@ -179,10 +177,7 @@ def summary(rows: list[dict]) -> list[str]:
     Mt-KaHyPar, total against their lower, max send against METIS-vol's, the hub bound, send
     and load imbalance, and seconds (METIS-vol, Mt-KaHyPar, KaHyPar: '-' not run, '>' did
     not finish)."""
-    out = ["| graph | n | k | preset = | score / best base | total / min(METIS-vol, "
-           "Mt-KaHyPar) | max send (× METIS-vol) | hub LB | send imb (METIS-vol) | load imb "
-           "| seconds (METIS-vol, Mt-KaHyPar, KaHyPar) |",
-           "|---|---:|---:|---|---:|---:|---|---:|---:|---:|---|"]
+    out = []
     every = {}
     for r in rows:
         every.setdefault((r["graph"], r["k"]), {})[r["method"]] = r
@@ -199,15 +194,18 @@ def summary(rows: list[dict]) -> list[str]:
             d = by.get(preset)
             if d is None:
                 continue
-            out.append(
-                f"| {graph} | {d['n']:,} | {k} | {preset}: {d.get('resolved', '?')} | "
-                f"{_score(d) / min(_score(r) for r in base):.3f} | "
-                f"{d['total_volume'] / min(r['total_volume'] for r in base):.3f} | "
-                f"{d['max_send']:,} ({d['max_send'] / m['max_send']:.2f}) | {_hub_note(d)} | "
-                f"{d['send_imbalance']:.1%} ({m['send_imbalance']:.1%}) | "
-                f"{d['load_imbalance']:.1%} | {d['seconds']:.1f} ({secs['metis-vol']}, "
-                f"{secs['mtkahypar']}, {secs['kahypar']}) |")
-    return out
+            out.append([
+                graph, f"{d['n']:,}", k, f"{preset}: {d.get('resolved', '?')}",
+                f"{_score(d) / min(_score(r) for r in base):.3f}",
+                f"{d['total_volume'] / min(r['total_volume'] for r in base):.3f}",
+                f"{d['max_send']:,} ({d['max_send'] / m['max_send']:.2f})", _hub_note(d),
+                f"{d['send_imbalance']:.1%} ({m['send_imbalance']:.1%})",
+                f"{d['load_imbalance']:.1%}", f"{d['seconds']:.1f} ({secs['metis-vol']}, "
+                f"{secs['mtkahypar']}, {secs['kahypar']})"])
+    return md_table(["graph", "n", "k", "preset =", "score / best base",
+                     "total / min(METIS-vol, Mt-KaHyPar)", "max send (× METIS-vol)", "hub LB",
+                     "send imb (METIS-vol)", "load imb",
+                     "seconds (METIS-vol, Mt-KaHyPar, KaHyPar)"], out, "lrrlrrlrrrl")
 
 
 def _secs(r: dict | None) -> str:
@@ -223,11 +221,7 @@ def time_rule(rows: list[dict]) -> list[str]:
     against the earlier default's (``default@main``, the same run, where measured) and the
     better base; KaMinPar's seconds and volumes against METIS-vol's; each method's peak
     memory."""
-    out = ["| graph | n | k | default = | seconds: default (METIS-vol; rule) | default / rule "
-           "| default / its own rule | score / default@main (its seconds) | score / better "
-           "base | KaMinPar: seconds, total, max send (x METIS-vol) | peak MiB: METIS-vol, "
-           "KaMinPar, default (graph) |",
-           "|---|---:|---:|---|---:|---:|---:|---:|---:|---|---|"]
+    out = []
     for (graph, k), by in _groups(rows).items():
         m, d = by.get("metis-vol"), by.get(DEFAULT_METHOD)
         if m is None or d is None:
@@ -244,53 +238,72 @@ def time_rule(rows: list[dict]) -> list[str]:
         ocell = "-" if old is None else f"{_score(d) / _score(old):.3f} ({old['seconds']:.1f})"
         first = next((c for c in d.get("candidates", []) if "skipped" not in c), None)
         own = "-" if first is None else f"{d['seconds'] / default_budget(first['seconds']):.2f}"
-        out.append(
-            f"| {graph} | {d['n']:,} | {k} | {d.get('resolved', '?')} | {d['seconds']:.2f} "
-            f"({m['seconds']:.2f}; {rule:.1f}) | {d['seconds'] / rule:.2f}"
-            f"{'' if d['seconds'] <= rule else ' MISSED'} | {own} | {ocell} | "
-            f"{_score(d) / min(_score(r) for r in base):.3f} | {kcell} | {mem} "
-            f"({d.get('graph_rss_mib', 0):.0f}) |")
-    return out
+        out.append([
+            graph, f"{d['n']:,}", k, d.get("resolved", "?"),
+            f"{d['seconds']:.2f} ({m['seconds']:.2f}; {rule:.1f})",
+            f"{d['seconds'] / rule:.2f}{'' if d['seconds'] <= rule else ' MISSED'}", own, ocell,
+            f"{_score(d) / min(_score(r) for r in base):.3f}", kcell,
+            f"{mem} ({d.get('graph_rss_mib', 0):.0f})"])
+    return md_table(["graph", "n", "k", "default =", "seconds: default (METIS-vol; rule)",
+                     "default / rule", "default / its own rule",
+                     "score / default@main (its seconds)", "score / better base",
+                     "KaMinPar: seconds, total, max send (x METIS-vol)",
+                     "peak MiB: METIS-vol, KaMinPar, default (graph)"], out, "lrrlrrrrrll")
 
 
-LARGE = RESULTS / "partition_large.json"
+LARGE_COMMAND = "python -m bench.large_graph --scale S --edge-factor 7 --k 64 256 1024"
 
 
-def large_table(path: Path = LARGE) -> list[str]:
-    """The large-graph section from bench/large_graph.py's JSON (empty if it has not run)."""
-    if not path.exists():
+def large_table(large: dict | None) -> list[str]:
+    """The large-graph section from ``bench.large_graph``'s JSON (none if it has not run)."""
+    if not large:
         return []
-    rows = json.loads(path.read_text())["rows"]
-    out = ["## Large graphs", "",
-           "`python bench/large_graph.py --scale S --edge-factor 7 --k 64 256 1024` (R-MAT, "
-           "symmetric, built in O(nnz) memory; each method in a fresh process; peak MiB is "
-           "the process's, the graph's memory-mapped arrays included; 'write' is `spmmgnn "
-           "datasets convert --parts k` with the method named, then every block row read "
-           "back on its own). Load is the 1-minute load average when the row ended.", "",
-           "| graph | k | method | seconds | peak MiB | total vol | max send | send imb | "
-           "load imb | load |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
+    out = []
+    for r in large["rows"]:
         size = f" (n={r['n']:,}, nnz={r['nnz']:,})" if "nnz" in r else ""
-        head = f"| {r['graph']}{size} | {r['k']} | {r['method']} |"
+        head = [f"{r['graph']}{size}", r["k"], r["method"]]
         if r["method"] == "write":
             ok = "ok" if r.get("read_ok") else "FAILED"
-            out.append(f"{head} {r['write_seconds']:.0f} (read {r.get('read_seconds', 0):.0f})"
-                       f" | {r['write_peak_rss_mib']:.0f} (read "
-                       f"{r.get('read_peak_rss_mib', 0):.0f}) | {r['write_method']}, read "
-                       f"back per block row: {ok} | | | | {r['load']:.1f} |")
+            out.append([*head, f"{r['write_seconds']:.0f} (read {r.get('read_seconds', 0):.0f})",
+                        f"{r['write_peak_rss_mib']:.0f} (read "
+                        f"{r.get('read_peak_rss_mib', 0):.0f})",
+                        f"{r['write_method']}, read back per block row: {ok}", "", "", "",
+                        f"{r['load']:.1f}"])
         elif "total_volume" not in r:
             why = (r.get("note") or "did not finish") if r.get("timed_out") else (
                 f"failed: {r.get('failed')}")
-            out.append(f"{head} {r['seconds']:.0f} | | {why} | | | | {r['load']:.1f} |")
+            out.append([*head, f"{r['seconds']:.0f}", "", why, "", "", "", f"{r['load']:.1f}"])
         else:
-            out.append(f"{head} {r['seconds']:.1f} | {r['peak_rss_mib']:.0f} | "
-                       f"{r['total_volume']:,} | {r['max_send']:,} | "
-                       f"{r['send_imbalance']:.1%} | {r['load_imbalance']:.1%} | "
-                       f"{r['load']:.1f} |")
-    return out + [""]
+            out.append([*head, f"{r['seconds']:.1f}", f"{r['peak_rss_mib']:.0f}",
+                        f"{r['total_volume']:,}", f"{r['max_send']:,}",
+                        f"{r['send_imbalance']:.1%}", f"{r['load_imbalance']:.1%}",
+                        f"{r['load']:.1f}"])
+    return ["## Large graphs", "",
+            f"`{large.get('command', LARGE_COMMAND)}` (R-MAT, "
+            "symmetric, built in O(nnz) memory; each method in a fresh process; peak MiB is "
+            "the process's, the graph's memory-mapped arrays included; 'write' is `spmmgnn "
+            "datasets convert --parts k` with the method named, then every block row read "
+            "back on its own). Load is the 1-minute load average when the row ended.", "",
+            *md_table(["graph", "k", "method", "seconds", "peak MiB", "total vol", "max send",
+                       "send imb", "load imb", "load"], out, "lrlrrrrrrr"), ""]
 
 
-def markdown(rows: list[dict], meta: dict) -> str:
+def load_result(stem) -> dict:
+    """A comparison's stored JSON with the large-graph rows beside it
+    (``partition_large.json`` in the same folder), as ``render`` takes them."""
+    from spmmgnn.benchmark.tables import load
+
+    data = load(stem)
+    large = Path(stem).with_name("partition_large.json")
+    if large.exists():
+        data["large"] = json.loads(large.read_text())
+    return data
+
+
+def render(data: dict) -> str:
+    """The comparison's report: how it ran, ``default``'s time rule, the large graphs, the
+    summary, one table per graph and k, and the presets' targets."""
+    rows, meta = data["rows"], data["meta"]
     lines = ["# Partitioner comparison", "",
              "`default` (fast): within max(3x METIS-vol's time, 2 s), the best by max send "
              "+ total / k of METIS-vol, KaMinPar and Mt-KaHyPar's fast preset as the time "
@@ -312,7 +325,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
                   "on a tiny graph (numba caches, METIS); peak MiB is the process's peak "
                   "resident memory (graph and libraries included: the graph's own figure in "
                   "parentheses). The load average of the machine is in the JSON per row.", ""
-                  ] + time_rule(rows) + [""] + large_table() + ["## Summary", ""] + (
+                  ] + time_rule(rows) + [""] + large_table(data.get("large")) + [
+                 "## Summary", ""] + (
                  summary(rows) + [""])
     keys = []
     for r in rows:
@@ -324,19 +338,19 @@ def markdown(rows: list[dict], meta: dict) -> str:
                     key=lambda r: order.get(r["method"], len(order)))
         lb = next((f", hub lower bound on max send {r['hub_bound']:,}" for r in rs
                    if "hub_bound" in r), "")
-        lines += [f"## {graph} (n={rs[0]['n']:,}, nnz={rs[0]['nnz']:,}), k={k}{lb}", "",
-                  "| " + " | ".join(h for _, h, _ in COLUMNS) + " |",
-                  "|" + "|".join("---" if c == "method" else "---:" for c, _, _ in COLUMNS)
-                  + "|"]
+        lines += [f"## {graph} (n={rs[0]['n']:,}, nnz={rs[0]['nnz']:,}), k={k}{lb}", ""]
+        table = []
         for r in rs:
             if r.get("timed_out"):
-                lines.append(f"| {r['method']} | did not finish in {r['seconds']:.0f} s |"
-                             + " |" * (len(COLUMNS) - 2))
+                table.append([r["method"], f"did not finish in {r['seconds']:.0f} s",
+                              *[""] * (len(COLUMNS) - 2)])
                 continue
             cells = [f.format(r[c]) for c, _, f in COLUMNS]
             if r["method"] in PRESETS:
                 cells[0] = f"**{r['method']}** ({r.get('resolved', '?')})"
-            lines.append("| " + " | ".join(cells) + " |")
+            table.append(cells)
+        lines += md_table([h for _, h, _ in COLUMNS], table,
+                          "".join("l" if c == "method" else "r" for c, _, _ in COLUMNS))
         lines.append("")
         for r in rs:
             if r["method"] in PRESETS and r.get("candidates"):
@@ -395,8 +409,7 @@ def main(argv=None) -> int:
         write_json(Path(args.out).with_suffix(".json"), data)
         args.render = True
     if args.render:
-        data = json.loads(Path(args.out).with_suffix(".json").read_text())
-        write_text_atomic(Path(args.out).with_suffix(".md"), markdown(data["rows"], data["meta"]))
+        regenerate(args.out, lambda _: render(load_result(args.out)))
         return 0
     methods = list(args.methods)
     out = Path(args.out)
@@ -438,10 +451,8 @@ def main(argv=None) -> int:
                           f"{row['max_send']:>8,} ({row['send_imbalance']:6.1%}) load imb "
                           f"{row['load_imbalance']:5.1%}  {row['seconds']:7.1f} s "
                           f"{row.get('peak_rss_mib', 0):6.0f} MiB", flush=True)
-                write_json(out.with_suffix(".json"), dict(meta=meta, rows=rows))
-                write_text_atomic(out.with_suffix(".md"), markdown(rows, meta))
-    write_json(out.with_suffix(".json"), dict(meta=meta, rows=rows))
-    write_text_atomic(out.with_suffix(".md"), markdown(rows, meta))
+                publish(out, dict(meta=meta, rows=rows), lambda _: render(load_result(out)))
+    publish(out, dict(meta=meta, rows=rows), lambda _: render(load_result(out)))
     print("\n".join(checks(rows)))
     print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.md')}")
     return 0

@@ -1,11 +1,12 @@
-"""One row of ``bench/partition.py`` in a fresh process: build (or load) the graph, warm the
+"""One row of ``bench.partition`` in a fresh process: build (or load) the graph, warm the
 numba caches and METIS on a tiny graph, partition, print the row as one JSON line.
 
-    python bench/partition_child.py '{"code": ".", "graph": "wordnet", "k": 16, ...}'
+    python -m bench.partition_child '{"code": ".", "graph": "wordnet", "k": 16, ...}'
 
 ``code`` is the root of the spmmgnn to measure: this tree, or another commit's unpacked
-with ``git archive`` (the paired A/B of ``--baseline``). A fresh process per row gives every
-method the same start and its own peak memory: ``peak_rss_mib`` is the process's peak
+with ``git archive`` (the paired A/B of ``--baseline``; ``bench.partition.child`` starts
+this module with that tree's ``spmmgnn`` first on the import path). A fresh process per row
+gives every method the same start and its own peak memory: ``peak_rss_mib`` is the process's peak
 resident set (``ru_maxrss``, with any child Mt-KaHyPar ran in), ``graph_rss_mib`` the peak
 before partitioning (the graph, the interpreter, the libraries).
 """
@@ -25,14 +26,12 @@ def _mib(who: int) -> float:
 
 def main(argv: list[str]) -> int:
     spec = json.loads(argv[0])
-    here = str(Path(__file__).resolve().parents[1])
-    sys.path[:0] = [str(Path(spec["code"]).resolve()), here]
     from bench import real_graphs
     from spmmgnn.data.generators import grid3d, rmat, sbm
     from spmmgnn.partitioners import METHODS, partition
 
     name = spec["graph"]
-    if name.startswith("npy:"):  # bench/large_graph.py's files, memory-mapped
+    if name.startswith("npy:"):  # bench.large_graph's files, memory-mapped
         from bench.large_graph import lean_matrix
 
         A = lean_matrix(name[4:])
@@ -58,7 +57,7 @@ def main(argv: list[str]) -> int:
     P = partition(A, spec["k"], method=spec["method"], epsilon=spec["epsilon"],
                   seed=spec["seed"], threads=spec["threads"], **options)
     wall = time.perf_counter() - t
-    if spec.get("save_parts"):  # bench/large_graph.py --save-parts: the write and training
+    if spec.get("save_parts"):  # bench.large_graph --save-parts: the write and training
         import numpy as np
 
         np.save(spec["save_parts"], P.parts)

@@ -1,6 +1,6 @@
 """Per-call cost of the distributed SpMM, and iterative methods against scipy (issues 40, 46).
 
-    flock /tmp/spmmgnn-bench.lock python bench/percall.py [--runs 5] [--n 50000] [--iters 50]
+    flock /tmp/spmmgnn-bench.lock python -m bench.percall [--runs 5] [--n 50000] [--iters 50]
 
 Two measurements, each at P = 2 (two ranks on one node, the library's default threads):
 
@@ -23,8 +23,8 @@ is part of the contract), without validation at most 2x the bare ``Alltoallv`` +
 product; ``dot`` / ``norm`` at P = 2 at most 2x a local dot + one ``Allreduce`` (and
 against numpy's at P = 1, no target).
 
-The driver runs ``mpiexec -n 2 python bench/percall.py --worker dist`` and ``python
-bench/percall.py --worker scipy`` alternately ``--runs`` times (pairs: the ratio is taken per
+The driver runs ``mpiexec -n 2 python -m bench.percall --worker dist`` and ``python -m
+bench.percall --worker scipy`` alternately ``--runs`` times (pairs: the ratio is taken per
 pair, so a load change between runs moves both sides), records the load average around every
 run, and writes ``bench/results/percall.{json,md}``. The machine may be shared: compare the
 ratios, and read the load column before the absolute times.
@@ -35,8 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -44,11 +42,10 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import RESULTS, machine, mpiexec, write_json  # noqa: E402
-from spmmgnn.data.generators import rmat  # noqa: E402
-from spmmgnn.runtime.atomic import write_text_atomic  # noqa: E402
+from bench import RESULTS, ROOT
+from spmmgnn.benchmark.harness import machine, python_module, run, run_mpi
+from spmmgnn.benchmark.tables import publish
+from spmmgnn.data.generators import rmat
 
 ALPHA = 0.85
 SEEDS = 16  # personalized PageRank: one column per seed vertex
@@ -222,14 +219,15 @@ def dist_worker(args) -> dict:
 # ---------------------------------------------------------------- driver
 def run_pair(args, tmp: Path, k: int) -> dict:
     row = {"load_before": os.getloadavg()[0]}
-    here = str(Path(__file__).resolve())
     common = ["--n", str(args.n), "--iters", str(args.iters)] + (
         ["--no-pagerank"] if args.no_pagerank else [])
-    for worker, cmd in (("dist", [mpiexec(), "-n", "2", sys.executable]),
-                        ("scipy", [sys.executable])):
+    for worker in ("dist", "scipy"):
         out = tmp / f"{worker}-{k}.json"
-        subprocess.run([*cmd, here, "--worker", worker, "--json", str(out), *common],
-                       check=True, timeout=1800)
+        cmd = python_module("bench.percall", "--worker", worker, "--json", str(out), *common)
+        if worker == "dist":
+            run_mpi(2, cmd, timeout=1800, cwd=ROOT)
+        else:
+            run(cmd, timeout=1800, cwd=ROOT)
         row[worker] = json.loads(out.read_text())
     row["load_after"] = os.getloadavg()[0]
     return row
@@ -268,7 +266,7 @@ def report(rows: list[dict], args) -> str:
         return float(np.median(list(values)))
 
     tiny_keys = list(rows[0]["dist"]["tiny_us"])
-    lines = [f"Per-call cost at P = 2 (`python bench/percall.py --runs {args.runs} --n {args.n} "
+    lines = [f"Per-call cost at P = 2 (`python -m bench.percall --runs {args.runs} --n {args.n} "
              f"--iters {args.iters}`), {rows[0]['dist']['threads']} numba thread(s) per rank; "
              f"medians over {len(rows)} runs; load average (1 min) "
              f"{min(r['load_before'] for r in rows):.1f}-"
@@ -342,9 +340,12 @@ def main() -> None:
                      f"; pagerank f=1 {d['pagerank_f1'] / s['pagerank_f1']:.2f}x scipy, "
                      f"f={SEEDS} {d[f'pagerank_f{SEEDS}'] / s[f'pagerank_f{SEEDS}']:.2f}x")
                   + f" (load {rows[-1]['load_before']:.1f})", flush=True)
-    write_json(Path(args.out).with_suffix(".json"),
-               dict(machine=machine(), args=vars(args), rows=rows))
-    write_text_atomic(Path(args.out).with_suffix(".md"), report(rows, args))
+    publish(args.out, dict(machine=machine(), args=vars(args), rows=rows), render)
+
+
+def render(data: dict) -> str:
+    """``report`` of a stored run."""
+    return report(data["rows"], argparse.Namespace(**data["args"]))
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 """sparse1d against PETSc's ``MatMatMult`` (MPIAIJ x MPIDense) on the same matrix, same rows
 per rank, same P, one thread per rank, float64: the distributed SpMM of a mature library.
 
-    python bench/petsc.py -P 2 --n 150000 --nnz-per-row 10 -f 128
+    python -m bench.petsc -P 2 --n 150000 --nnz-per-row 10 -f 128
 
 PETSc comes from Debian (``apt-get install python3-petsc4py``: PETSc with its OpenMPI, for
 the system ``/usr/bin/python3``), so the two sides run under their own MPI: this script
 writes the matrix as raw CSR arrays, runs a PETSc worker under ``/usr/bin/mpiexec`` and a
 spmmgnn worker under this environment's ``mpiexec``, and compares the best times. PETSc's
-product is stock (default options); the row blocks are the same near-equal ranges.
+product is stock (default options); the row blocks are the same near-equal ranges. The
+workers run this file by its path (the system Python has neither ``bench`` nor
+``spmmgnn``): it imports only numpy at the top.
 """
 
 from __future__ import annotations
@@ -21,8 +23,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-HERE = Path(__file__).resolve().parent
 
 
 def rows_of(n: int, P: int, r: int) -> tuple[int, int]:
@@ -112,15 +112,21 @@ def main() -> None:
     ap.add_argument("--petsc-mpiexec", default="/usr/bin/mpiexec")
     ap.add_argument("--petsc-dir", default="/usr/lib/petscdir/petsc3.18/x86_64-linux-gnu-real",
                     help="PETSC_DIR of Debian's PETSc (where its petsc4py lives)")
-    ap.add_argument("--out", default=str(HERE / "results" / "petsc"))
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "petsc"))
     args = ap.parse_args()
     if args.worker:
         (worker_petsc if args.worker == "petsc" else worker_ours)(args)
         return
     import scipy.sparse as sp
 
-    from spmmgnn.runtime.atomic import write_text_atomic
+    from spmmgnn.benchmark.harness import mpiexec
+    from spmmgnn.benchmark.tables import publish
 
+    for tool in (args.petsc_mpiexec, args.petsc_python):
+        if not Path(tool).exists():
+            raise SystemExit(f"error: {tool} not found: PETSc's side needs Debian's "
+                             "python3-petsc4py (apt-get install python3-petsc4py) or "
+                             "--petsc-mpiexec / --petsc-python")
     rng = np.random.default_rng(0)
     n = args.n
     A = sp.random(n, n, density=args.nnz_per_row / n, random_state=rng, format="csr")
@@ -136,8 +142,7 @@ def main() -> None:
                    PETSC_DIR=args.petsc_dir, NUMBA_CACHE_DIR=str(Path(tmp) / "numba"))
         runs = [("petsc", [args.petsc_mpiexec, "--allow-run-as-root", "--oversubscribe", "-n",
                            str(args.P), args.petsc_python]),
-                ("ours", [str(Path(sys.executable).parent / "mpiexec"), "-n", str(args.P),
-                          sys.executable])]
+                ("ours", [mpiexec(), "-n", str(args.P), sys.executable])]
         for kind, launcher in runs:
             result = Path(tmp) / f"{kind}.json"
             proc = subprocess.run([*launcher, *common, "--worker", kind, "--result",
@@ -149,20 +154,28 @@ def main() -> None:
             print(f"{rows[-1]['system']:32s} {rows[-1]['seconds'] * 1e3:8.2f} ms", flush=True)
     ratio = rows[1]["seconds"] / rows[0]["seconds"]
     print(f"spmmgnn / PETSc = {ratio:.2f}")
-    payload = dict(n=n, nnz=int(A.nnz), f=args.f, P=args.P, rows=rows, ratio=ratio)
-    Path(args.out).with_suffix(".json").write_text(json.dumps(payload, indent=1))
-    write_text_atomic(Path(args.out).with_suffix(".md"), "\n".join([
-        f"Uniform random {n:,} x {n:,}, {A.nnz:,} non-zeros, X with {args.f} columns, float64, "
-        f"P = {args.P}, 1 thread per rank, same near-equal row blocks, best of {args.repeat}.",
-        "", "| system | ms per product |", "|---|---:|",
-        *[f"| {r['system']}{' ' + r['version'] if 'version' in r else ''} | "
-          f"{r['seconds'] * 1e3:.2f} |" for r in rows],
-        "", f"spmmgnn / PETSc = {ratio:.2f}", "",
+    payload = dict(n=n, nnz=int(A.nnz), f=args.f, P=args.P, repeat=args.repeat, rows=rows,
+                   ratio=ratio)
+    publish(args.out, payload, render)
+
+
+def render(data: dict) -> str:
+    from spmmgnn.benchmark.tables import md_table
+
+    n = data["n"]
+    return "\n".join([
+        f"Uniform random {n:,} x {n:,}, {data['nnz']:,} non-zeros, X with {data['f']} columns, "
+        f"float64, P = {data['P']}, 1 thread per rank, same near-equal row blocks, best of "
+        f"{data['repeat']}.", "",
+        *md_table(["system", "ms per product"],
+                  [[f"{r['system']}{' ' + r['version'] if 'version' in r else ''}",
+                    f"{r['seconds'] * 1e3:.2f}"] for r in data["rows"]], "lr"),
+        "", f"spmmgnn / PETSc = {data['ratio']:.2f}", "",
         "spmmgnn per rank and call (mean): " + "; ".join(
             f"rank {i}: multiply {p['seconds_multiply'] * 1e3:.1f} ms, exposed exchange "
             f"{p['seconds_exchange'] * 1e3:.1f} ms, in flight while multiplying "
             f"{p['seconds_exchange_hidden'] * 1e3:.1f} ms, sent {p['bytes_sent'] / 1e6:.1f} MB"
-            for i, p in enumerate(rows[1]["per_rank"]))]) + "\n")
+            for i, p in enumerate(data["rows"][1]["per_rank"]))]) + "\n"
 
 
 if __name__ == "__main__":

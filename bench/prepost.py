@@ -2,29 +2,26 @@
 pair), pure pre-aggregation (the distinct cut rows per pair: partial sums) and the hybrid
 minimum vertex cover (``prepost1d``), on the same partition (like SuperGCN's Table 4).
 
-    python bench/prepost.py -k 2 4 8 --method metis-vol
+    python -m bench.prepost -k 2 4 8 --method metis-vol
 
 Counted from the partition alone (no MPI): for each ordered pair (receiver p, sender q) the
 cut non-zeros of block row p in block column q. ``tests/test_prepost.py`` checks that the
-measured bytes of ``prepost1d`` equal the cover sizes, and ``bench/spmm.py`` measures both.
+measured bytes of ``prepost1d`` equal the cover sizes, and ``bench.spmm`` measures both.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import RESULTS, machine, write_json  # noqa: E402
-from spmmgnn.benchmark.volumes import Layout  # noqa: E402
-from spmmgnn.data.generators import rmat, sbm  # noqa: E402
-from spmmgnn.partitioners import partition  # noqa: E402
-from spmmgnn.runtime.atomic import write_text_atomic  # noqa: E402
+from bench import RESULTS
+from spmmgnn.benchmark.harness import machine
+from spmmgnn.benchmark.tables import md_table, publish
+from spmmgnn.benchmark.volumes import Layout
+from spmmgnn.data.generators import rmat, sbm
+from spmmgnn.partitioners import partition
 
 
 def pair_rows(A: sp.csr_array, offsets: np.ndarray) -> dict[str, int]:
@@ -35,6 +32,17 @@ def pair_rows(A: sp.csr_array, offsets: np.ndarray) -> dict[str, int]:
     transposed = Layout(sp.csr_array(A.T), layout.offsets)
     return dict(post=int(layout.pair_volume().sum()), pre=int(transposed.pair_volume().sum()),
                 hybrid=int(layout.cover_volume().sum()))
+
+
+def render(data: dict) -> str:
+    lines = [f"Rows sent per SpMM, all ordered pairs summed ({data['args']['method']} "
+             "partition); bytes are rows x f x itemsize for every plan.", ""]
+    lines += md_table(["graph", "k", "post (sparse1d)", "pre", "hybrid (prepost1d)",
+                       "hybrid / post"],
+                      [[r["graph"], r["k"], f"{r['post']:,}", f"{r['pre']:,}", f"{r['hybrid']:,}",
+                        f"{r['hybrid'] / max(r['post'], 1):.3f}"] for r in data["rows"]],
+                      "lrrrrr")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
@@ -62,16 +70,7 @@ def main() -> None:
             print(f"{name:38s} k={k:2d} post {r['post']:9,d} pre {r['pre']:9,d} "
                   f"hybrid {r['hybrid']:9,d} ({r['hybrid'] / max(r['post'], 1):.3f} x post)",
                   flush=True)
-    write_json(Path(args.out).with_suffix(".json"), dict(machine=machine(), args=vars(args),
-                                                         rows=rows))
-    lines = [f"Rows sent per SpMM, all ordered pairs summed ({args.method} partition); bytes are "
-             "rows x f x itemsize for every plan.", "",
-             "| graph | k | post (sparse1d) | pre | hybrid (prepost1d) | hybrid / post |",
-             "|---|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append(f"| {r['graph']} | {r['k']} | {r['post']:,} | {r['pre']:,} | "
-                     f"{r['hybrid']:,} | {r['hybrid'] / max(r['post'], 1):.3f} |")
-    write_text_atomic(Path(args.out).with_suffix(".md"), "\n".join(lines) + "\n")
+    publish(args.out, dict(machine=machine(), args=vars(args), rows=rows), render)
 
 
 if __name__ == "__main__":

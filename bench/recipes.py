@@ -1,7 +1,7 @@
 """The research recipes (docs/research-recipes.md) timed against scipy in one process.
 
-    mpiexec -n P python bench/recipes.py GRID      # GRID: 1d, c2, 2x2 or 2x1x2
-    python bench/recipes_table.py --write docs/research-recipes.md   # all five, the docs table
+    mpiexec -n P python -m bench.recipes GRID      # GRID: 1d, c2, 2x2 or 2x1x2
+    python -m bench.recipes_table --write docs/research-recipes.md   # all five, the docs table
 
 Four workloads, the recipes' graphs and sizes: APPNP propagation (50 steps, f = 8),
 PageRank (50 steps, a vector), CG (two right-hand sides to 1e-10, ``spmmgnn.krylov.cg``
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -25,14 +24,12 @@ from mpi4py import MPI
 from scipy.sparse.linalg import cg as scipy_cg
 from scipy.sparse.linalg import eigsh
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import spmmgnn  # noqa: E402
-from spmmgnn import krylov  # noqa: E402
-from spmmgnn.data.normalize import gcn_norm  # noqa: E402
-from spmmgnn.local.hashing import uniform_by_id  # noqa: E402
-from spmmgnn.runtime.errors import wait_for_root  # noqa: E402
-from spmmgnn.runtime.wire import bcast_json  # noqa: E402
+import spmmgnn
+from spmmgnn import krylov
+from spmmgnn.data.normalize import gcn_norm
+from spmmgnn.local.hashing import uniform_by_id
+from spmmgnn.runtime.errors import wait_for_root
+from spmmgnn.runtime.wire import bcast_json
 
 comm = MPI.COMM_WORLD
 STEPS = 50

@@ -1,10 +1,10 @@
-"""Runs ``bench/recipes.py`` on the five grids of the docs and writes their table.
+"""Runs ``bench.recipes`` on the five grids of the docs and writes their table.
 
-    python bench/recipes_table.py                                   # print the table
-    python bench/recipes_table.py --write docs/research-recipes.md  # and replace the docs'
+    python -m bench.recipes_table                                   # print the table
+    python -m bench.recipes_table --write docs/research-recipes.md  # and replace the docs'
 
 The grids: P = 1, P = 2, P = 4 with c = 2 (1.5D), the 2D grid 2 x 2 and the 3D grid
-2 x 1 x 2, one ``mpiexec -n P python bench/recipes.py GRID`` each, one after the other, with
+2 x 1 x 2, one ``mpiexec -n P python -m bench.recipes GRID`` each, one after the other, with
 one thread per rank and for scipy. ``--write`` replaces what lies between the two markers
 of the docs page (the date, the load average before and after, and the table), atomically;
 ``--runs`` picks some of the grids (``1:1d 4:c2``). Run it on a quiet machine: the load
@@ -15,37 +15,33 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench import ROOT
+from spmmgnn.benchmark.harness import python_module, run_mpi
+from spmmgnn.benchmark.tables import md_table
+from spmmgnn.runtime.atomic import write_text_atomic
+
 # (P, GRID argument of recipes.py, the docs' name of the run)
 RUNS = ((1, "1d", "P = 1"), (2, "1d", "P = 2"), (4, "c2", "P = 4, c = 2 (1.5D)"),
         (4, "2x2", "2 × 2"), (4, "2x1x2", "2 × 1 × 2"))
-START = "<!-- bench/recipes_table.py: start -->"
+START = "<!-- bench/recipes_table.py: start -->"   # the markers on the docs page
 END = "<!-- bench/recipes_table.py: end -->"
 ONE_THREAD = dict(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", SPMMGNN_THREADS="1")
 
 
-def mpiexec() -> str:
-    local = Path(sys.executable).parent / "mpiexec"
-    return str(local) if local.exists() else "mpiexec"
-
-
 def run_one(P: int, grid: str, name: str, timeout: float = 1800) -> list[str]:
     """The Markdown rows of one grid, its run named ``name``."""
-    cmd = [mpiexec(), "-n", str(P), sys.executable, str(ROOT / "bench" / "recipes.py"), grid]
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **ONE_THREAD)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    proc = run_mpi(P, python_module("bench.recipes", grid), env=ONE_THREAD, timeout=timeout,
+                   cwd=ROOT)
     prefix = f"| P = {P}, {grid} |"
     rows = [ln.replace(prefix, f"| {name} |", 1) for ln in proc.stdout.splitlines()
             if ln.startswith(prefix)]
     if not rows:
-        raise SystemExit(f"{' '.join(cmd)} printed no row:\n{proc.stdout[-3000:]}")
+        raise SystemExit(f"mpiexec -n {P} python -m bench.recipes {grid} printed no row:\n"
+                         f"{proc.stdout[-3000:]}")
     return rows
 
 
@@ -58,12 +54,12 @@ def render(rows: list[str], started: str, ended: str, load: tuple[float, float],
         "load more than the library.")
     return "\n".join([
         f"Measured on {started[:10]} between {started[11:16]} and {ended[11:16]} UTC with "
-        f"`{command}` (one `mpiexec -n P python bench/recipes.py GRID` per row group, one "
+        f"`{command}` (one `mpiexec -n P python -m bench.recipes GRID` per row group, one "
         "thread per rank and for scipy: `OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "
         f"SPMMGNN_THREADS=1`); load average {load[0]:.1f} before, {load[1]:.1f} after."
         + quiet, "",
-        "| run | workload | distributed | scipy | ratio |",
-        "| --- | --- | ---: | ---: | ---: |", *rows])
+        *md_table(["run", "workload", "distributed", "scipy", "ratio"], [], "llrrr",
+                  spaced=True), *rows])
 
 
 def replace_block(text: str, block: str) -> str:
@@ -94,13 +90,10 @@ def main(argv: list[str] | None = None) -> None:
         rows += run_one(P, grid, name)
         print(f"{name}: done after {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     ended = time.strftime("%Y-%m-%dT%H:%M", time.gmtime())
-    command = "python bench/recipes_table.py" + (f" --write {args.write}" if args.write else "")
+    command = "python -m bench.recipes_table" + (f" --write {args.write}" if args.write else "")
     block = render(rows, started, ended, (before, os.getloadavg()[0]), command)
     print(block)
     if args.write:
-        sys.path.insert(0, str(ROOT))
-        from spmmgnn.runtime.atomic import write_text_atomic
-
         page = Path(args.write)
         write_text_atomic(page, replace_block(page.read_text(), block), "the docs page")
 

@@ -2,26 +2,24 @@
 time of ``op.matmul`` at P = 1 (the whole product is the diagonal block) with and without it,
 on a randomly numbered 3-D grid (a mesh), R-MAT, and any graph files given.
 
-    python bench/reorder.py --threads 2 -f 16 64 128 [--graph FILE ...]
+    python -m bench.reorder --threads 2 -f 16 64 128 [--graph FILE ...]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import RESULTS, best_time, machine, write_json  # noqa: E402
-from spmmgnn import DistSpMM, ProcessGrid, set_threads  # noqa: E402
-from spmmgnn.data.generators import grid3d, rmat  # noqa: E402
-from spmmgnn.data.loaders import load_graph  # noqa: E402
-from spmmgnn.runtime.atomic import write_text_atomic  # noqa: E402
+from bench import RESULTS
+from spmmgnn import DistSpMM, ProcessGrid, set_threads
+from spmmgnn.benchmark.harness import best_time, machine
+from spmmgnn.benchmark.tables import md_table, publish
+from spmmgnn.data.generators import grid3d, rmat
+from spmmgnn.data.loaders import load_graph
 
 
 def graphs(args) -> dict[str, sp.csr_array]:
@@ -32,6 +30,16 @@ def graphs(args) -> dict[str, sp.csr_array]:
     for f in args.graph:
         out[Path(f).stem] = sp.csr_array(load_graph(f).adj)
     return out
+
+
+def render(data: dict) -> str:
+    lines = [f"`op.matmul` at P = 1, float32, {data['args']['threads']} threads, best of 7; "
+             "ratio = time with reorder='rcm' / time without.", ""]
+    lines += md_table(["graph", "n", "nnz", "f", "ms", "ms (rcm)", "ratio"],
+                      [[r["graph"], f"{r['n']:,}", f"{r['nnz']:,}", r["f"], f"{r['ms']:.2f}",
+                        f"{r['ms_rcm']:.2f}", f"{r['ratio']:.2f}"] for r in data["rows"]],
+                      "lrrrrrr")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
@@ -58,16 +66,7 @@ def main() -> None:
                              ratio=t["rcm"] / t["None"]))
             print(f"{name:32s} f={f:3d} {t['None'] * 1e3:8.2f} ms  rcm {t['rcm'] * 1e3:8.2f} ms"
                   f"  ({t['rcm'] / t['None']:.2f}x)", flush=True)
-    write_json(Path(args.out).with_suffix(".json"), dict(machine=machine(), args=vars(args),
-                                                         rows=rows))
-    lines = [f"`op.matmul` at P = 1, float32, {args.threads} threads, best of 7; ratio = "
-             "time with reorder='rcm' / time without.", "",
-             "| graph | n | nnz | f | ms | ms (rcm) | ratio |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append(f"| {r['graph']} | {r['n']:,} | {r['nnz']:,} | {r['f']} | {r['ms']:.2f} | "
-                     f"{r['ms_rcm']:.2f} | {r['ratio']:.2f} |")
-    write_text_atomic(Path(args.out).with_suffix(".md"), "\n".join(lines) + "\n")
+    publish(args.out, dict(machine=machine(), args=vars(args), rows=rows), render)
 
 
 if __name__ == "__main__":

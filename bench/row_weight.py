@@ -19,9 +19,9 @@ Two parts:
 
 Writes ``bench/results/row-weight.{json,md}`` (``--out`` to change the stem).
 
-    python bench/row_weight.py                      # R-MAT 2^17 and a CSBM, P = cores
-    python bench/row_weight.py --scale-log 14 --rounds 1   # a minute
-    python bench/row_weight.py --ranks 16 --ks 16 --methods metis-vol --graphs rmat  # 16 cores
+    python -m bench.row_weight                      # R-MAT 2^17 and a CSBM, P = cores
+    python -m bench.row_weight --scale-log 14 --rounds 1   # a minute
+    python -m bench.row_weight --ranks 16 --ks 16 --methods metis-vol --graphs rmat  # 16 cores
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-from node_default import cpu_model, paired, train
 
-from spmmgnn.runtime.atomic import write_text_atomic
-
-from common import RESULTS, machine, write_json
+from bench import RESULTS
+from bench.node_default import paired, train
+from spmmgnn.benchmark.harness import machine
+from spmmgnn.benchmark.tables import md_table, publish
 
 KS = "2,8,16,64"
 
@@ -69,37 +69,38 @@ def partition_row(g, k: int, method: str, weight: int) -> dict:
                 seconds=p.seconds)
 
 
-def markdown(payload: dict) -> str:
+def render(payload: dict) -> str:
     a = payload["args"]
     lines = ["# Rows and non-zeros: `--row-weight` in the partition and the epoch\n",
-             f"`python bench/row_weight.py {payload['argv']}`".replace(" `", "`")
+             f"`python -m bench.row_weight {payload['argv']}`".replace(" `", "`")
              + f" on {payload['cpu']}, {payload['machine']['cores']} cores; load "
              f"{payload['load'][0]:.1f} at start, {payload['load'][1]:.1f} at end.\n",
              "## Partitions\n",
              "Largest block row over the average, of its rows and of its non-zeros; total and "
-             "maximum send volume (rows per SpMM).\n",
-             "| graph | k | method | W | rows max / avg | nnz max / avg | total volume | "
-             "max send | seconds |", "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
-    for name, g in payload["graphs"].items():
-        for r in g["partitions"]:
-            lines.append(f"| {name} | {r['k']} | {r['method']} | {r['weight']} | "
-                         f"{r['rows']:.2f} | {r['nnz']:.2f} | {r['total']:,} | "
-                         f"{r['max_send']:,} | {r['seconds']:.1f} |")
+             "maximum send volume (rows per SpMM).\n"]
+    lines += md_table(["graph", "k", "method", "W", "rows max / avg", "nnz max / avg",
+                       "total volume", "max send", "seconds"],
+                      [[name, r["k"], r["method"], r["weight"], f"{r['rows']:.2f}",
+                        f"{r['nnz']:.2f}", f"{r['total']:,}", f"{r['max_send']:,}",
+                        f"{r['seconds']:.1f}"]
+                       for name, g in payload["graphs"].items() for r in g["partitions"]],
+                      "lrlrrrrrr")
     lines += ["", f"## Training at P = {payload['P']} x 1 thread\n",
               f"`mpiexec -n {payload['P']} spmmgnn train --dataset FILE --no-cache --hidden "
               f"{a['hidden']} --epochs {a['epochs']} --eval-every 0 --threads 1` on the file "
               "of `spmmgnn partition --method metis-vol [--row-weight W]`; "
               f"{a['features']} random features; median epoch after the first two, "
-              f"{a['rounds']} alternating rounds.\n",
-              "| graph | rows max / avg, W = 0 | W | rows max / avg | ms, W = 0 | ms, W | "
-              "W / 0 (min-max) |", "|---|---:|---:|---:|---:|---:|---:|"]
+              f"{a['rounds']} alternating rounds.\n"]
     w = a["weight"]
+    rows = []
     for name, g in payload["graphs"].items():
         if not g.get("rounds"):
             continue
         plain, weighed, ratio = paired(g["rounds"], "0", str(w))
-        lines.append(f"| {name} | {g['train_rows']['0']:.2f} | {w} | "
-                     f"{g['train_rows'][str(w)]:.2f} | {plain:.1f} | {weighed:.1f} | {ratio} |")
+        rows.append([name, f"{g['train_rows']['0']:.2f}", w, f"{g['train_rows'][str(w)]:.2f}",
+                     f"{plain:.1f}", f"{weighed:.1f}", ratio])
+    lines += md_table(["graph", "rows max / avg, W = 0", "W", "rows max / avg", "ms, W = 0",
+                       "ms, W", "W / 0 (min-max)"], rows, "lrrrrrr")
     return "\n".join(lines) + "\n"
 
 
@@ -120,7 +121,8 @@ def main() -> None:
     from spmmgnn.data.partitioned import write_partitioned
 
     payload = dict(args=vars(args), argv=" ".join(sys.argv[1:]), P=args.ranks,
-                   machine=machine(), cpu=cpu_model(), graphs={}, load=[os.getloadavg()[0]])
+                   machine=machine(), cpu=machine()["cpu"], graphs={},
+                   load=[os.getloadavg()[0]])
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.graphs.split(","):
             g = make_graph(name, args.scale_log, args.features)
@@ -146,9 +148,8 @@ def main() -> None:
                       flush=True)
             entry.update(rounds=rounds, train_rows=rows, seconds=time.perf_counter() - t0)
     payload["load"].append(os.getloadavg()[0])
-    write_json(args.out + ".json", payload)
-    write_text_atomic(args.out + ".md", markdown(payload))
-    print(markdown(payload))
+    publish(args.out, payload, render)
+    print(render(payload))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ per-rank memory of the block-row path as P grows, and the start-up at many ranks
    (``tests/workers/memory_train.py``) for every algorithm at P = 2, 4, 8, on a CSBM graph
    written for each number of block rows.
 
-    python bench/scale.py [--n 2000000] [--degree 16] [--epochs 5] [--quick]
+    python -m bench.scale [--n 2000000] [--degree 16] [--epochs 5] [--quick]
                           [--only large memory startup model]
 
 Runs are sequential; writes ``bench/results/scale.{json,md}``.
@@ -25,44 +25,31 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
-from spmmgnn.runtime.atomic import write_text_atomic
+from bench import RESULTS, ROOT
+from spmmgnn.benchmark.harness import machine, run, run_mpi, spmmgnn_command
+from spmmgnn.benchmark.tables import md_table, publish, where
 
-from common import RESULTS, machine, mpiexec, write_json
-
-ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = ("large", "memory", "startup", "model")
-BIN = Path(sys.executable).parent
-
-
-def run(cmd: list[str], env: dict | None = None) -> tuple[float, subprocess.CompletedProcess]:
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True,
-                          env=dict(os.environ, **(env or {})))
-    seconds = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    return seconds, proc
+SPMMGNN = spmmgnn_command()
 
 
 def large_run(tmp: Path, n: int, degree: float, epochs: int) -> dict:
     h5 = tmp / "large.h5"
-    write_s, _ = run([str(BIN / "spmmgnn"), "datasets", "csbm", "--out", str(h5), "--n", str(n),
-                      "--degree", str(degree), "--parts", "4"])
+    write_s = run([*SPMMGNN, "datasets", "csbm", "--out", str(h5), "--n", str(n), "--degree",
+                   str(degree), "--parts", "4"]).seconds
     out = tmp / "large.json"
-    wall, proc = run([mpiexec(), "-n", "4", str(BIN / "spmmgnn"), "train", "--dataset", str(h5),
-                      "--epochs", str(epochs), "--eval-every", "0", "--json", str(out)])
+    proc = run_mpi(4, [*SPMMGNN, "train", "--dataset", str(h5), "--epochs", str(epochs),
+                       "--eval-every", "0", "--json", str(out)])
+    wall = proc.seconds
     r = json.loads(out.read_text())
-    _, base = run([sys.executable, "-c", "import spmmgnn.training, spmmgnn.cli, h5py\n"
-                   "from spmmgnn.runtime.machine import peak_rss_bytes\nprint(peak_rss_bytes())"])
+    base = run([sys.executable, "-c", "import spmmgnn.training, spmmgnn.cli, h5py\n"
+                "from spmmgnn.runtime.machine import peak_rss_bytes\nprint(peak_rss_bytes())"])
     return dict(n=r["n"], nnz=r["nnz"], features=r["num_features"], P=4,
                 baseline_rss_bytes=int(base.stdout.split()[-1]),
                 file_bytes=h5.stat().st_size, write_seconds=write_s, wall_seconds=wall,
@@ -74,7 +61,6 @@ def large_run(tmp: Path, n: int, degree: float, epochs: int) -> dict:
 
 
 def memory_vs_p(tmp: Path, n: int) -> list[dict]:
-    sys.path.insert(0, str(ROOT))
     from tests.test_scale import _banded_graph
 
     rows = []
@@ -82,9 +68,8 @@ def memory_vs_p(tmp: Path, n: int) -> list[dict]:
         h5 = tmp / f"banded{P}.h5"
         _banded_graph(h5, n, P)
         out = tmp / f"mem{P}.json"
-        run([mpiexec(), "-n", str(P), sys.executable,
-             str(ROOT / "tests" / "workers" / "memory_h5.py"), str(out), str(h5)],
-            env=dict(SPMMGNN_THREADS="1"))
+        run_mpi(P, [sys.executable, str(ROOT / "tests" / "workers" / "memory_h5.py"), str(out),
+                    str(h5)], env=dict(SPMMGNN_THREADS="1"))
         peaks = json.loads(out.read_text())["peak"]
         rows.append(dict(P=P, n=n, max_peak_bytes=max(peaks), min_peak_bytes=min(peaks)))
     return rows
@@ -92,14 +77,14 @@ def memory_vs_p(tmp: Path, n: int) -> list[dict]:
 
 def startup(tmp: Path, P: int = 16) -> dict:
     out = tmp / "startup.json"
-    wall, _ = run([mpiexec(), "-n", str(P), str(BIN / "spmmgnn"), "train", "--csbm-n", "20000",
-                   "--epochs", "1", "--json", str(out), "--quiet"])
+    wall = run_mpi(P, [*SPMMGNN, "train", "--csbm-n", "20000", "--epochs", "1", "--json",
+                       str(out), "--quiet"]).seconds
     r = json.loads(out.read_text())
-    hello, _ = run([mpiexec(), "-n", str(P), sys.executable, "-c",
-                    "from mpi4py import MPI; MPI.COMM_WORLD.Barrier()"])
-    imports, _ = run([mpiexec(), "-n", str(P), sys.executable, "-c",
-                      "import spmmgnn.training, spmmgnn.cli; from mpi4py import MPI; "
-                      "MPI.COMM_WORLD.Barrier()"])
+    hello = run_mpi(P, [sys.executable, "-c",
+                        "from mpi4py import MPI; MPI.COMM_WORLD.Barrier()"]).seconds
+    imports = run_mpi(P, [sys.executable, "-c",
+                          "import spmmgnn.training, spmmgnn.cli; from mpi4py import MPI; "
+                          "MPI.COMM_WORLD.Barrier()"]).seconds
     return dict(P=P, wall_seconds=wall, mpi_hello_seconds=hello, imports_seconds=imports,
                 train_loop_seconds=r["wall_seconds"], first_epoch_seconds=r["first_epoch_seconds"])
 
@@ -119,9 +104,8 @@ def _measured_row(tmp: Path, path: Path, layout, algorithm: str, P: int, c: int,
 
     m = predict_memory(algorithm, layout, P, c, shape, symmetric=symmetric)
     out = tmp / "model.json"
-    run([mpiexec(), "-n", str(P), sys.executable,
-         str(ROOT / "tests" / "workers" / "memory_train.py"), str(out), str(path),
-         algorithm, str(c), str(shape.hidden)], env=MEASURE_ENV)
+    run_mpi(P, [sys.executable, str(ROOT / "tests" / "workers" / "memory_train.py"), str(out),
+                str(path), algorithm, str(c), str(shape.hidden)], env=MEASURE_ENV)
     r = json.loads(out.read_text())
     ratio = np.array(r["train"]) / m["total"]
     worst = int(np.argmax(m["total"]))
@@ -143,8 +127,8 @@ def model_vs_measured(tmp: Path, n: int, features: int, hidden: int = 64) -> lis
         k = P // c
         if k not in files:
             files[k] = tmp / f"model{k}.h5"
-            run([str(BIN / "spmmgnn"), "datasets", "csbm", "--out", str(files[k]), "--n",
-                 str(n), "--features", str(features), "--parts", str(k)])
+            run([*SPMMGNN, "datasets", "csbm", "--out", str(files[k]), "--n", str(n),
+                 "--features", str(features), "--parts", str(k)])
         block = read_block_row(files[k])
         A = normalize(block.adj, "gcn")
         shape = ModelShape(features=features, hidden=hidden, classes=block.num_classes)
@@ -182,55 +166,52 @@ def directed_model(tmp: Path, features: int, hidden: int, scale: int = 17,
     return rows
 
 
-def markdown(res: dict) -> str:
+def render(res: dict) -> str:
     L = res["large"]
     gib = 2**30
     lines = [
         "# Scale on one machine", "",
-        f"`python bench/scale.py` on {res['machine']['cores']} cores "
-        f"({res['machine']['processor'] or res['machine']['platform']}).", "",
+        f"`{res.get('command', 'python -m bench.scale')}` on {res['machine']['cores']} cores "
+        f"({where(res['machine'])}).", "",
         "## A large graph trained from its HDF5 file at P = 4", "",
         f"CSBM, n = {L['n']:,}, nnz = {L['nnz']:,} (with self loops), {L['features']} "
         f"features, written by `spmmgnn datasets csbm --parts 4` in {L['write_seconds']:.0f} s "
         f"({L['file_bytes'] / gib:.2f} GiB); `mpiexec -n 4 spmmgnn train --dataset FILE "
         f"--epochs {L['epochs']} --eval-every 0`, {L['threads_per_rank']} thread(s) per rank "
-        "(oversubscribed: 4 ranks on 2 cores), each rank reading only its block row.", "",
-        "| quantity | value |", "|---|---:|",
-        f"| wall time of the run (start-up, load, {L['epochs']} epochs) | "
-        f"{L['wall_seconds']:.1f} s |",
-        "| first epoch (kernel set-up: compile or load, time the variants) | "
-        f"{L['first_epoch_seconds']:.2f} s |",
-        f"| steady epoch, wall | {L['steady_epoch_wall_seconds']:.2f} s |",
-        f"| training step (rank 0) | {L['epoch_seconds']:.2f} s |",
-    ]
-    lines += [f"| - {k} | {v:.3f} s |" for k, v in L["breakdown"].items()]
-    lines += [f"| peak resident memory, largest rank | {max(L['peak_rss_bytes']) / gib:.2f} GiB |",
-              f"| peak resident memory, all ranks | "
-              f"{sum(L['peak_rss_bytes']) / gib:.2f} GiB |",
-              f"| of which per rank: Python with torch, numba, scipy, h5py loaded | "
-              f"{L['baseline_rss_bytes'] / gib:.2f} GiB |", ""]
-    lines += ["## Per-rank memory as P grows (HDF5 block-row path)", "",
+        "(oversubscribed: 4 ranks on 2 cores), each rank reading only its block row.", ""]
+    lines += md_table(["quantity", "value"], [
+        [f"wall time of the run (start-up, load, {L['epochs']} epochs)",
+         f"{L['wall_seconds']:.1f} s"],
+        ["first epoch (kernel set-up: compile or load, time the variants)",
+         f"{L['first_epoch_seconds']:.2f} s"],
+        ["steady epoch, wall", f"{L['steady_epoch_wall_seconds']:.2f} s"],
+        ["training step (rank 0)", f"{L['epoch_seconds']:.2f} s"],
+        *([f"- {k}", f"{v:.3f} s"] for k, v in L["breakdown"].items()),
+        ["peak resident memory, largest rank", f"{max(L['peak_rss_bytes']) / gib:.2f} GiB"],
+        ["peak resident memory, all ranks", f"{sum(L['peak_rss_bytes']) / gib:.2f} GiB"],
+        ["of which per rank: Python with torch, numba, scipy, h5py loaded",
+         f"{L['baseline_rss_bytes'] / gib:.2f} GiB"]], "lr")
+    lines += ["", "## Per-rank memory as P grows (HDF5 block-row path)", "",
               "Peak traced memory (numpy/h5py allocations, imports excluded) of loading a block "
               f"row as `spmmgnn train` does plus one SpMM, banded graph of "
-              f"{res['memory'][0]['n']:,} vertices (ghosts only near block boundaries):", "",
-              "| P | largest rank | smallest rank | largest / P = 2's |", "|---:|---:|---:|---:|"]
+              f"{res['memory'][0]['n']:,} vertices (ghosts only near block boundaries):", ""]
     base = res["memory"][0]["max_peak_bytes"]
-    for m in res["memory"]:
-        lines.append(f"| {m['P']} | {m['max_peak_bytes'] / 2**20:.1f} MiB | "
-                     f"{m['min_peak_bytes'] / 2**20:.1f} MiB | "
-                     f"{m['max_peak_bytes'] / base:.2f} |")
+    lines += md_table(["P", "largest rank", "smallest rank", "largest / P = 2's"],
+                      [[m["P"], f"{m['max_peak_bytes'] / 2**20:.1f} MiB",
+                        f"{m['min_peak_bytes'] / 2**20:.1f} MiB",
+                        f"{m['max_peak_bytes'] / base:.2f}"] for m in res["memory"]], "rrrr")
     S = res["startup"]
-    lines += ["", f"## Start-up at P = {S['P']} (oversubscribed)", "",
-              "| step | seconds |", "|---|---:|",
-              f"| `mpiexec -n {S['P']} spmmgnn train --csbm-n 20000 --epochs 1`, whole | "
-              f"{S['wall_seconds']:.1f} |",
-              f"| `mpiexec` + MPI init + a barrier, bare Python | {S['mpi_hello_seconds']:.1f} |",
-              f"| the same after importing spmmgnn.training and the CLI (torch, numba) | "
-              f"{S['imports_seconds']:.1f} |",
-              f"| the training loop (1 epoch and its evaluation) | "
-              f"{S['train_loop_seconds']:.1f} |", "",
-              "The rest of the whole run is generating the graph on rank 0, distributing it and "
-              "building the operator.", ""]
+    lines += ["", f"## Start-up at P = {S['P']} (oversubscribed)", ""]
+    lines += md_table(["step", "seconds"], [
+        [f"`mpiexec -n {S['P']} spmmgnn train --csbm-n 20000 --epochs 1`, whole",
+         f"{S['wall_seconds']:.1f}"],
+        ["`mpiexec` + MPI init + a barrier, bare Python", f"{S['mpi_hello_seconds']:.1f}"],
+        ["the same after importing spmmgnn.training and the CLI (torch, numba)",
+         f"{S['imports_seconds']:.1f}"],
+        ["the training loop (1 epoch and its evaluation)", f"{S['train_loop_seconds']:.1f}"]],
+        "lr")
+    lines += ["", "The rest of the whole run is generating the graph on rank 0, distributing it "
+              "and building the operator.", ""]
     if res.get("model"):
         M = res["model"]
         mib = 2**20
@@ -245,21 +226,16 @@ def markdown(res: dict) -> str:
                   "are the largest rank's; measured / predicted over all ranks. The last "
                   f"rows: a directed R-MAT graph ({M[-1]['n']:,} vertices, power-law "
                   "degrees, A != A^T, so the transposes and the backward's exchange "
-                  "count), contiguous block rows.", "",
-                  "| P | c | algorithm | matrix | halo | buffers | features | activations | "
-                  "gradients | predicted | measured | measured / predicted | load peak |",
-                  "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for r in M:
-            comp = r["components"]
-            lo, hi = r["ratio_range"]
-            name = r["algorithm"] + (f" ({r['graph']})" if "graph" in r else "")
-            lines.append(
-                f"| {r['P']} | {r['c']} | {name} | "
-                + " | ".join(f"{comp[k] / mib:.1f}" for k in
-                             ("matrix", "halo", "buffers", "features", "activations",
-                              "gradients"))
-                + f" | {max(r['predicted']) / mib:.1f} | {max(r['measured']) / mib:.1f} | "
-                f"{lo:.3f}-{hi:.3f} | {max(r['load_peak']) / mib:.1f} |")
+                  "count), contiguous block rows.", ""]
+        parts = ("matrix", "halo", "buffers", "features", "activations", "gradients")
+        lines += md_table(
+            ["P", "c", "algorithm", *parts, "predicted", "measured", "measured / predicted",
+             "load peak"],
+            [[r["P"], r["c"], r["algorithm"] + (f" ({r['graph']})" if "graph" in r else ""),
+              *(f"{r['components'][k] / mib:.1f}" for k in parts),
+              f"{max(r['predicted']) / mib:.1f}", f"{max(r['measured']) / mib:.1f}",
+              f"{r['ratio_range'][0]:.3f}-{r['ratio_range'][1]:.3f}",
+              f"{max(r['load_peak']) / mib:.1f}"] for r in M], "rrl" + "r" * 10)
         lines += ["", "MiB per rank; the weights and Adam's moments are below 0.1 MiB here. "
                   "*load peak*: the high-water mark while reading the block row and building "
                   "the operator and the trainer (not modelled).", ""]
@@ -290,11 +266,11 @@ def main() -> int:
                     model=lambda t: model_vs_measured(t, args.model_n, args.model_features))
     with tempfile.TemporaryDirectory(prefix="spmmgnn-scale-") as d:
         res["machine"] = machine()
+        res["command"] = ("python -m bench.scale " + " ".join(sys.argv[1:])).strip()
         for name in args.only or SECTIONS:
             res[name] = sections[name](Path(d))
-    write_json(RESULTS / f"{stem}.json", res)
-    write_text_atomic(RESULTS / f"{stem}.md", markdown(res))
-    print(markdown(res))
+    publish(RESULTS / stem, res, render)
+    print(render(res))
     return 0
 
 

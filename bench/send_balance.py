@@ -14,8 +14,8 @@ table. Next to it, two things that bound the max send from below:
   bottleneck is a few hubs (moving them only moves the problem); a small one means it is a
   broad cut surface, which only more total volume (a larger slack) can shrink.
 
-    python bench/send_balance.py                        # BENCH_SET, k = 16 64
-    python bench/send_balance.py --graphs wordnet --k 64 --slack 0.02 0.1
+    python -m bench.send_balance                        # BENCH_SET, k = 16 64
+    python -m bench.send_balance --graphs wordnet --k 64 --slack 0.02 0.1
 """
 
 from __future__ import annotations
@@ -27,18 +27,16 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench import real_graphs  # noqa: E402
-from bench.common import RESULTS, machine, write_json  # noqa: E402
-from spmmgnn.partitioners.api import LARGE_GRAPH, LARGE_GRAPH_REFINEMENT  # noqa: E402
-from spmmgnn.partitioners.bounds import hub_bound  # noqa: E402
-from spmmgnn.partitioners.hypergraph import mtkahypar_parts  # noqa: E402
-from spmmgnn.partitioners.maxsend import rebalance, refine_max_send  # noqa: E402
-from spmmgnn.partitioners.metis import metis_parts  # noqa: E402
-from spmmgnn.partitioners.metrics import cut_pairs  # noqa: E402
-from spmmgnn.partitioners.model import ColumnNet, load_cap, row_loads  # noqa: E402
-from spmmgnn.runtime.atomic import write_text_atomic  # noqa: E402
+from bench import RESULTS, real_graphs
+from spmmgnn.benchmark.harness import machine
+from spmmgnn.benchmark.tables import md_table, publish
+from spmmgnn.partitioners.api import LARGE_GRAPH, LARGE_GRAPH_REFINEMENT
+from spmmgnn.partitioners.bounds import hub_bound
+from spmmgnn.partitioners.hypergraph import mtkahypar_parts
+from spmmgnn.partitioners.maxsend import rebalance, refine_max_send
+from spmmgnn.partitioners.metis import metis_parts
+from spmmgnn.partitioners.metrics import cut_pairs
+from spmmgnn.partitioners.model import ColumnNet, load_cap, row_loads
 
 SLACKS = (0.0, 0.02, 0.05, 0.1, 0.25)
 
@@ -63,23 +61,22 @@ def base_parts(base: str, A, k: int, loads, eps: float, seed: int, threads: int,
     return mtkahypar_parts(A, k, loads, eps, seed, threads=threads, cn=cn)
 
 
-def markdown(rows: list[dict], meta: dict) -> str:
+def render(data: dict) -> str:
+    rows, meta = data["rows"], data["meta"]
     lines = ["# Send balance: what the max-send refinement trades", "",
              f"epsilon {meta['epsilon']}, seed {meta['seed']}, {meta['machine']['cores']} cores. "
              "`slack` = volume_slack of refine_max_send (default uses 0.1, keeping the lowest "
              "max send + total / k; '-' = the base "
              "partition unrefined). Volumes in rows of X per SpMM. `top-10 share`: part of the "
-             "bottleneck's send carried by its 10 columns of highest lambda - 1.", "",
-             "| graph | k | base | slack | total vol | total / base | max send | send imb "
-             "| hub LB | top-10 share | boundary cols | seconds |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        slack = "-" if r["slack"] is None else f"{r['slack']:.2f}"
-        lines.append(
-            f"| {r['graph']} | {r['k']} | {r['base']} | {slack} | {r['total']:,} | "
-            f"{r['total_ratio']:.3f} | {r['max_send']:,} | {r['send_imbalance']:.1%} | "
-            f"{r['hub_bound']:,} | {r['top10_share']:.1%} | {r['boundary']:,} | "
-            f"{r['seconds']:.1f} |")
+             "bottleneck's send carried by its 10 columns of highest lambda - 1.", ""]
+    lines += md_table(["graph", "k", "base", "slack", "total vol", "total / base", "max send",
+                       "send imb", "hub LB", "top-10 share", "boundary cols", "seconds"],
+                      [[r["graph"], r["k"], r["base"],
+                        "-" if r["slack"] is None else f"{r['slack']:.2f}", f"{r['total']:,}",
+                        f"{r['total_ratio']:.3f}", f"{r['max_send']:,}",
+                        f"{r['send_imbalance']:.1%}", f"{r['hub_bound']:,}",
+                        f"{r['top10_share']:.1%}", f"{r['boundary']:,}", f"{r['seconds']:.1f}"]
+                       for r in rows], "lrlrrrrrrrrr")
     return "\n".join(lines) + "\n"
 
 
@@ -124,8 +121,7 @@ def main(argv=None) -> int:
                     print(f"{name} k={k} {base} slack={slack}: total {row['total']:,} "
                           f"max send {row['max_send']:,} ({row['send_imbalance']:.1%}) "
                           f"top10 {row['top10_share']:.1%} {secs:.1f} s", flush=True)
-                    write_json(out.with_suffix(".json"), dict(meta=meta, rows=rows))
-                    write_text_atomic(out.with_suffix(".md"), markdown(rows, meta))
+                    publish(out, dict(meta=meta, rows=rows), render)
     return 0
 
 

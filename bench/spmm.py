@@ -1,6 +1,6 @@
 """Distributed SpMM algorithms compared in one run: time per SpMM and bytes per rank.
 
-Run under MPI, e.g.  mpiexec -n 4 python bench/spmm.py --replication 1 2
+Run under MPI from the repository root, e.g.  mpiexec -n 4 python -m bench.spmm --replication 1 2
 For every algorithm and replication c (1D algorithms at c = 1 only) it times ``matmul``
 (and ``matmul_t`` with --transpose), breaks the time into exchange / local multiply /
 all-reduce (the slowest rank's, as in Figure 7 of the ICPP'24 paper), records each rank's
@@ -15,10 +15,11 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from bench import RESULTS
 from spmmgnn import ALGORITHMS, DistSpMM, ProcessGrid, default_threads, set_threads
+from spmmgnn.benchmark.harness import machine, write_json
+from spmmgnn.benchmark.plots import plot_file
 from spmmgnn.data.generators import random_graph, rmat
-
-from common import RESULTS, machine, pyplot, write_json
 
 
 def make_graph(args):
@@ -76,26 +77,35 @@ def run_one(comm, A, X, algo: str, c: int, args) -> dict | None:
         total_bytes=float(sent.sum()), ranks=per_rank)
 
 
-def plot(rows, path) -> None:
-    plt = pyplot()
-    if plt is None:
-        return
+PARTS = (("exchange_s", "exchange", "tab:red"), ("multiply_s", "multiply", "tab:blue"),
+         ("allreduce_s", "allreduce", "tab:green"))
+
+
+def figure(plt, rows):
+    """Stacked bars per algorithm and c, a panel per width: the slowest rank's exchange,
+    multiply and all-reduce per SpMM."""
+    from spmmgnn.benchmark.plots import legend_outside
+
     widths = sorted({r["f"] for r in rows})
-    fig, axes = plt.subplots(1, len(widths), figsize=(5.5 * len(widths), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(widths), figsize=(7.5 * len(widths), 4.4), squeeze=False)
     for ax, f in zip(axes[0], widths, strict=True):
         sel = [r for r in rows if r["f"] == f]
         labels = [f"{r['algorithm']}\nc={r['c']}" for r in sel]
         bottom = np.zeros(len(sel))
-        for part, color in (("exchange_s", "tab:red"), ("multiply_s", "tab:blue"),
-                            ("allreduce_s", "tab:green")):
+        for part, name, color in PARTS:
             v = np.array([r[part] * 1e3 for r in sel])
-            ax.bar(labels, v, bottom=bottom, color=color, label=part[:-2])
+            if np.any(v > 0):
+                ax.bar(labels, v, bottom=bottom, color=color, label=name)
             bottom += v
         ax.set(ylabel="ms per SpMM (slowest rank)", title=f"P={sel[0]['P']}, f={f}")
-        ax.tick_params(axis="x", labelsize=7)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+        ax.tick_params(axis="x", labelrotation=90)
+        legend_outside(ax)
+    return fig
+
+
+def plot(rows, path) -> None:
+    """``figure`` written to ``path`` (nothing without matplotlib)."""
+    plot_file(path, figure, rows)
 
 
 def main() -> None:

@@ -5,8 +5,8 @@ once), in alternating processes, each a 2-layer GCN on a CSBM graph (float32, dr
 no cached aggregation, ``partitioner none``): the median step and its breakdown over
 ``--epochs`` steps after 2, and the minor page faults per step.
 
-    python bench/thread_timeout.py                      # 90k vertices, all cores
-    python bench/thread_timeout.py --n 1000000 --degree 16 --classes 8   # issue 48's graph
+    python -m bench.thread_timeout                      # 90k vertices, all cores
+    python -m bench.thread_timeout --n 1000000 --degree 16 --classes 8   # issue 48's graph
 
 Writes ``bench/results/thread-timeout.{json,md}`` (``--out`` to change the stem).
 """
@@ -16,14 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from common import RESULTS, machine, write_json  # noqa: E402
+from bench import RESULTS, ROOT
+from spmmgnn.benchmark.harness import machine, now, python_module, run, threads_env
+from spmmgnn.benchmark.tables import md_table, publish
 
 PARTS = ("spmm_local", "exchange", "allreduce", "dense", "other")
 
@@ -59,6 +56,23 @@ def worker(args) -> None:
         faults_per_step=faults)))
 
 
+def render(data: dict) -> str:
+    a = data["args"]
+    md = [f"# OpenBLAS's idle-thread spin and the training step ({data['when']})", "",
+          f"`{data['command']}` on {data['machine']['cores']} cores; 1 rank x "
+          f"{a['threads']} threads; CSBM n={a['n']}, degree {a['degree']}, {a['features']} "
+          f"features, {a['classes']} classes, hidden {a['hidden']}; median of {a['epochs']} "
+          f"steps after 2; 1-minute load average {data['loadavg_start'][0]:.1f} at the start, "
+          f"{data['loadavg_end'][0]:.1f} at the end.", ""]
+    md += md_table(["round", "`OPENBLAS_THREAD_TIMEOUT`", "step ms", "spmm_local", "dense",
+                    "other", "page faults per step"],
+                   [[r["round"], r["timeout"], f"{r['step'] * 1e3:.1f}",
+                     f"{r['parts']['spmm_local'] * 1e3:.1f}", f"{r['parts']['dense'] * 1e3:.1f}",
+                     f"{r['parts']['other'] * 1e3:.1f}", f"{r['faults_per_step']:.0f}"]
+                    for r in data["rows"]], "rlrrrrr")
+    return "\n".join(md) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=90_000)
@@ -79,39 +93,18 @@ def main() -> None:
     rows, load_start = [], os.getloadavg()
     for r in range(args.rounds):
         for timeout in ("28", "4"):
-            env = dict(os.environ, OPENBLAS_THREAD_TIMEOUT=timeout,
-                       SPMMGNN_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads))
-            proc = subprocess.run([sys.executable, __file__, "--worker", *forwarded], env=env,
-                                  capture_output=True, text=True, timeout=3600)
-            if proc.returncode != 0:
-                raise SystemExit(f"the worker failed:\n{proc.stderr[-3000:]}")
-            got = json.loads(proc.stdout.strip().splitlines()[-1])
+            got = run(python_module("bench.thread_timeout", "--worker", *forwarded),
+                      env=dict(threads_env(args.threads), OPENBLAS_THREAD_TIMEOUT=timeout),
+                      timeout=3600, cwd=ROOT).last_json()
             got.update(round=r + 1, timeout=timeout, loadavg=os.getloadavg()[0])
             rows.append(got)
             print(f"OPENBLAS_THREAD_TIMEOUT={timeout}: step {got['step'] * 1e3:.1f} ms, "
                   f"dense {got['parts']['dense'] * 1e3:.1f}, spmm_local "
                   f"{got['parts']['spmm_local'] * 1e3:.1f}", flush=True)
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    payload = dict(machine=machine(), args=vars(args), rows=rows, loadavg_start=load_start,
-                   loadavg_end=os.getloadavg(), when=when)
-    write_json(args.out + ".json", payload)
-    from spmmgnn.runtime.atomic import write_text_atomic
-
-    cmd = "python bench/thread_timeout.py " + " ".join(sys.argv[1:])
-    md = [f"# OpenBLAS's idle-thread spin and the training step ({when})", "",
-          f"`{cmd.strip()}` on {len(os.sched_getaffinity(0))} cores; 1 rank x "
-          f"{args.threads} threads; CSBM n={args.n}, degree {args.degree}, {args.features} "
-          f"features, {args.classes} classes, hidden {args.hidden}; median of {args.epochs} "
-          f"steps after 2; 1-minute load average {load_start[0]:.1f} at the start, "
-          f"{os.getloadavg()[0]:.1f} at the end.", "",
-          "| round | `OPENBLAS_THREAD_TIMEOUT` | step ms | spmm_local | dense | other | "
-          "page faults per step |", "|---:|---|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        p = r["parts"]
-        md.append(f"| {r['round']} | {r['timeout']} | {r['step'] * 1e3:.1f} | "
-                  f"{p['spmm_local'] * 1e3:.1f} | {p['dense'] * 1e3:.1f} | "
-                  f"{p['other'] * 1e3:.1f} | {r['faults_per_step']:.0f} |")
-    write_text_atomic(Path(args.out + ".md"), "\n".join(md) + "\n")
+    data = dict(command=("python -m bench.thread_timeout " + " ".join(sys.argv[1:])).strip(),
+                machine=machine(), args=vars(args), rows=rows, loadavg_start=load_start,
+                loadavg_end=os.getloadavg(), when=now())
+    publish(args.out, data, render)
     print(f"wrote {args.out}.md")
 
 

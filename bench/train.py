@@ -21,16 +21,14 @@ same work as GCNConv). Baselines, labelled as such in the output:
 
 Runs are sequential -- never two at once.
 
-    python bench/train.py                      # all settings, writes bench/results/train.json
-    python bench/train.py --hidden 16 --quick  # fewer epochs
+    python -m bench.train                      # all settings, writes bench/results/train.json
+    python -m bench.train --hidden 16 --quick  # fewer epochs
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,9 +36,16 @@ from pathlib import Path
 
 import numpy as np
 
-from common import mpiexec
-
-HERE = Path(__file__).resolve().parent
+from bench import RESULTS, ROOT
+from spmmgnn.benchmark.harness import (
+    LaunchError,
+    machine,
+    python_module,
+    run,
+    run_mpi,
+    threads_env,
+    write_json,
+)
 
 
 def graph(args):
@@ -193,23 +198,22 @@ def launch(kind: str, P: int, threads: int, hidden: int, args, extra=()) -> dict
     """One run in a fresh process (mpiexec for spmmgnn); returns its result row."""
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "r.json"
-        common = [str(HERE / "train.py"), "--worker", kind, "--result", str(result),
-                  "--threads", str(threads), "--hidden", str(hidden), "--n", str(args.n),
-                  "--degree", str(args.degree), "--features", str(args.features),
-                  "--classes", str(args.classes), "--epochs", str(args.epochs),
-                  "--warmup", str(args.warmup), "--seed", str(args.seed),
-                  "--algorithm", args.algorithm, *extra]
-        if kind == "ours":
-            cmd = [mpiexec(), "-n", str(P), sys.executable, *common]
-        else:
-            cmd = [sys.executable, *common]
-        env = dict(os.environ, OMP_NUM_THREADS=str(threads), SPMMGNN_THREADS=str(threads))
+        cmd = python_module("bench.train", "--worker", kind, "--result", str(result),
+                            "--threads", str(threads), "--hidden", str(hidden), "--n",
+                            str(args.n), "--degree", str(args.degree), "--features",
+                            str(args.features), "--classes", str(args.classes), "--epochs",
+                            str(args.epochs), "--warmup", str(args.warmup), "--seed",
+                            str(args.seed), "--algorithm", args.algorithm, *extra)
+        env = threads_env(threads)
         if args.passive:
             env["OMP_WAIT_POLICY"] = "PASSIVE"
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                              timeout=args.timeout)
-        if proc.returncode != 0:
-            print(f"  failed: {' '.join(cmd)}\n{proc.stderr[-2000:]}", file=sys.stderr)
+        try:
+            if kind == "ours":
+                run_mpi(P, cmd, env=env, timeout=args.timeout, cwd=ROOT)
+            else:
+                run(cmd, env=env, timeout=args.timeout, cwd=ROOT)
+        except LaunchError as exc:
+            print(f"  failed: {exc}", file=sys.stderr)
             return None
         return json.loads(result.read_text())
 
@@ -236,7 +240,7 @@ def main() -> int:
                         "pools otherwise spin against each other with >1 thread per process)")
     p.add_argument("--quick", action="store_true", help="5 timed epochs")
     p.add_argument("--timeout", type=float, default=1800)
-    p.add_argument("--out", default=str(HERE / "results" / "train.json"))
+    p.add_argument("--out", default=str(RESULTS / "train.json"))
     args = p.parse_args()
     if args.worker:
         args.hidden = args.hidden[0]
@@ -292,9 +296,8 @@ def main() -> int:
             print(f"  hidden {s['hidden']:>3}  cores {s['cores']}  P={s['P']} T={s['threads']} "
                   f"{s['variant']:<9} stock PyG {s.get('ratio_vs_stock_pyg', float('nan')):.2f}x"
                   f"  tuned torch {s.get('ratio_vs_tuned_torch', float('nan')):.2f}x")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(dict(settings=vars(args), runs=rows, summary=summary), indent=1))
+    out = write_json(args.out, dict(machine=machine(), settings=vars(args), runs=rows,
+                                    summary=summary))
     print(f"wrote {out}")
     return 0
 

@@ -5,26 +5,18 @@ linked by pointers, TF-IDF-SVD features of the definitions, 45 lexicographer cla
 seeded 60/20/20 split) and trains with ``mpiexec -n P spmmgnn train``; prints and writes the
 test accuracy at the best validation epoch. Needs ``apt-get install wordnet-base``.
 
-    python bench/wordnet_accuracy.py                 # P=2, GCN and SAGE, 200 epochs
+    python -m bench.wordnet_accuracy                 # P=2, GCN and SAGE, 200 epochs
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-
-
-def spmmgnn_cmd(P: int | None, *args: str) -> list[str]:
-    cli = [sys.executable, "-m", "spmmgnn.cli", *args]
-    if P is None:
-        return cli
-    mpiexec = Path(sys.executable).parent / "mpiexec"
-    return [str(mpiexec) if mpiexec.exists() else "mpiexec", "-n", str(P), *cli]
+from bench import RESULTS
+from spmmgnn.benchmark.harness import LaunchError, run, run_mpi, spmmgnn_command, write_json
 
 
 def main() -> int:
@@ -34,20 +26,22 @@ def main() -> int:
     p.add_argument("--epochs", type=int, default=200)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--file", default=str(HERE / "results" / "wordnet.h5"))
-    p.add_argument("--out", default=str(HERE / "results" / "wordnet_accuracy.json"))
+    p.add_argument("--file", default=str(RESULTS / "wordnet.h5"))
+    p.add_argument("--out", default=str(RESULTS / "wordnet_accuracy.json"))
     args = p.parse_args()
     h5 = Path(args.file)
     if not h5.exists():
-        subprocess.run(spmmgnn_cmd(None, "datasets", "wordnet", "--out", str(h5),
-                                   "--parts", str(args.P)), check=True)
+        try:
+            run([*spmmgnn_command(), "datasets", "wordnet", "--out", str(h5), "--parts",
+                 str(args.P)])
+        except LaunchError as exc:   # no wordnet-base: the command's own error line
+            raise SystemExit(str(exc).strip().splitlines()[-1]) from None
     rows = []
     for model in args.models:
         out = h5.with_name(f"wordnet_{model}.json")
-        cmd = spmmgnn_cmd(args.P, "train", "--dataset", str(h5), "--model", model,
-                          "--epochs", str(args.epochs), "--hidden", str(args.hidden),
-                          "--layers", str(args.layers), "--json", str(out), "--quiet")
-        subprocess.run(cmd, check=True)
+        run_mpi(args.P, [*spmmgnn_command(), "train", "--dataset", str(h5), "--model", model,
+                         "--epochs", str(args.epochs), "--hidden", str(args.hidden),
+                         "--layers", str(args.layers), "--json", str(out), "--quiet"])
         r = json.loads(out.read_text())
         row = dict(model=model, P=args.P, epochs=args.epochs, hidden=args.hidden,
                    layers=args.layers, best=r["best"], final=r["final"],
@@ -57,8 +51,7 @@ def main() -> int:
               f"{r['best']['val_acc']:.4f} (epoch {r['best']['epoch']}); final test "
               f"{r['final']['test_acc']:.4f}; {r['epoch_seconds'] * 1e3:.0f} ms/epoch",
               flush=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(rows, indent=1))
+    write_json(args.out, rows)
     return 0
 
 

@@ -1,7 +1,7 @@
 """Test-wide settings: numba may start up to 4 threads even on a smaller machine, so the
 thread-count tests really run 2 and 3 threads (oversubscribed if need be) instead of being
-clamped to 1 and silently comparing 1 thread with 1 thread; and the ``mpi`` marker, set on
-every test that launches ``mpiexec``."""
+clamped to 1 and silently comparing 1 thread with 1 thread; the ``mpi`` marker, set on
+every test that launches ``mpiexec``; and the fast subset (``FAST_MPI``)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,32 @@ os.environ.setdefault("NUMBA_NUM_THREADS", str(max(4, os.cpu_count() or 1)))
 
 # what starts ``mpiexec`` (tests/mpi.py); a test that reaches one of these is marked ``mpi``
 LAUNCHERS = frozenset({"run_mpi", "run_mpi_json", "run_cli", "mpiexec"})
+
+# The fast subset, ``-m "not slow"``: every in-process test and these tests that launch
+# ``mpiexec``, one or two per surface (the SpMM families, the API's collective errors, the
+# CLI, training, faults, the node-aware exchange, the device path, a README snippet, the
+# benchmark tools); every other test that launches ``mpiexec`` is marked ``slow`` too.
+# tests/test_bench_suite.py checks that each one names a test.
+FAST_MPI = frozenset({
+    "tests/test_spmm_1d.py::test_matches_scipy[sparse1d-2]",
+    "tests/test_spmm_1d.py::test_matches_scipy[oblivious1d-2]",
+    "tests/test_spmm_15d.py::test_matches_scipy[4-2]",
+    "tests/test_spmm_grid.py::test_equals_scipy[4]",
+    "tests/test_api.py::test_errors_are_collective[nan_one_rank-3]",
+    "tests/test_api.py::test_cli_error_is_one_line_and_nonzero",
+    "tests/test_agreement.py::test_disagreeing_ranks_get_one_collective_error[sparse1d]",
+    "tests/test_linalg.py::test_reductions_count_every_row_once[3]",
+    "tests/test_node_exchange.py::test_node_aware_equals_scipy_and_the_flat_exchange[4]",
+    "tests/test_device.py::test_device_cpu_equals_scipy_and_numpy_path[2]",
+    "tests/test_training.py::test_parity_with_single_process[sparse1d-2]",
+    "tests/test_training.py::test_mpiexec_found",
+    "tests/test_faults.py::test_setup_error_on_one_rank_is_collective[halo-ghost]",
+    "tests/test_partition_cli.py::test_runs_name_the_partition_and_its_seconds",
+    "tests/test_bench_cli.py::test_report_writes_every_plot",
+    "tests/test_docs.py::test_snippet_runs[README.md:53-P2]",
+    "tests/test_campaign3.py::test_under_mpiexec_the_progress_line_is_not_redrawn",
+    "tests/test_bench_suite.py::test_a_failed_child_names_its_command_and_stderr",
+})
 
 
 def _names(code: types.CodeType) -> set[str]:
@@ -64,6 +90,8 @@ def pytest_collection_modifyitems(config, items):
             fns += [(d.func, sys.modules.get(getattr(d.func, "__module__", ""))) for d in defs]
         if any(mod is not None and _launches(fn, mod, set()) for fn, mod in fns):
             item.add_marker(pytest.mark.mpi)
+            if item.nodeid not in FAST_MPI:
+                item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

@@ -288,15 +288,11 @@ def test_model_compare_uses_the_records_rate_and_bytes():
 
 
 def test_recipes_table_runs_the_five_grids_and_rewrites_only_its_block():
-    """``bench/recipes_table.py --write docs/research-recipes.md`` (issue 46: the recipes at
+    """``python -m bench.recipes_table --write docs/research-recipes.md`` (the recipes at
     P = 1, 2, 4 with c = 2, 2 x 2 and 2 x 1 x 2 with their ratios to scipy in the docs)."""
-    import importlib.util
+    from bench import recipes_table as mod
 
     root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("recipes_table",
-                                                  root / "bench" / "recipes_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     assert [(P, g) for P, g, _ in mod.RUNS] == [(1, "1d"), (2, "1d"), (4, "c2"), (4, "2x2"),
                                                 (4, "2x1x2")]
     page = (root / "docs" / "research-recipes.md").read_text()

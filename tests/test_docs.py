@@ -150,3 +150,20 @@ def test_named_result_files_exist():
             if "{" not in name and not (ROOT / name).exists():
                 missing.append(f"{path.relative_to(ROOT)}: {name}")
     assert not missing, missing
+
+
+def test_named_benchmark_programs_exist():
+    """Every benchmark program the pages name (``python -m bench.X``, ``bench/X.py``) is a
+    module of the ``bench`` package, or a retired study whose result says where it went
+    (``git show COMMIT:bench/X.py``)."""
+    retired = {m for p in (ROOT / "bench" / "results").glob("*.md")
+               for m in re.findall(r"git show \w+:bench/(\w+)\.py", p.read_text())}
+    assert {"agreement", "threads_load"} <= retired
+    missing = []
+    for path in doc_files():
+        text = path.read_text(encoding="utf-8")
+        names = set(re.findall(r"python -m bench\.(\w+)", text))
+        names |= set(re.findall(r"(?<![\w/.])bench/(\w+)\.py", text)) - retired
+        missing += [f"{path.relative_to(ROOT)}: bench.{n}" for n in sorted(names)
+                    if not (ROOT / "bench" / f"{n}.py").exists()]
+    assert not missing, missing

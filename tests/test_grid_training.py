@@ -185,8 +185,8 @@ def test_model_prints_the_kept_layouts(tmp_path):
 
 
 def test_grid_script_models_a_lean_graph(tmp_path):
-    """``bench/grid.py --only model --quick --graph-npy STEM --out DIR`` on lean R-MAT files
-    (int64 indptr, int32 indices, symmetric, no values): the model section names the graph
+    """``python -m bench.grid --only model --quick --graph-npy STEM --out DIR`` on lean R-MAT
+    files (int64 indptr, int32 indices, symmetric, no values): the model section names the graph
     and its n, GCN-normalized (a self loop on every vertex), prices the three kept layouts
     next to the same SpMMs in the row layout, records its peak memory and writes only
     into DIR."""
@@ -206,11 +206,11 @@ def test_grid_script_models_a_lean_graph(tmp_path):
     stem = tmp_path / "lean"
     np.save(f"{stem}.indptr.npy", A.indptr.astype(np.int64))
     np.save(f"{stem}.indices.npy", A.indices.astype(np.int32))
-    bench = Path(__file__).resolve().parents[1] / "bench"
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "grid.py", "--only", "model", "--quick",
-                           "--graph-npy", str(stem), "--out", str(out)], cwd=bench,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "bench.grid", "--only", "model", "--quick",
+                           "--graph-npy", str(stem), "--out", str(out)],
+                          cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sorted(p.name for p in out.iterdir()) == ["grid-quick.json", "grid-quick.md"]
     md = json.loads((out / "grid-quick.json").read_text())["model"]

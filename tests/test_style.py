@@ -276,3 +276,19 @@ def test_host_or_device_is_decided_in_the_backend():
             if why:
                 found.append(f"{rel}:{node.lineno}: {why}: {ast.unparse(node)[:70]}")
     assert len(found) <= MAX_DEVICE_DECISIONS, "\n".join(found)
+
+
+@pytest.mark.slow
+def test_the_fast_subset_is_the_listed_mpi_tests():
+    """``-m "not slow"`` keeps, of the tests that launch ``mpiexec``, exactly those
+    ``conftest.FAST_MPI`` lists (each names a real test: a renamed one would silently drop
+    out of the fast subset)."""
+    from .conftest import FAST_MPI
+
+    files = sorted({n.split("::")[0] for n in FAST_MPI})
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                           "-p", "no:cacheprovider", "-m", "mpi and not slow", *files],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    got = {ln.strip() for ln in proc.stdout.splitlines() if "::" in ln}
+    assert got == set(FAST_MPI), (sorted(set(FAST_MPI) - got), sorted(got - set(FAST_MPI)),
+                                  proc.stderr[-2000:])

@@ -3,7 +3,9 @@
 * ping-pong between ranks 0 and 1: one-way time t(m) = alpha + beta m, fitted by least squares
   over message sizes m (half the round trip, best of a few repetitions);
 * all-to-all of m bytes per pair over all ranks: t(m) = (P - 1)(alpha_a2a + beta_a2a m), the
-  personalized-exchange cost the sparse algorithms pay.
+  personalized-exchange cost the sparse algorithms pay;
+* ``all_reduce``: a float32 sum ``Allreduce`` of m bytes, t(m) = alpha + beta m (the
+  gradient all-reduce of a training step).
 """
 
 from __future__ import annotations
@@ -62,6 +64,23 @@ def all_to_all(comm: MPI.Comm, sizes=SIZES, repeat: int = 10) -> dict:
             comm.Alltoall([send, MPI.BYTE], [recv, MPI.BYTE])
             best = min(best, time.perf_counter() - t0)
         times.append(comm.allreduce(best, op=MPI.MAX) / (P - 1))
+    alpha, beta = _fit(np.array(sizes), np.array(times))
+    return dict(alpha=alpha, beta=beta, sizes=list(sizes), seconds=times)
+
+
+def all_reduce(comm: MPI.Comm, sizes=SIZES, repeat: int = 10) -> dict:
+    """Collective. alpha and beta of a float32 sum ``Allreduce`` of m bytes (the slowest
+    rank's best of ``repeat``): t(m) = alpha + beta m."""
+    times = []
+    for m in sizes:
+        buf = np.zeros(max(1, m // 4), dtype=np.float32)
+        best = float("inf")
+        for _ in range(repeat):
+            comm.Barrier()
+            t0 = time.perf_counter()
+            comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+            best = min(best, time.perf_counter() - t0)
+        times.append(comm.allreduce(best, op=MPI.MAX))
     alpha, beta = _fit(np.array(sizes), np.array(times))
     return dict(alpha=alpha, beta=beta, sizes=list(sizes), seconds=times)
 

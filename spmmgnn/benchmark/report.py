@@ -1,7 +1,8 @@
 """``spmmgnn report``: plots and a Markdown summary of a results file (JSON lines).
 
 One PNG per view of the ICPP'24 evaluation, each written even when the results hold no data
-for it (then it says so), so a report always has the same files:
+for it (then it is one line saying so), so a report always has the same files; a view has
+one panel per mode (and width), every panel with data (``plots`` keeps the rules):
 
 ==================== =========================================================================
 ``time_vs_P.png``    time per SpMM / per epoch vs P, one line per algorithm and c or grid (Fig. 3)
@@ -21,69 +22,24 @@ from pathlib import Path
 import numpy as np
 
 from ..runtime.errors import SpmmgnnError
+from .plots import (
+    HATCHES,
+    MARKERS,
+    PALETTE,
+    draw_lines,
+    legend_outside,
+    note_figure,
+    pyplot,
+    save_png,
+    series_styles,
+)
 from .runs import PHASES
 
 PLOTS = ("time_vs_P", "breakdown", "partitioners", "replication", "bytes_per_rank", "codecs")
 COLORS = dict(local="tab:blue", exchange="tab:red", allreduce="tab:green", codec="tab:purple",
               dense="tab:orange", other="tab:gray")
 MB = 1e6
-# one colour per algorithm family (tab10, then Dark2: 18 before one repeats), and within a
-# family one marker and line style per variant (c, grid, width), so no two series look alike
-PALETTE = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
-           "tab:pink", "tab:gray", "tab:olive", "tab:cyan", "#1b9e77", "#d95f02", "#7570b3",
-           "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#000000")
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-LINESTYLES = ("-", "--", ":", "-.")
-HATCHES = ("", "///", "...", "xxx", "\\\\\\", "ooo", "+++", "---")  # bars: a variant's pattern
-
-
-def series_styles(keys) -> dict:
-    """``{(family, variant): dict(color=, marker=, linestyle=)}``: the family (an algorithm)
-    decides the colour, always the same one for the same algorithm; the variant the marker
-    and the line style. Distinct keys never share colour, marker and line style."""
-    from ..algorithms import ALGORITHMS
-
-    known = sorted(ALGORITHMS)
-    families = sorted({f for f, _ in keys}, key=lambda f: (f not in known, f))
-    index = {f: known.index(f) if f in known else len(known) + i
-             for i, f in enumerate(f for f in families if f not in known)}
-    index.update({f: known.index(f) for f in families if f in known})
-    out = {}
-    for f in families:
-        variants = sorted({v for g, v in keys if g == f})
-        round_ = index[f] // len(PALETTE)  # beyond the palette: shift the markers
-        for j, v in enumerate(variants):
-            m = j + 3 * round_
-            out[(f, v)] = dict(color=PALETTE[index[f] % len(PALETTE)],
-                               marker=MARKERS[m % len(MARKERS)],
-                               linestyle=LINESTYLES[(m // len(MARKERS)) % len(LINESTYLES)])
-    return out
-
-
-def legend_outside(ax, **kw) -> None:
-    """The legend right of the axes, never over the data (``save_png`` keeps it in)."""
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
-                  frameon=False, **kw)
-
-
-def pyplot():
-    """matplotlib.pyplot with the file-only Agg backend (works without a display)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def save_png(fig, path) -> None:
-    """Write a figure atomically (``atomic.atomic_path``: never half a PNG, never a device
-    replaced)."""
-    from ..runtime.atomic import atomic_path
-
-    with atomic_path(path, "plot") as tmp:
-        fig.savefig(tmp, dpi=80, format="png", bbox_inches="tight")
+PANEL_W, LEGEND_W = 5.4, 2.6   # inches: a panel, and the legend beside it
 
 
 def runs_of(records: list[dict]) -> list[dict]:
@@ -126,13 +82,6 @@ def _unit(mode: str) -> str:
     return "ms per SpMM" if mode == "spmm" else "ms per epoch"
 
 
-def _empty(ax, what: str) -> None:
-    ax.text(0.5, 0.5, f"no {what} in these results", ha="center", va="center",
-            transform=ax.transAxes)
-    ax.set_xticks([])
-    ax.set_yticks([])
-
-
 def _baseline(runs: list[dict]) -> list[dict]:
     """The plain runs: no codec and the first partitioner seen (for the views about
     algorithms, so lines compare like with like)."""
@@ -143,93 +92,104 @@ def _baseline(runs: list[dict]) -> list[dict]:
     return [r for r in plain if r["partitioner"] == first]
 
 
-def _modes(runs: list[dict]) -> list[str]:
-    return sorted({r["mode"] for r in runs}) or ["spmm"]
+def _panels(plt, n: int, height: float, legend: bool = True, **kw):
+    """``n`` panels side by side (two a row), each with room for its legend on the right."""
+    cols = min(2, n)
+    rows = -(-n // cols)
+    width = PANEL_W + (LEGEND_W if legend else 0.0)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows),
+                             squeeze=False, **kw)
+    flat = list(axes.ravel())
+    for ax in flat[n:]:
+        fig.delaxes(ax)
+    return fig, flat[:n]
 
 
-def plot_time_vs_p(plt, runs, path: Path) -> None:
-    """One line per algorithm and grid (and width) over P; with a single P, where a line
-    would be one point, horizontal bars instead."""
+def _bar_styles(keys) -> dict:
+    """A bar series' look: its family's colour and its variant's hatch."""
+    return {k: dict(color=s["color"], hatch=HATCHES[MARKERS.index(s["marker"]) % len(HATCHES)])
+            for k, s in series_styles(keys).items()}
+
+
+def time_vs_p_figure(plt, runs):
+    """One panel per mode and width: a line per algorithm and grid over P; with a single P,
+    where a line would be one point, horizontal bars instead."""
     base = _baseline(runs)
-    modes = _modes(base)
-    fig, axes = plt.subplots(1, len(modes), figsize=(7 * len(modes), 4.5), squeeze=False)
-    for ax, mode in zip(axes[0], modes, strict=True):
-        sel = [r for r in base if r["mode"] == mode]
+    panels = sorted({(r["mode"], r["f"]) for r in base})
+    if not panels:
+        return note_figure(plt, "time vs P: no runs without a codec in these results")
+    tall = max(sum((r["mode"], r["f"]) == p for r in base) for p in panels)
+    fig, axes = _panels(plt, len(panels), max(3.6, 1.2 + 0.3 * tall))
+    for ax, (mode, f) in zip(axes, panels, strict=True):
+        sel = [r for r in base if (r["mode"], r["f"]) == (mode, f)]
         series = defaultdict(list)
         for r in sel:
-            series[(r["algorithm"], f"{grid_key(r)} f={r['f']}")].append(
-                (r["P"], r["seconds"] * 1e3))
-        if not series:
-            _empty(ax, f"{mode} runs")
-            continue
+            series[(r["algorithm"], grid_key(r))].append((r["P"], r["seconds"] * 1e3))
         Ps = sorted({r["P"] for r in sel})
         if len(Ps) == 1:
-            _bars_one_p(ax, series, Ps[0], mode)
+            _bars_one_p(ax, series, Ps[0], mode, f)
             continue
-        style = series_styles(series)
-        for key, pts in sorted(series.items()):
-            pts.sort()
-            ax.plot([p for p, _ in pts], [t for _, t in pts], label=" ".join(key),
-                    **style[key])
+        pts = {k: ([p for p, _ in sorted(v)], [t for _, t in sorted(v)])
+               for k, v in sorted(series.items())}
+        draw_lines(ax, pts, series_styles(pts))
         ax.set_xscale("log", base=2)
         ax.set_xticks(Ps, [str(P) for P in Ps])
-        ax.set(xlabel="P (MPI ranks)", ylabel=_unit(mode), title=f"{mode}: time vs P")
+        ax.set(xlabel="P (MPI ranks)", ylabel=_unit(mode), title=f"{mode}, f={f}: time vs P")
         legend_outside(ax)
-    fig.tight_layout()
-    save_png(fig, path)
-    plt.close(fig)
+    return fig
 
 
-def _bars_one_p(ax, series: dict, P: int, mode: str) -> None:
+def _bars_one_p(ax, series: dict, P: int, mode: str, f: int) -> None:
     keys = sorted(series)
-    style = series_styles(keys)
+    style = _bar_styles(keys)
     y = np.arange(len(keys))
-    ax.barh(y, [min(t for _, t in series[k]) for k in keys],
-            color=[style[k]["color"] for k in keys])
-    ax.set_yticks(y, [" ".join(k) for k in keys], fontsize=8)
+    for i, k in enumerate(keys):
+        ax.barh(y[i], min(t for _, t in series[k]), color=style[k]["color"],
+                hatch=style[k]["hatch"], edgecolor="white", linewidth=0)
+    ax.set_yticks(y, [" ".join(k) for k in keys])
     ax.invert_yaxis()
-    ax.set(xlabel=_unit(mode), title=f"{mode}: time at P = {P} (one P: bars, not lines)")
+    ax.set(xlabel=_unit(mode), title=f"{mode}, f={f}: time at P = {P}")
 
 
-def plot_breakdown(plt, runs, path: Path) -> None:
-    """Horizontal stacked bars, one per run: the names stay readable and the bars inside the
-    frame however many runs there are."""
+def breakdown_figure(plt, runs):
+    """Horizontal stacked bars, one per run, a panel per mode: the names stay readable and
+    the bars inside the frame however many runs there are. Phases that are zero in every
+    run of a panel are left out of it."""
     base = _baseline(runs)
-    modes = _modes(base)
-    count = max([sum(r["mode"] == m for r in base) for m in modes] + [1])
-    fig, axes = plt.subplots(1, len(modes), figsize=(7.5 * len(modes), 1.2 + 0.28 * count),
-                             squeeze=False)
-    for ax, mode in zip(axes[0], modes, strict=True):
+    modes = sorted({r["mode"] for r in base})
+    if not modes:
+        return note_figure(plt, "breakdown: no runs without a codec in these results")
+    count = max(sum(r["mode"] == m for r in base) for m in modes)
+    fig, axes = _panels(plt, len(modes), 1.4 + 0.3 * count)
+    for ax, mode in zip(axes, modes, strict=True):
         sel = sorted((r for r in base if r["mode"] == mode),
                      key=lambda r: (r["P"], r["f"], r["algorithm"], grid_key(r)))
-        if not sel:
-            _empty(ax, f"{mode} runs")
-            continue
         y = np.arange(len(sel))
         left = np.zeros(len(sel))
         for ph in PHASES:
             v = np.array([r["breakdown"].get(ph, 0.0) * 1e3 for r in sel])
+            if not np.any(v > 0):
+                continue
             ax.barh(y, v, left=left, color=COLORS[ph], label=ph)
             left += v
-        ax.set_yticks(y, [f"{label(r)} P={r['P']} f={r['f']}" for r in sel], fontsize=8)
+        ax.set_yticks(y, [f"{label(r)} P={r['P']} f={r['f']}" for r in sel])
         ax.invert_yaxis()
         ax.set_xlim(0, max(left.max(), 1e-9) * 1.05)
         ax.set(xlabel=f"{_unit(mode)} (slowest rank per phase)", title=f"{mode}: breakdown")
         legend_outside(ax)
-    fig.tight_layout()
-    save_png(fig, path)
-    plt.close(fig)
+    return fig
 
 
 def _group_bars(ax, groups: list[str], series: dict[str, list[float]], xlabel: str,
                 legend: bool = True) -> None:
     """Horizontal grouped bars: one row per group, named on the y axis in a readable size
-    however long the names are; one bar per series in each row."""
+    however long the names are; one bar per series in each row, each series its colour."""
     height = 0.8 / max(1, len(series))
     y = np.arange(len(groups))
     for i, (name, vals) in enumerate(series.items()):
-        ax.barh(y + i * height - 0.4 + height / 2, vals, height, label=name)
-    ax.set_yticks(y, groups, fontsize=8)
+        ax.barh(y + i * height - 0.4 + height / 2, vals, height, label=name,
+                color=PALETTE[i % len(PALETTE)])
+    ax.set_yticks(y, groups)
     ax.set_ylim(len(groups) - 0.5, -0.5)  # the first group on top
     ax.set_xlabel(xlabel)
     if legend:
@@ -241,127 +201,114 @@ def _two_panels(plt, groups: int):
     return plt.subplots(1, 2, figsize=(13, 1.6 + 0.32 * max(groups, 3)), sharey=True)
 
 
-def plot_partitioners(plt, runs, path: Path) -> None:
+def partitioners_figure(plt, runs):
     sel = [r for r in runs if r["codec"] == "none" and r["mode"] == "spmm"] or \
         [r for r in runs if r["codec"] == "none"]
     keys = sorted({(r["algorithm"], grid_key(r), r["P"], r["f"]) for r in sel
                    if r["P"] // r["c"] > 1})  # a single block row exchanges nothing
+    if not keys:
+        return note_figure(plt, "partitioners: no runs with an exchange in these results")
     fig, axes = _two_panels(plt, len(keys))
     parts = sorted({r["partitioner"] for r in sel})
-    if not sel:
-        for ax in axes:
-            _empty(ax, "runs without codec")
-    else:
-        groups = [f"{a} {g} P={P} f={f}" for a, g, P, f in keys]
-        for ax, (what, fn) in zip(axes, (("total", np.sum), ("max per rank", np.max)),
-                                  strict=True):
-            series = {}
-            for p in parts:
-                vals = []
-                for key in keys:
-                    m = [fn(sent(r)) / MB for r in sel if r["partitioner"] == p and
-                         (r["algorithm"], grid_key(r), r["P"], r["f"]) == key]
-                    vals.append(m[0] if m else 0.0)
-                series[p] = vals
-            _group_bars(ax, groups, series, f"{what} bytes sent (MB per call)",
-                        legend=ax is axes[1])
-            ax.set_title(f"partitioners: {what} send volume")
-    fig.tight_layout()
-    save_png(fig, path)
-    plt.close(fig)
+    groups = [f"{a} {g} P={P} f={f}" for a, g, P, f in keys]
+    for ax, (what, fn) in zip(axes, (("total", np.sum), ("max per rank", np.max)),
+                              strict=True):
+        series = {}
+        for p in parts:
+            vals = []
+            for key in keys:
+                m = [fn(sent(r)) / MB for r in sel if r["partitioner"] == p and
+                     (r["algorithm"], grid_key(r), r["P"], r["f"]) == key]
+                vals.append(m[0] if m else 0.0)
+            series[p] = vals
+        _group_bars(ax, groups, series, f"{what} bytes sent (MB per call)",
+                    legend=ax is axes[1])
+        ax.set_title(f"partitioners: {what} send volume")
+    return fig
 
 
-def plot_replication(plt, runs, path: Path) -> None:
+def replication_figure(plt, runs):
     sel = [r for r in _baseline(runs) if r["algorithm"].endswith("15d")]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     if not sel:
-        for ax in axes:
-            _empty(ax, "1.5D runs")
-    else:
-        series = defaultdict(list)
-        for r in sel:
-            series[(r["algorithm"], f"{r['mode']} P={r['P']} f={r['f']}")].append(r)
-        style = series_styles(series)
+        return note_figure(plt, "replication: no 1.5D runs in these results")
+    fig, axes = _panels(plt, 2, 4.0)
+    series = defaultdict(list)
+    for r in sel:
+        series[(r["algorithm"], f"{r['mode']} P={r['P']} f={r['f']}")].append(r)
+    style = series_styles(series)
+    cs = sorted({r["c"] for r in sel})
+    for ax, value in zip(axes, (lambda r: r["seconds"] * 1e3, lambda r: (
+            sent(r).max() + max(r["per_rank"].get("allreduce_bytes", [0]))) / MB),
+                         strict=True):
+        pts = {}
         for key, rs in sorted(series.items()):
-            rs.sort(key=lambda r: r["c"])
-            cs = [r["c"] for r in rs]
-            axes[0].plot(cs, [r["seconds"] * 1e3 for r in rs], label=" ".join(key),
-                         **style[key])
-            axes[1].plot(cs, [(sent(r).max() + max(r["per_rank"].get("allreduce_bytes", [0])))
-                              / MB for r in rs], label=" ".join(key), **style[key])
-        cs = sorted({r["c"] for r in sel})
-        axes[0].set(xlabel="replication c", ylabel="ms per SpMM / epoch",
-                    title="1.5D: time vs c")
-        axes[1].set(xlabel="replication c", ylabel="max bytes per rank (MB, exchange + "
-                    "all-reduce)", title="1.5D: bytes vs c")
-        for ax in axes:
-            ax.set_xticks(cs, [str(c) for c in cs])
-        legend_outside(axes[1])
-    fig.tight_layout()
-    save_png(fig, path)
-    plt.close(fig)
+            rs = sorted(rs, key=lambda r: r["c"])
+            pts[key] = ([r["c"] for r in rs], [value(r) for r in rs])
+        draw_lines(ax, pts, style)
+        ax.set_xticks(cs, [str(c) for c in cs])
+        legend_outside(ax)
+    axes[0].set(xlabel="replication c", ylabel="ms per SpMM / epoch", title="1.5D: time vs c")
+    axes[1].set(xlabel="replication c", ylabel="max bytes per rank (MB, exchange + "
+                "all-reduce)", title="1.5D: bytes vs c")
+    return fig
 
 
-def plot_bytes_per_rank(plt, runs, path: Path) -> None:
+def bytes_per_rank_figure(plt, runs):
     base = [r for r in _baseline(runs) if r["mode"] == "spmm"] or _baseline(runs)
     P = max((r["P"] for r in base), default=0)
     sel = sorted((r for r in base if r["P"] == P),
                  key=lambda r: (r["f"], r["algorithm"], grid_key(r)))
-    fig, ax = plt.subplots(figsize=(8, 4.2))
     if not sel:
-        _empty(ax, "runs")
-    else:
-        f = sel[0]["f"]
-        sel = [r for r in sel if r["f"] == f]
-        ranks = np.arange(P)
-        w = 0.8 / len(sel)
-        style = series_styles([(r["algorithm"], grid_key(r)) for r in sel])
-        for i, r in enumerate(sel):
-            s = sent(r) / MB
-            st = style[(r["algorithm"], grid_key(r))]
-            ax.bar(ranks + i * w - 0.4 + w / 2, s, w, color=st["color"],
-                   hatch=HATCHES[MARKERS.index(st["marker"]) % len(HATCHES)],
-                   edgecolor="white", linewidth=0,
-                   label=f"{label(r)} (max/avg {s.max() / max(s.mean(), 1e-30):.2f})")
-        ax.set(xlabel="rank", ylabel="bytes sent per call (MB)",
-               title=f"bytes per rank, P={P}, f={f}")
-        ax.set_xticks(ranks)
-        legend_outside(ax)
-    fig.tight_layout()
-    save_png(fig, path)
-    plt.close(fig)
+        return note_figure(plt, "bytes per rank: no runs without a codec in these results")
+    f = sel[0]["f"]
+    sel = [r for r in sel if r["f"] == f]
+    fig, (ax,) = _panels(plt, 1, 3.8)
+    ranks = np.arange(P)
+    w = 0.8 / len(sel)
+    style = _bar_styles([(r["algorithm"], grid_key(r)) for r in sel])
+    for i, r in enumerate(sel):
+        s = sent(r) / MB
+        st = style[(r["algorithm"], grid_key(r))]
+        ax.bar(ranks + i * w - 0.4 + w / 2, s, w, color=st["color"], hatch=st["hatch"],
+               edgecolor="white", linewidth=0,
+               label=f"{label(r)} (max/avg {s.max() / max(s.mean(), 1e-30):.2f})")
+    ax.set(xlabel="rank", ylabel="bytes sent per call (MB)",
+           title=f"bytes per rank, P={P}, f={f}")
+    ax.set_xticks(ranks)
+    legend_outside(ax)
+    return fig
 
 
-def plot_codecs(plt, runs, path: Path) -> None:
+def codecs_figure(plt, runs):
     codec_keys = {(r["mode"], r["algorithm"], grid_key(r), r["P"], r["f"], r["partitioner"])
                   for r in runs if r["codec"] != "none"}
     sel = [r for r in runs if (r["mode"], r["algorithm"], grid_key(r), r["P"], r["f"],
                                r["partitioner"]) in codec_keys]
-    fig, axes = _two_panels(plt, len(codec_keys))
     if not sel:
-        for ax in axes:
-            _empty(ax, "codec runs")
-    else:
-        keys = sorted(codec_keys)
-        groups = [f"{m} {a} {g} P={P} f={f} {p}" for m, a, g, P, f, p in keys]
-        codecs = sorted({r["codec"] for r in sel}, key=lambda c: (c != "none", c))
+        return note_figure(plt, "codecs: no codec runs in these results")
+    fig, axes = _two_panels(plt, len(codec_keys))
+    keys = sorted(codec_keys)
+    groups = [f"{m} {a} {g} P={P} f={f} {p}" for m, a, g, P, f, p in keys]
+    codecs = sorted({r["codec"] for r in sel}, key=lambda c: (c != "none", c))
 
-        def pick(k, codec, fn):
-            m = [fn(r) for r in sel if (r["mode"], r["algorithm"], grid_key(r), r["P"], r["f"],
-                                        r["partitioner"]) == k and r["codec"] == codec]
-            return m[0] if m else 0.0
+    def pick(k, codec, fn):
+        m = [fn(r) for r in sel if (r["mode"], r["algorithm"], grid_key(r), r["P"], r["f"],
+                                    r["partitioner"]) == k and r["codec"] == codec]
+        return m[0] if m else 0.0
 
-        _group_bars(axes[0], groups, {c: [pick(k, c, lambda r: sent(r).sum() / MB)
-                                          for k in keys] for c in codecs},
-                    "total bytes sent (MB per call / epoch)", legend=False)
-        axes[0].set_title("codecs: bytes on the wire")
-        _group_bars(axes[1], groups, {c: [pick(k, c, _accuracy) for k in keys]
-                                      for c in codecs},
-                    "test accuracy (train) / 1 - max rel. error (SpMM)")
-        axes[1].set_title("codecs: accuracy")
-    fig.tight_layout()
-    save_png(fig, path)
-    plt.close(fig)
+    _group_bars(axes[0], groups, {c: [pick(k, c, lambda r: sent(r).sum() / MB)
+                                      for k in keys] for c in codecs},
+                "total bytes sent (MB per call / epoch)", legend=False)
+    axes[0].set_title("codecs: bytes on the wire")
+    _group_bars(axes[1], groups, {c: [pick(k, c, _accuracy) for k in keys] for c in codecs},
+                "test accuracy (train) / 1 - max rel. error (SpMM)")
+    axes[1].set_title("codecs: accuracy")
+    return fig
+
+
+FIGURES = dict(time_vs_P=time_vs_p_figure, breakdown=breakdown_figure,
+               partitioners=partitioners_figure, replication=replication_figure,
+               bytes_per_rank=bytes_per_rank_figure, codecs=codecs_figure)
 
 
 def _accuracy(r: dict) -> float:
@@ -441,10 +388,31 @@ def _slug(graph: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in graph)
 
 
+def _by_graph(records: list[dict]) -> dict[str, list[dict]]:
+    """The newest record of each successful run, per graph (the report's folders)."""
+    from .records import latest
+
+    by_graph: dict[str, list[dict]] = defaultdict(list)
+    for r in runs_of(latest(records)):
+        by_graph[r["graph"]].append(r)
+    if not by_graph:
+        by_graph["(no successful runs)"] = []
+    return by_graph
+
+
+def report_figures(records: list[dict]):
+    """Every figure of the report: ``(folder, name, figure)``, one per graph and view of
+    ``PLOTS``, in the report's order (the caller saves and closes them)."""
+    plt = pyplot()
+    for graph, runs in _by_graph(records).items():
+        for name in PLOTS:
+            yield _slug(graph), name, FIGURES[name](plt, runs)
+
+
 def write_report(records: list[dict], out: str | Path) -> list[Path]:
     """Write ``summary.md`` into ``out`` and every plot of ``PLOTS`` into a sub-folder per
-    graph, named after it (the same layout for one graph or many); returns the paths. A run recorded
-    more than once (failed, then retried) counts with its newest record."""
+    graph, named after it (the same layout for one graph or many); returns the paths. A run
+    recorded more than once (failed, then retried) counts with its newest record."""
     from ..runtime.atomic import write_text_atomic
     from .records import latest
 
@@ -459,24 +427,24 @@ def write_report(records: list[dict], out: str | Path) -> list[Path]:
         raise SpmmgnnError(f"cannot create the report folder {out}: "
                            f"{exc.strerror or exc}") from None
     plt = pyplot()
-    by_graph: dict[str, list[dict]] = defaultdict(list)
-    for r in runs_of(records):
-        by_graph[r["graph"]].append(r)
-    if not by_graph:
-        by_graph["(no successful runs)"] = []
-    folders = {g: _slug(g) for g in by_graph}
-    fns = dict(time_vs_P=plot_time_vs_p, breakdown=plot_breakdown,
-               partitioners=plot_partitioners, replication=plot_replication,
-               bytes_per_rank=plot_bytes_per_rank, codecs=plot_codecs)
     paths = []
-    for graph, runs in by_graph.items():
-        folder = out / folders[graph]
-        folder.mkdir(exist_ok=True)
-        for name in PLOTS:
-            path = folder / f"{name}.png"
-            fns[name](plt, runs, path)
-            paths.append(path)
+    for folder, name, fig in report_figures(records):
+        (out / folder).mkdir(exist_ok=True)
+        path = out / folder / f"{name}.png"
+        save_png(fig, path)
+        plt.close(fig)
+        paths.append(path)
     md = out / "summary.md"
-    write_text_atomic(md, summary(records, by_graph, folders) if any(by_graph.values())
-                      else "# Benchmark report\n\nNo successful runs.\n")
+    write_text_atomic(md, report_summary(records))
     return [*paths, md]
+
+
+def report_summary(records: list[dict]) -> str:
+    """The report's ``summary.md`` (the newest record of each run)."""
+    from .records import latest
+
+    records = latest(records)
+    by_graph = _by_graph(records)
+    if not any(by_graph.values()):
+        return "# Benchmark report\n\nNo successful runs.\n"
+    return summary(records, by_graph, {g: _slug(g) for g in by_graph})

@@ -3,8 +3,6 @@ returned as the dict that becomes its results line (on rank 0; None elsewhere)."
 
 from __future__ import annotations
 
-import os
-import platform
 import sys
 import time
 
@@ -13,16 +11,9 @@ from mpi4py import MPI
 
 from ..runtime.errors import SpmmgnnError, agree, check_on_root
 from ..runtime.wire import bcast_json, gather_json
+from .harness import machine
 
 PHASES = ("local", "exchange", "allreduce", "codec", "dense", "other")
-
-
-def machine() -> dict:
-    """Where the numbers come from (recorded in every line)."""
-    return dict(host=platform.node(), platform=platform.platform(),
-                processor=platform.processor() or platform.machine(),
-                cores=len(os.sched_getaffinity(0)), python=platform.python_version(),
-                mpi=MPI.Get_library_version().splitlines()[0].strip())
 
 
 class PartitionCache:

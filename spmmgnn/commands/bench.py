@@ -111,9 +111,9 @@ def sweep_config(args):
 
 def _network(comm, args) -> int:
     from .. import __version__
+    from ..benchmark.harness import machine
     from ..benchmark.network import measure
     from ..benchmark.records import append_record
-    from ..benchmark.runs import machine
 
     rec = measure(comm)
     if comm.rank == 0:

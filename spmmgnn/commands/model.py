@@ -514,34 +514,9 @@ def _print_rows(rows: list[dict], two_tier: bool) -> None:
 
 
 def _plot(rows: list[dict], args, path: str) -> None:
-    from ..benchmark.report import legend_outside, pyplot, save_png, series_styles
+    from ..benchmark.plots import plot_model
 
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    lines: dict[tuple, list] = {}   # per algorithm and c (2D/3D: the shape varies with P)
-    for r in rows:
-        variant = "" if r.get("grid") else f"c={r['c']}"
-        if r.get("exchange_kind"):
-            variant += f" {r['exchange_kind']}"
-        if r.get("ranks_per_node"):
-            variant += f" K={r['ranks_per_node']}"
-        if r.get("device_link"):
-            variant += f" GPU {r['device_link']}"
-        lines.setdefault((r["algorithm"], variant.strip()), []).append(
-            (r["P"], r["epoch_seconds"] * 1e3))
-    style = series_styles(lines)
-    for key, pts in sorted(lines.items()):
-        pts.sort()
-        ax.plot([p for p, _ in pts], [t for _, t in pts], label=" ".join(key).strip(),
-                **style[key])
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set(xlabel="P (MPI ranks)", ylabel=f"predicted ms per epoch ({2 * args.layers} SpMMs)",
-           title=f"model: {args.graph}, f={args.features}")
-    legend_outside(ax)
-    fig.tight_layout()
-    save_png(fig, path)
-    plt.close(fig)
+    plot_model(rows, args.graph, args.features, args.layers, path)
 
 
 def run(args) -> int:
