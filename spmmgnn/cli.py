@@ -15,10 +15,15 @@ escapes the handlers below, unless that variable opts out):
 - SIGINT / SIGTERM (``mpiexec`` forwards both to every rank): the first rank to handle it
   prints ``rank r: interrupted by SIGINT`` (``terminated by SIGTERM``) and aborts the job with
   status 130 / 143; a rank blocked inside an MPI call at that moment is ended by the abort
-  before Python can run its handler, so it may print nothing. A signal that arrives while
-  Python runs a finalizer or a C library's callback is not lost (``spmmgnn.runtime.signals``): it
-  ends the command once that returns. Open atomic writes remove their temporary files and
-  keep the old target.
+  before Python can run its handler, so it may print nothing. When no rank can handle it
+  (every rank blocked in MPI), the watchdog of ``spmmgnn.runtime.signals`` prints one line
+  and aborts the job a few seconds later. A signal that arrives while Python runs a
+  finalizer or a C library's callback is not lost (``spmmgnn.runtime.signals``): it ends
+  the command once that returns. Open atomic writes remove their temporary files and keep
+  the old target.
+
+Before any work every rank agrees on the command line (``spmmgnn.runtime.agreement``): ranks
+given different arguments (an MPMD launch) stop with one line naming each differing setting.
 """
 
 from __future__ import annotations

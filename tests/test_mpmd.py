@@ -9,18 +9,34 @@ its own command line), and jobs stuck in MPI.
   the library's ``RunSpec``, ``TrainConfig``, an operator's and a grid's arguments.
 - Ranks in different calls of one operator (``matmul`` against ``dot``, ``gram``, ``norm``,
   ``allreduce``, ...) meet in its one call probe and get one error.
+- A job whose ranks are blocked in MPI calls that never return ends within ``DEADLINE``
+  seconds of SIGTERM or SIGINT to ``mpiexec``; a rank whose launcher's proxy is gone ends.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from spmmgnn.runtime.agreement import canonical, disagreement, per_rank
+from spmmgnn.runtime.signals import GRACE, LAST_RESORT, PARENT_POLL
 
-from .mpi import WORKERS, one_line_error, run_mpmd
+from .mpi import (
+    WORKERS,
+    mpi_env,
+    mpmd_command,
+    one_line_error,
+    own_files,
+    read_own_files,
+    run_mpmd,
+)
 
 CLI = ["-m", "spmmgnn.cli"]
 SAME = "; every rank must be given the same settings"
@@ -156,3 +172,103 @@ def test_what_is_compared():
     assert canonical(np.zeros((2, 3))) == "<ndarray (2, 3) float64>"
     assert canonical(object()) == "<object>"  # (never an address, which differs per rank)
     assert canonical(Path("a/b")) == "a/b"
+
+
+# ------------------------------------------------------------------ stuck in MPI
+DEADLINE = 10.0  # seconds from the signal to the end of every rank
+SLACK = 10.0     # for a loaded machine
+STARTUP = 120.0  # seconds a job may take to import and block
+
+
+def _start_hang(tmp_path: Path):
+    """The MPMD hang worker (rank 0 in a barrier, rank 1 in a receive); returns (process,
+    rank pids) once both ranks are about to block."""
+    worker = str(WORKERS / "hang.py")
+    cmd = mpmd_command([worker, str(tmp_path), "barrier"], [worker, str(tmp_path), "recv"],
+                       prefix=own_files(tmp_path / "err"))
+    proc = subprocess.Popen(cmd, env=mpi_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    files = [tmp_path / f"rank{r}.pid" for r in (0, 1)]
+    start = time.monotonic()
+    while not all(f.exists() for f in files):
+        if proc.poll() is not None or time.monotonic() - start > STARTUP:
+            proc.kill()
+            raise AssertionError(f"the ranks did not start: {proc.communicate()}")
+        time.sleep(0.1)
+    return proc, [int(f.read_text()) for f in files]
+
+
+def _wait_gone(pids: list[int], timeout: float) -> list[int]:
+    """Wait up to ``timeout`` seconds for the processes to end (``pidfd``: woken by their
+    end, no polling); returns those still running."""
+    fds = {}
+    for pid in pids:
+        try:
+            fds[os.pidfd_open(pid)] = pid
+        except ProcessLookupError:
+            pass
+    end = time.monotonic() + timeout
+    try:
+        while fds and time.monotonic() < end:
+            ready, _, _ = select.select(list(fds), [], [], end - time.monotonic())
+            for fd in ready:
+                os.close(fd)
+                del fds[fd]
+        return [pid for pid in fds.values() if _running(pid)]
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_job_stuck_in_mpi_ends_on_a_signal(tmp_path, sig, code):
+    assert GRACE + LAST_RESORT < DEADLINE
+    proc, pids = _start_hang(tmp_path)
+    try:
+        proc.send_signal(sig)  # mpiexec forwards it to both ranks
+        try:
+            proc.communicate(timeout=DEADLINE + SLACK)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the job still ran {DEADLINE + SLACK:g} s after {sig.name}")
+        assert not _wait_gone(pids, SLACK)
+        errs = read_own_files(tmp_path / "err", 2)
+        assert proc.returncode == code, errs
+        said = [e for e in errs if f"{sig.name} was not answered within {GRACE:g} s" in e]
+        assert said and f"aborting the job with status {code}" in said[0], errs
+        assert all("Traceback" not in e for e in errs), errs
+    finally:
+        proc.kill()
+        _kill(pids)
+
+
+def test_ranks_whose_launcher_is_gone_end(tmp_path):
+    proc, pids = _start_hang(tmp_path)
+    try:
+        proxy = int(Path(f"/proc/{pids[0]}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        if "hydra_pmi_proxy" not in Path(f"/proc/{proxy}/cmdline").read_text():
+            pytest.skip("the ranks' parent is not MPICH's launcher proxy")
+        os.kill(proxy, signal.SIGKILL)
+        assert not _wait_gone(pids, PARENT_POLL + SLACK)
+        errs = read_own_files(tmp_path / "err", 2)
+        assert all(f"the launcher's process {proxy} is gone; ending this rank" in e
+                   for e in errs), errs
+    finally:
+        proc.kill()
+        proc.communicate()
+        _kill(pids)
