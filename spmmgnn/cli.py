@@ -15,10 +15,15 @@ escapes the handlers below, unless that variable opts out):
 - SIGINT / SIGTERM (``mpiexec`` forwards both to every rank): the first rank to handle it
   prints ``rank r: interrupted by SIGINT`` (``terminated by SIGTERM``) and aborts the job with
   status 130 / 143; a rank blocked inside an MPI call at that moment is ended by the abort
-  before Python can run its handler, so it may print nothing. A signal that arrives while
-  Python runs a finalizer or a C library's callback is not lost (``spmmgnn.runtime.signals``): it
-  ends the command once that returns. Open atomic writes remove their temporary files and
-  keep the old target.
+  before Python can run its handler, so it may print nothing. When no rank can handle it
+  (every rank blocked in MPI), the watchdog of ``spmmgnn.runtime.signals`` prints one line
+  and aborts the job a few seconds later. A signal that arrives while Python runs a
+  finalizer or a C library's callback is not lost (``spmmgnn.runtime.signals``): it ends
+  the command once that returns. Open atomic writes remove their temporary files and keep
+  the old target.
+
+Before any work every rank agrees on the command line (``spmmgnn.runtime.agreement``): ranks
+given different arguments (an MPMD launch) stop with one line naming each differing setting.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import warnings
 from .commands import check_files
 from .runtime import signals, thread_env
 from .runtime.abort import install_abort_hook
+from .runtime.agreement import agree_on, environment
 from .runtime.errors import RankFailed, SpmmgnnError, agree, check_on_root
 from .runtime.settings import settings_error
 from .runtime.signals import Terminated
@@ -54,10 +60,16 @@ def _world_rank() -> int:
 class Parser(argparse.ArgumentParser):
     """argparse that speaks on rank 0 only (usage, errors, ``--help``); its sub-command
     parsers are of the same class. Descriptions come from docstrings: their RST double
-    backticks are dropped from the help."""
+    backticks are dropped from the help. While ``held`` is a list (``parse_held``), its
+    messages go there, to be printed once the ranks agreed that they parsed alike."""
+
+    held: list[tuple[str, object]] | None = None
 
     def _print_message(self, message, file=None):
-        if _world_rank() == 0:
+        if Parser.held is not None:
+            if message:
+                Parser.held.append((message, file))
+        elif _world_rank() == 0:
             super()._print_message(message, file)
 
     def format_help(self) -> str:
@@ -84,6 +96,48 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
     if extra:
         parser.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     return args
+
+
+def parse_held(parser: argparse.ArgumentParser, argv: list[str] | None):
+    """``parse`` with argparse's messages held: (the arguments, or None after a usage error,
+    ``--help`` or ``--version``; that exit status; the messages, for rank 0 to print)."""
+    Parser.held = held = []
+    try:
+        return parse(parser, argv), 0, held
+    except SystemExit as exc:
+        return None, exc.code if isinstance(exc.code, int) else 2, held
+    finally:
+        Parser.held = None
+
+
+def run_settings(parser: argparse.ArgumentParser, args, status: int, held: list) -> dict:
+    """What this rank was asked to do, for ``agreement.agree_on``: the sub-command and
+    every parsed argument named by its flag; after a usage error, ``--help`` or
+    ``--version``, only that (with argparse's own words)."""
+    if args is None:
+        said = held[-1][0].strip().splitlines()[-1] if held else ""
+        what = (f"a usage error ({said.partition('error: ')[2] or said})" if status
+                else "--help" if "usage:" in "".join(m for m, _ in held) else "--version")
+        return {"the command": what}
+    flags = _flags(parser.commands[args.command])
+    settings = {"the command": args.command}
+    settings.update((flags.get(dest, dest), value) for dest, value in vars(args).items()
+                    if dest not in ("command", "func"))
+    return settings
+
+
+def _flags(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Each argument's dest -> its long flag (``--epochs``) or, for a positional, its
+    name, through the nested sub-commands (``datasets convert``)."""
+    names = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                names.update(_flags(sub))
+        if action.dest not in names and action.dest != argparse.SUPPRESS:
+            names[action.dest] = (max(action.option_strings, key=len) if action.option_strings
+                                  else action.metavar or action.dest)
+    return names
 
 
 def _collective(code: int) -> int:
@@ -148,10 +202,15 @@ def _main(argv: list[str] | None) -> int:
     rank, size = comm.Get_rank(), comm.Get_size()
     prog = "spmmgnn"
     try:
-        try:
-            args = parse(build_parser(), argv)
-        except SystemExit as exc:  # usage error or --help: the same on every rank
-            return _collective(exc.code if isinstance(exc.code, int) else 2)
+        parser = build_parser()
+        args, status, held = parse_held(parser, argv)
+        # before any work: every rank was asked the same (an MPMD launch can differ)
+        agree_on(comm, {**run_settings(parser, args, status, held), **environment()})
+        if args is None:  # usage error, --help or --version: the same on every rank
+            if rank == 0:
+                for message, file in held:
+                    (file or sys.stderr).write(message)
+            return _collective(status)
         prog = f"spmmgnn {args.command}"
         agree(comm, settings_error())  # before any work: the SPMMGNN_* numbers
         check_on_root(comm, 0, lambda: check_files(args))

@@ -44,11 +44,11 @@ import numpy as np
 from mpi4py import MPI
 
 from .backend import backend_for
-from .backend.device import resolve_device
+from .backend.device import device_kind, resolve_device
 from .exchange.nodes import NodeMap, group_ranks
+from .runtime.agreement import agree_on
 from .runtime.errors import SpmmgnnError, agree
 from .runtime.machine import shared_node
-from .runtime.wire import allgather_json
 
 KINDS = ("1d", "1.5d", "2d", "3d")
 TRANSPORTS = ("mpi", "torch", "auto")
@@ -111,10 +111,10 @@ class ProcessGrid:
         elif size % c != 0:
             error = (f"replication c={c} does not divide the number of ranks P={size}: "
                      f"the grid is P/c x c, so choose c among the divisors of {size}")
-        mine = None if error else (c, None if shape is None else tuple(int(s) for s in shape),
-                                   K, transport)
-        if size > 1:  # a different grid on some rank would split the world inconsistently
-            error = error or _disagreement(allgather_json(self.comm, mine))
+        # a different grid on some rank would split the world inconsistently (first: a
+        # difference explains a bad value on one rank)
+        agree_on(self.comm, dict(replication=c, shape=_shape_text(shape), ranks_per_node=K,
+                                 transport=transport, device=device_kind(device)), "the grid")
         agree(self.comm, error)
         self.rank = self.comm.Get_rank()
         self.size = size
@@ -266,23 +266,13 @@ def _coords(rank: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def _disagreement(asked: list) -> str | None:
-    """The error when the ranks ask for different grids (``asked``: each rank's (c, shape,
-    ranks_per_node), None where its own arguments were bad), naming rank 0's grid and the
-    first rank whose grid differs."""
-    other = next((r for r, a in enumerate(asked) if a != asked[0]), None)
-    if other is None or asked[0] is None or asked[other] is None:
-        return None  # the same everywhere, or some rank's own error says why
-    what = "replication factors" if asked[0][1] is None and asked[other][1] is None \
-        else "grids"
-    return (f"the ranks ask for different {what} (rank 0: {_describe(*asked[0])}, rank "
-            f"{other}: {_describe(*asked[other])}); every rank must build the same grid")
-
-
-def _describe(c: int, shape, ranks_per_node=None, transport="auto") -> str:
-    grid = f"c={c}" if shape is None else f"shape={format_shape(shape)}"
-    grid = grid if ranks_per_node is None else f"{grid}, ranks_per_node={ranks_per_node}"
-    return grid if transport == "auto" else f"{grid}, transport={transport}"
+def _shape_text(shape) -> object:
+    """A grid shape as the ranks compare it: ``2x3``, or the value given when it is not a
+    sequence of integers (its own error says why)."""
+    try:
+        return format_shape(shape) if shape is not None else None
+    except (TypeError, ValueError):
+        return shape
 
 
 def _shape_error(shape, c: int, size: int) -> str | None:

@@ -18,7 +18,8 @@ from .mpi import run_mpi_json
 os.environ.setdefault("NUMBA_NUM_THREADS", str(max(4, os.cpu_count() or 1)))
 
 # what starts ``mpiexec`` (tests/mpi.py); a test that reaches one of these is marked ``mpi``
-LAUNCHERS = frozenset({"run_mpi", "run_mpi_json", "run_cli", "mpiexec"})
+LAUNCHERS = frozenset({"run_mpi", "run_mpi_json", "run_cli", "mpiexec", "run_mpmd",
+                       "mpmd_command"})
 
 # The fast subset, ``-m "not slow"``: every in-process test and these tests that launch
 # ``mpiexec``, one or two per surface (the SpMM families, the API's collective errors, the

@@ -27,6 +27,13 @@ def mpiexec() -> str:
     return found
 
 
+def mpi_env(env: dict | None = None) -> dict:
+    """The environment of the launched jobs: one library thread a rank, unbuffered output."""
+    full = dict(os.environ, SPMMGNN_THREADS="1", PYTHONUNBUFFERED="1")
+    full.update(env or {})
+    return full
+
+
 def run_mpi(n: int, script: str, *args: str, timeout: float = 300,
             check: bool = True, env: dict | None = None,
             prefix: list[str] | None = None) -> subprocess.CompletedProcess:
@@ -35,11 +42,9 @@ def run_mpi(n: int, script: str, *args: str, timeout: float = 300,
     import spmmgnn with ``SPMMGNN_ABORT_ON_EXCEPTION=1`` (the abort hook, as a script run
     under mpiexec should have it), so a worker's bug on one rank ends the job at once."""
     target = str(WORKERS / script) if not os.path.isabs(script) else script
-    full_env = dict(os.environ, SPMMGNN_THREADS="1", PYTHONUNBUFFERED="1",
-                    SPMMGNN_ABORT_ON_EXCEPTION="1")
-    full_env.update(env or {})
     cmd = [mpiexec(), "-n", str(n), *(prefix or []), sys.executable, target, *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=mpi_env({"SPMMGNN_ABORT_ON_EXCEPTION": "1", **(env or {})}))
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n"
                              f"{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}")
@@ -72,10 +77,29 @@ def run_mpi_json(n: int, script: str, tmp_path: Path, *args: str, **kw):
 
 def run_cli(n: int, *args: str, timeout: float = 300, env: dict | None = None):
     """``mpiexec -n n python -m spmmgnn.cli ARGS`` without failing on a non-zero exit."""
-    full_env = dict(os.environ, SPMMGNN_THREADS="1", PYTHONUNBUFFERED="1")
-    full_env.update(env or {})
     cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "spmmgnn.cli", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=mpi_env(env))
+
+
+def mpmd_command(*ranks: list[str], rank_env: list[dict] | None = None,
+                 prefix: list[str] | None = None) -> list[str]:
+    """An MPMD launch, one rank per argument list, each rank its own command line:
+    ``mpiexec -n 1 [-env K V] [prefix] python ARGS0 : -n 1 ... python ARGS1 ...``;
+    ``rank_env[r]``: variables set for rank r only."""
+    cmd = [mpiexec()]
+    for r, args in enumerate(ranks):
+        env = [x for k, v in (rank_env[r] if rank_env else {}).items() for x in ("-env", k, v)]
+        cmd += [*([":"] if r else []), "-n", "1", *env, *(prefix or []), sys.executable, *args]
+    return cmd
+
+
+def run_mpmd(*ranks: list[str], timeout: float = 300, env: dict | None = None,
+             rank_env: list[dict] | None = None) -> subprocess.CompletedProcess:
+    """Run an MPMD launch (``mpmd_command``) without failing on a non-zero exit; a rank's
+    arguments start with a script path or ``-m module``."""
+    return subprocess.run(mpmd_command(*ranks, rank_env=rank_env), capture_output=True,
+                          text=True, timeout=timeout, env=mpi_env(env))
 
 
 def one_line_error(proc, *words: str, status: int = 2) -> None:

@@ -1,9 +1,10 @@
 """Ranks that disagree on a call never hang and never get wrong rows (issue 41): for every
 algorithm, a ``matmul`` on one rank and a ``matmul_t`` on the other, different ``root=`` or
-``side=`` of ``gather_rows`` / ``scatter_rows``, or a ``scatter_rows`` meeting a
-``gather_rows`` is one collective error on every rank, and the operator still multiplies
-correctly afterwards; tensors numpy cannot hold (bfloat16, meta) on one rank are one error
-naming the fix. One 2-rank launch (``tests/workers/disagree.py``) runs every case."""
+``side=`` of ``gather_rows`` / ``scatter_rows``, a ``scatter_rows`` meeting a
+``gather_rows``, or ``matmul`` meeting ``dot`` (the row algebra's calls too) is one
+collective error on every rank, and the operator still multiplies correctly afterwards;
+tensors numpy cannot hold (bfloat16, meta) on one rank are one error naming the fix. One
+2-rank launch (``tests/workers/disagree.py``) runs every case."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ WORDS = dict(
     gather_bad_side="gather_rows: side must be 'input' or 'output', got 'bogus' (rank 1)",
     gather_bad_root="gather_rows: root must be a rank of the grid's 2, got 5 (rank 0)",
     scatter_vs_gather="call different methods at the same time (gather_rows and scatter_rows)",
+    matmul_vs_dot="call different methods at the same time (matmul and dot)",
+    gram_vs_gather="call different methods at the same time (gather_rows and gram)",
+    norm_vs_allreduce="call different methods at the same time (norm and allreduce)",
     bfloat16="matmul: expected float32 or float64, got torch.bfloat16; convert with x.float()",
     meta="gather_rows: a meta tensor has a shape but no values",
 )

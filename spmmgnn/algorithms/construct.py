@@ -11,10 +11,10 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ..backend.convert import is_torch
 from ..grid import ProcessGrid, format_shape, near_square, parse_grid
 from ..layout import Partition, bcast_partition, resolve_partition
 from ..reorder import block_rcm, with_order
+from ..runtime.agreement import agree_on, environment
 from ..runtime.errors import (
     SpmmgnnError,
     agree,
@@ -51,8 +51,9 @@ class Construction:
         """
         grid = grid or ProcessGrid()
         comm = grid.comm
+        algo_cls = cls._algorithm_class(algorithm, comm, dict(
+            options, reorder=reorder, normalize=normalize, root=root))
         agree(comm, _normalize_error(normalize) or _root_error(root, comm.Get_size()))
-        algo_cls = cls._algorithm_class(algorithm, comm, dict(options, reorder=reorder))
         algo_cls.check_grid(grid)
         got = check_on_root(comm, root, lambda: _check_matrix(
             A, grid.n_block_rows, partition, col_partition, reorder, normalize))
@@ -75,7 +76,8 @@ class Construction:
 
         This is the path for data read block by block from disk: no rank holds all of A.
         """
-        algo_cls = cls._algorithm_class(algorithm, grid.comm, options)
+        algo_cls = cls._algorithm_class(algorithm, grid.comm, dict(
+            options, partition=_layout(partition), col_partition=_layout(col_partition)))
         algo_cls.check_grid(grid)
         cols = partition if col_partition is None else col_partition
         error = None
@@ -109,7 +111,8 @@ class Construction:
         from ..data.pyg import edge_index_adjacency
 
         grid = grid or ProcessGrid()
-        agree(grid.comm, _normalize_error(normalize))
+        cls._algorithm_class(algorithm, grid.comm, dict(options, normalize=normalize, root=root))
+        agree(grid.comm, _normalize_error(normalize) or _root_error(root, grid.comm.Get_size()))
         A = check_on_root(grid.comm, root,
                           lambda: edge_index_adjacency(edge_index, num_nodes, edge_weight))
         return cls.from_scipy(A, grid, algorithm=algorithm, root=root, normalize=normalize,
@@ -166,22 +169,19 @@ class Construction:
     @classmethod
     def _algorithm_class(cls, algorithm: str | None, comm: MPI.Comm,
                          options: dict | None = None) -> type:
-        """The class of ``algorithm``, after every rank agreed on the name and the options
-        (before any algorithm-specific communication, which would hang or fail obscurely
-        if the ranks built different operators)."""
+        """The class of ``algorithm``, after every rank agreed on the construction arguments
+        (``agreement.agree_on``: the name, the options given, and the environment settings
+        that change the collectives), before any algorithm-specific communication, which
+        would hang or fail obscurely if the ranks built different operators."""
         if algorithm is None:
             algorithm = "sparse1d" if cls.name == GENERIC else cls.name
+        given = {k: v for k, v in sorted((options or {}).items()) if v is not None}
+        agree_on(comm, {"algorithm": algorithm, **given, **environment()}, "the operator")
         error = None
         if algorithm not in ALGORITHMS:
             error = f"unknown algorithm {algorithm!r}; choose one of {sorted(ALGORITHMS)}"
         elif cls.name != GENERIC and ALGORITHMS[algorithm] is not cls:
             error = f"{cls.__name__}.from_*: algorithm={algorithm!r} names another class"
-        if comm.Get_size() > 1:
-            mine = _describe(algorithm, options or {})
-            first = bcast_json(comm, mine, root=0)
-            if error is None and mine != first:
-                error = (f"the ranks build different operators: rank 0 asks for {first}, "
-                         f"rank {comm.Get_rank()} for {mine}")
         agree(comm, error)
         return ALGORITHMS[algorithm]
 
@@ -248,15 +248,12 @@ def _normalized(A: sp.csr_array, kind: str) -> sp.csr_array:
     return sp.csr_array(normalize_matrix(A, kind))
 
 
-def _describe(algorithm: str, options: dict) -> str:
-    """``algorithm(option=value, ...)`` in a canonical form (arrays by shape and dtype)."""
-    def value(v) -> str:
-        if isinstance(v, np.ndarray) or is_torch(v):
-            return f"<{type(v).__name__} {tuple(v.shape)} {v.dtype}>"
-        return repr(v)
-
-    return f"{algorithm}(" + ", ".join(f"{k}={value(v)}" for k, v in sorted(options.items())
-                                       if v is not None) + ")"
+def _layout(partition) -> object:
+    """A layout as the construction agreement compares it: a ``Partition`` by its block
+    offsets (every rank must hold the same), anything else as given."""
+    if isinstance(partition, Partition):
+        return partition.offsets.tolist()
+    return partition
 
 
 def _scatter_block_rows(comm: MPI.Comm, grid: ProcessGrid, root: int, A, rows: Partition):

@@ -9,8 +9,10 @@ over the grid and follow the rule of ``spmmgnn.exchange.collectives``: sums run 
 ``grid.across_block_rows`` (each row once, also on a 1.5D grid whose replicas hold the same
 rows), and every rank gets the same bits. Inputs are validated like ``matmul``'s; ``dot``,
 ``norm`` and ``gram`` fold the agreement (call, side, widths, dtype, errors) into the
-all-reduce of their sum (``_probe``: one all-reduce a call), and accumulate in float64; the
-others use ``check_local`` (one small all-reduce; ``validate=False`` skips both).
+all-reduce of their sum, and accumulate in float64; the others use ``check_local``. Either
+way the first collective of every call is the operator's one call probe (``call_probe``:
+one small all-reduce, the same for every call, so ranks in different calls get one error;
+``validate=False`` skips it).
 
 ``qr`` is CholQR2 (Yamamoto et al., ETNA 2015: two Cholesky QR passes, each one Gram
 all-reduce of f x f numbers; orthogonal to working precision for a condition number up to
@@ -30,7 +32,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from mpi4py import MPI
 
 from ..backend.convert import FLOAT_DTYPES, host_array
 from ..backend.host import HOST, dot1
@@ -39,14 +40,12 @@ from ..local.hashing import mix64
 from ..runtime.errors import SpmmgnnError, agree, collective_error
 from ..runtime.threads import scope
 from ..runtime.wire import allgather_json
+from .call_probe import FOLD, MAX_WORD
 
 CHOLQR_MAX_COND = 1e6  # above this the first Cholesky factor hands over to TSQR
 ROWS_ERROR = "expected this rank's"  # in check_local's message for a wrong shape
 SIDES = ("input", "output")
 REDUCE_NAMES = sorted(REDUCE_OPS)
-CALLS_LINALG = ("dot", "norm", "gram")  # the calls whose agreement rides on their sum
-FOLD = 16  # values of a sum sent in its agreement probe's all-reduce (one all-reduce a call)
-PROBE_BITS = 16  # a probed word is sent as 16-bit digits, whose squares sum exactly
 _EMPTY = np.zeros((0, 0))
 
 
@@ -59,8 +58,8 @@ def _columns(x):
 
 class RowAlgebra:
     """Reductions, QR and rows by id on the operator's row layouts (a mixin of DistSpMM;
-    it reads ``grid``, ``backend``, ``stats``, ``validate``, ``_side`` and
-    ``check_local``)."""
+    it reads ``grid``, ``backend``, ``stats``, ``validate``, ``_side``, ``check_local`` and
+    ``call_probe``)."""
 
     # ------------------------------------------------------------ sides
     def _side_hint(self, side: str) -> str:
@@ -109,11 +108,8 @@ class RowAlgebra:
             # (3, 2), or "sum" against "max", would otherwise combine into a mix
             code = 0 if error else mix64(REDUCE_NAMES.index(op), arr.dtype.num, arr.ndim,
                                          *arr.shape) >> 2
-            probe = np.array([error is not None, code, -code], dtype=np.int64)
-            comm.Allreduce(MPI.IN_PLACE, probe, op=MPI.MAX)
-            if probe[0] or probe[1] != -probe[2]:
-                agree(comm, error or "allreduce: ranks disagree on the shape, the dtype or "
-                      "op= (every rank must pass the same shape, dtype and op)")
+            self.call_probe().agree(("allreduce", None, 0, code & MAX_WORD, code >> 32, 0),
+                                    error)
         elif error:
             raise collective_error(error) if comm.Get_size() == 1 else SpmmgnnError(error)
         allreduce_rows(self.grid, arr, op)
@@ -150,21 +146,21 @@ class RowAlgebra:
         """Collective: ``local`` (float64, 1-D: this rank's share) summed over the distinct
         rows, the same bits on every rank, once every rank agreed on the call, ``side``,
         ``widths`` and ``itemsize`` and none had an ``error`` (else one SpmmgnnError on
-        every rank). The agreement travels in the sum's own all-reduce (``_probe``): one
-        all-reduce a call when ``local`` has at most ``FOLD`` values and the grid has no
-        replicas, else the probe's and then the sum's (``validate=False``: the sum's only)."""
+        every rank). The agreement travels in the sum's own all-reduce (the operator's
+        ``call_probe``, which every collective call starts with): one all-reduce a call when
+        ``local`` has at most ``FOLD`` values and the grid has no replicas, else the probe's
+        and then the sum's (``validate=False``: the sum's only)."""
         comm = self.grid.comm
         if not self.validate or comm.Get_size() == 1:
             if error:
                 raise collective_error(error) if comm.Get_size() == 1 else SpmmgnnError(error)
             return local if comm.Get_size() == 1 else allreduce_rows(self.grid, local)
         fold = error is None and local.size <= FOLD and self._without_replicas()
-        words = (CALLS_LINALG.index(what), SIDES.index(side) if side in SIDES else 2,
-                 *widths, itemsize)
-        summed = _probe(comm, words, error, local if fold else None)
+        summed = self.call_probe().agree((what, side, 0, *widths, itemsize), error,
+                                         local if fold else None)
         if summed is None:  # every rank agreed; the sum did not fit the probe
             return allreduce_rows(self.grid, local)
-        return summed[:local.size]
+        return summed
 
     def _without_replicas(self) -> bool:
         """Whether every rank of the grid holds rows of its own (no 1.5D replicas)."""
@@ -416,66 +412,6 @@ def _cholesky_upper(g: np.ndarray) -> np.ndarray | None:
         return np.linalg.cholesky(g).T
     except np.linalg.LinAlgError:
         return None
-
-
-_PROBES: dict[tuple, tuple[np.ndarray, bytes]] = {}  # (words, P) -> (head, agreed sums)
-
-
-def _probe_head(words: tuple[int, ...], size: int) -> tuple[np.ndarray, bytes]:
-    """[0, each word's 16-bit digits d, their squares d^2, FOLD zeros] and the bytes of the
-    first part's sums when all ``size`` ranks sent the same words: [0, size d, size d^2]
-    (exact in float64). Made once per distinct words and size."""
-    key = (words, size)
-    got = _PROBES.get(key)
-    if got is None:
-        digits = np.array([(w >> (PROBE_BITS * i)) & 0xFFFF for w in words for i in range(3)],
-                          dtype=np.float64)
-        agreed = np.concatenate([[0.0], digits, digits * digits])
-        head = np.concatenate([agreed, np.zeros(FOLD)])
-        got = (head, (agreed * size).tobytes())
-        if len(_PROBES) < 256:  # (a program makes a handful of distinct calls)
-            _PROBES[key] = got
-    return got
-
-
-def _probe(comm: MPI.Comm, words: tuple[int, ...], error: str | None,
-           local: np.ndarray | None) -> np.ndarray | None:
-    """Collective over ``comm``: one SUM all-reduce of [error flag, each word's 16-bit digits
-    d and d^2, ``local`` padded to ``FOLD``]. Every rank passed the same words iff the sums
-    are P times this rank's own d and d^2 (then P * sum(d^2) == sum(d)^2, equality in
-    Cauchy-Schwarz, which holds only when all are equal), so each rank reaches the same
-    verdict from the same sums; one comparison of bytes checks the flag and the sums.
-    Returns the summed ``local`` (None when it was not sent); raises one SpmmgnnError on
-    every rank on an error or disagreement."""
-    head, agreed = _probe_head(words, comm.Get_size())
-    m = len(agreed) // 8
-    buf = head.copy()
-    if error is not None:
-        buf[0] = 1.0
-    if local is not None:
-        buf[m:m + local.size] = local
-    comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
-    if buf[:m].tobytes() == agreed:
-        return buf[m:] if local is not None else None
-    if buf[0] == 0:  # no rank's own error: name the disagreement, the same on every rank
-        every = np.empty((comm.Get_size(), len(words)), dtype=np.int64)
-        comm.Allgather(np.array(words, dtype=np.int64), every)
-        raise collective_error(_disagreement(every))
-    agree(comm, error)
-    raise AssertionError("unreachable: agree raises when a rank reports an error")
-
-
-def _disagreement(every: np.ndarray) -> str:
-    """The error for ranks whose (call, side, width of x, width of y, itemsize) differ."""
-    lo, hi = every.min(axis=0), every.max(axis=0)
-    if lo[0] != hi[0]:
-        return (f"the ranks call different methods at the same time ({CALLS_LINALG[lo[0]]} "
-                f"and {CALLS_LINALG[hi[0]]}): every rank must make the same collective call")
-    what = CALLS_LINALG[lo[0]]
-    if lo[1] != hi[1]:
-        return (f"{what}: the ranks pass different side= ({SIDES[lo[1]]} and "
-                f"{SIDES[hi[1]]}); every rank must pass the same side")
-    return f"{what}: ranks disagree on the number of columns or the dtype"
 
 
 def _all_finite(values: np.ndarray) -> bool:

@@ -1,25 +1,21 @@
 """Validation of every call's dense rows and the agreement of the ranks on the call: the
-local checks (kind, device, grad, shape, dtype, NaN/Inf) and one small all-reduce that
-finds a problem on any rank, or ranks in different calls, and makes it one error on every
-rank (``check_local``). A mixin of ``DistSpMM``; it reads ``grid``, ``backend``, ``validate``.
+local checks (kind, device, grad, shape, dtype, NaN/Inf) and the operator's call probe
+(``call_probe``: one small all-reduce, the same for every collective call) that finds a
+problem on any rank, or ranks in different calls, and makes it one error on every rank
+(``check_local``). A mixin of ``DistSpMM``; it reads ``grid``, ``backend``, ``validate``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from mpi4py import MPI
 
 from ..backend.convert import FLOAT_DTYPES, is_torch, lazy_view_error
 from ..backend.device import device_error
 from ..backend.host import HOST
-from ..exchange.persistent import Owned, available
-from ..runtime.errors import SpmmgnnError, agree, collective_error
-
-SIDES = ("input", "output")
-# what check_local agrees on: the operator's calls and the row algebra's (linalg.py)
-CALLS = ("matmul", "matmul_t", "gather_rows", "scatter_rows", "dot", "norm", "gram", "qr",
-         "fetch_rows", "allgather_rows")
+from ..runtime.errors import SpmmgnnError, agree
+from .call_probe import CALLS as CALLS  # (base names the calls from here)
+from .call_probe import SIDES, CallProbe
 
 
 class Validation:
@@ -65,43 +61,18 @@ class Validation:
             if comm.Get_size() == 1:
                 agree(comm, error)
                 return arr
-        # one MAX reduction of (error, v, -v) for v = width, itemsize, call, side, root
-        # gives each v's largest and smallest value over the ranks
+        # the operator's one call agreement (call_probe): the same all-reduce for every call
         f = arr.shape[1] if arr.ndim == 2 else 0
-        probe, mine = _check_probe(error is not None, f, be.dtype(arr).itemsize, what, side,
-                                   root)
-        seen = self._reduce_probe(probe)
-        if seen.tobytes() == mine:  # the maxima of v and -v are mine: every rank agrees
-            return arr
-        got = seen.tolist()
-        spread = [(got[i], -got[i + 1]) for i in range(1, 11, 2)]
-        differ = _call_disagreement(spread[2:])
-        if differ:  # every rank computed it from the same reduced values
-            raise collective_error(differ)
-        if error is None and not seen[0] and any(hi != lo for hi, lo in spread[:2]):
-            error = f"{what}: ranks disagree on the number of columns or the dtype"
-        agree(comm, error)
+        self.call_probe().agree((what, side, root, f, 0, be.dtype(arr).itemsize), error)
         return arr
 
-    def _reduce_probe(self, probe: np.ndarray) -> np.ndarray:
-        """Collective: the MAX reduction of ``check_local``'s probe over the grid, through
-        one persistent ``Allreduce`` made on the operator's first validated call (the same
-        call on every rank: ``persistent``); the result is overwritten by the next call."""
-        made = self.__dict__.get("_probe_reduce")
-        if made is None and not available():  # an MPI 3 library: a plain Allreduce
-            seen = np.empty_like(probe)
-            self.grid.comm.Allreduce(probe, seen, op=MPI.MAX)
-            return seen
-        if made is None:
-            send = np.zeros(PROBE_SIZE, dtype=np.int64)
-            seen = np.empty_like(send)
-            request = Owned(self).allreduce(self.grid.comm, send, seen, MPI.MAX)
-            made = self._probe_reduce = (send, seen, request)
-        send, seen, request = made
-        send[:] = probe
-        request.Start()  # (waited right below, every time: never left active)
-        request.Wait()
-        return seen
+    def call_probe(self) -> CallProbe:
+        """The all-reduce every validated collective call of this operator starts with
+        (``call_probe``), made on first use."""
+        found = self.__dict__.get("_call_probe")
+        if found is None:
+            found = self._call_probe = CallProbe(self.grid.comm)
+        return found
 
     @staticmethod
     def local_rows(x, what: str, rows: int | None, side: str | None = None,
@@ -122,47 +93,6 @@ class Validation:
         elif rows is not None:
             error = error or _rows_error(arr, what, rows, side, HOST)
         return arr, error
-
-
-_PROBES: dict[tuple, tuple[np.ndarray, bytes]] = {}
-PROBE_SIZE = 11  # [failed, v, -v for v = width, itemsize, call, side, root]
-
-
-def _check_probe(failed: bool, f: int, itemsize: int, what: str, side: str | None,
-                 root: int) -> tuple[np.ndarray, bytes]:
-    """``check_local``'s all-reduce probe ``[failed, v, -v for v = width, itemsize, call,
-    side, root]`` and its bytes, made once per distinct call (read-only: MPI only sends
-    it). With no rank failed, the MAX reduction equals the probe exactly when every rank
-    sent the same values."""
-    s = -1 if side is None else SIDES.index(side) if side in SIDES else -2
-    key = (failed, f, itemsize, what, s, root)
-    found = _PROBES.get(key)
-    if found is None:
-        c = CALLS.index(what)
-        probe = np.array([failed, f, -f, itemsize, -itemsize, c, -c, s, -s, root, -root],
-                         dtype=np.int64)
-        probe.flags.writeable = False
-        found = (probe, probe.tobytes() if not failed else b"")
-        if len(_PROBES) < 256:  # (a program makes a handful of distinct calls)
-            _PROBES[key] = found
-    return found
-
-
-def _call_disagreement(spread: list[tuple[int, int]]) -> str | None:
-    """The error when the ranks are in different calls, sides or roots: ``spread`` holds
-    the (largest, smallest) call index, side index and root over the ranks."""
-    (call_hi, call_lo), (side_hi, side_lo), (root_hi, root_lo) = spread
-    if call_hi != call_lo:
-        return (f"the ranks call different methods at the same time ({CALLS[call_lo]} and "
-                f"{CALLS[call_hi]}): every rank must make the same collective call")
-    what = CALLS[call_hi]
-    if side_hi != side_lo and side_lo >= 0:  # (a bad side is that rank's own error)
-        return (f"{what}: the ranks pass different side= ({SIDES[side_lo]} and "
-                f"{SIDES[side_hi]}); every rank must pass the same side")
-    if root_hi != root_lo and root_lo >= 0:
-        return (f"{what}: the ranks pass different root= ({root_lo} and {root_hi}); every "
-                "rank must pass the same root")
-    return None
 
 
 # the side whose rows each call takes when it has no side= (the others pass theirs)

@@ -20,7 +20,7 @@ from mpi4py import MPI
 
 from ..runtime.errors import agree
 from ..runtime.stats import CommStats
-from ..runtime.wire import allgather_json, bcast_json
+from ..runtime.wire import allgather_json
 from .convert import is_torch
 
 KINDS = ("cpu", "cuda")
@@ -53,17 +53,19 @@ def device_mismatch(spec, device) -> str | None:
             "(spmmgnn train --device does)")
 
 
+def device_kind(spec) -> str | None:
+    """The kind a ``device=`` value asks for (``cpu``, ``cuda``; None: no device), or the
+    value itself when it is not one: what the ranks of a grid agree on (``ProcessGrid``;
+    the index of ``cuda:k`` may differ per rank)."""
+    kind, _, error = _parse(spec)
+    return str(spec) if error else kind
+
+
 def resolve_device(spec, comm: MPI.Comm, node_comm: MPI.Comm):
     """Collective over ``comm``: the ``torch.device`` of this rank (None: no device, the
-    numpy/numba path). Every rank must ask for the same kind; a CUDA device that is not
-    there is one error on every rank."""
+    numpy/numba path). Every rank asks for the same kind (``ProcessGrid`` agreed on
+    ``device_kind``); a CUDA device that is not there is one error on every rank."""
     kind, index, error = _parse(spec)
-    if comm.Get_size() > 1:
-        first = bcast_json(comm, kind, root=0)
-        same = comm.allreduce(int(kind == first), op=MPI.MIN)
-        if error is None and not same:
-            error = (f"the ranks ask for different devices (rank 0: {first}, rank "
-                     f"{comm.Get_rank()}: {kind}); every rank must build the same grid")
     device = None
     if error is None and kind is not None:
         import torch

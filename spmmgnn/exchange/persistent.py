@@ -23,20 +23,20 @@ The rules that keep this safe:
 
 from __future__ import annotations
 
-import os
 import weakref
 
 from mpi4py import MPI
 
-# ``SPMMGNN_PERSISTENT=0`` turns them off (every call posts its collective anew)
-ENV = "SPMMGNN_PERSISTENT"
+from ..runtime.settings import PERSISTENT, persistent_setting
+
+ENV = PERSISTENT  # ``SPMMGNN_PERSISTENT=0`` turns them off (every call posts its collective anew)
 
 
 def available() -> bool:
     """Whether persistent collectives are used: an MPI 4 library (MPICH 4, Open MPI 5; a
     cluster's MPI 3 has none, and then every call posts its collective anew, as before)
     and an mpi4py that has them, unless ``SPMMGNN_PERSISTENT=0``."""
-    if os.environ.get(ENV, "").strip() == "0":
+    if persistent_setting() == "0":
         return False
     return MPI.Get_version() >= (4, 0) and hasattr(MPI.Comm, "Alltoallv_init")
 

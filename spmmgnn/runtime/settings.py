@@ -37,6 +37,17 @@ SETTINGS = {
 }
 
 
+# "0": every collective posted anew instead of persistent (``exchange.persistent``)
+PERSISTENT = "SPMMGNN_PERSISTENT"
+
+
+def persistent_setting() -> str:
+    """``$SPMMGNN_PERSISTENT`` as it acts: "0" (off) or "1" (on where the library has them,
+    the default). Every rank must see the same (``agreement.environment``): a persistent
+    collective never matches a plain one."""
+    return "0" if os.environ.get(PERSISTENT, "").strip() == "0" else "1"
+
+
 def _reason(text: str, value: float, setting: Setting) -> str | None:
     """Why ``value`` (parsed from ``text``) is refused, or None."""
     if not math.isfinite(value):

@@ -21,6 +21,7 @@ from ..data.csbm import DEFAULTS
 from ..exchange.shared import shares_memory
 from ..grid import ProcessGrid
 from ..nn.grid_model import GRID_ALGORITHMS
+from ..runtime.agreement import agree_on
 from ..runtime.atomic import check_writable, default_mode, write_text_atomic
 from ..runtime.errors import SpmmgnnError, agree, check_on_root, collective_error
 from ..runtime.node_layout import choose_layout
@@ -229,6 +230,7 @@ def run_training(spec: RunSpec, comm: MPI.Comm | None = None,
     from .trainer import Trainer
 
     comm = comm or MPI.COMM_WORLD
+    agree_on(comm, {f"RunSpec.{k}": v for k, v in asdict(spec).items()})
     layout = None if spec.threads else choose_layout(comm)
     check_busy_setting(comm)  # (choose_layout checks it too; --threads skips that)
     threads = set_threads(spec.threads or layout.threads)

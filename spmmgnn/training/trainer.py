@@ -26,6 +26,7 @@ from ..nn.grid_model import GridForward
 from ..nn.models import build_model
 from ..nn.plexus_model import PlexusGCN
 from ..runtime import signals
+from ..runtime.agreement import agree_on
 from ..runtime.errors import SpmmgnnError, agree
 from ..runtime.machine import peak_rss_bytes
 from ..runtime.wire import gather_json
@@ -57,6 +58,8 @@ class Trainer(Preparation, TrainingStep, Evaluation):
     """Trains a GNN on ``data`` (this rank's rows) with ``config``; collective throughout."""
 
     def __init__(self, data: LocalData, config: TrainConfig):
+        agree_on(data.op.grid.comm, {f"TrainConfig.{k}": v for k, v in asdict(config).items()},
+                 "the training run")
         config.check(data.op.grid.comm)
         self.data = data
         self.config = config

@@ -7,7 +7,9 @@ For every algorithm (1.5D ones at c = 2, 2D/3D on their default grid): rank 0 ca
 ``matmul`` while rank 1 calls ``matmul_t``; ``gather_rows`` with root= 0 and 1, and with
 side= output and input; ``scatter_rows`` with different roots; ``scatter_rows`` on rank 0
 while rank 1 calls ``gather_rows``; a bfloat16 tensor on rank 0 only, a meta tensor on rank 1
-only. After the errors, a correct ``matmul`` is compared with scipy (no rank was left behind,
+only; ``matmul`` against ``dot``, ``gram`` against ``gather_rows``, ``norm`` against
+``allreduce`` (the row algebra's calls meet the others in the operator's one call probe).
+After the errors, a correct ``matmul`` is compared with scipy (no rank was left behind,
 the operator still works). Then ``from_edge_index`` with a bfloat16 / meta edge_index, 10**12
 vertices, negative weights under gcn normalization, and weights near 1e308 (normalized: must
 be finite and equal to the scaled problem's, on the root and the block-row path); HDF5 files
@@ -60,6 +62,9 @@ def operator_cases(name: str, A, X) -> dict:
         gather_bad_root=caught(lambda: op.gather_rows(z, root=5 if rank == 0 else 0)),
         scatter_vs_gather=caught(lambda: op.scatter_rows(full) if rank == 0 else
                                  op.gather_rows(z)),
+        matmul_vs_dot=caught(lambda: op.matmul(x) if rank == 0 else op.dot(x, x)),
+        gram_vs_gather=caught(lambda: op.gram(x) if rank == 0 else op.gather_rows(z)),
+        norm_vs_allreduce=caught(lambda: op.norm(x) if rank == 0 else op.allreduce(1.0)),
         bfloat16=caught(lambda: op.matmul(torch.from_numpy(x).to(torch.bfloat16)
                                           if rank == 0 else torch.from_numpy(x))),
         meta=caught(lambda: op.gather_rows(torch.from_numpy(z) if rank == 0 else
