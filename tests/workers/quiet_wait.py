@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 import spmmgnn
-from spmmgnn.algorithms import base
+from spmmgnn.algorithms import construct
 
 comm = MPI.COMM_WORLD
 A = sp.random(400, 400, density=0.02, format="csr", random_state=0) + sp.eye(400)
@@ -35,7 +35,7 @@ class SlowRows(sp.csr_array):
         return sp.csr_array(super().__getitem__(key))
 
 
-checked = base._check_matrix
+checked = construct._check_matrix
 
 
 def slow_check(*args, **kwargs):
@@ -45,7 +45,7 @@ def slow_check(*args, **kwargs):
 
 
 if comm.rank == 0:
-    base._check_matrix = slow_check
+    construct._check_matrix = slow_check
 
 
 def runnable() -> float:
