@@ -60,7 +60,10 @@ class Backend(Protocol):
     host_memory: bool    # arrays are host memory (numpy, CPU tensors)
     mpi_native: bool     # arrays are MPI buffers as they are (numpy)
     dist_backend: str    # torch.distributed's backend for these arrays: gloo or nccl
-    dropout_impl: str    # how bias + ReLU + dropout runs: numba, triton or torch
+
+    @property
+    def dropout_impl(self) -> str:
+        """How bias + ReLU + dropout runs: ``numba``, ``triton`` or ``torch``."""
 
     def default_transport(self, size: int) -> str:
         """``"mpi"`` or ``"torch"``: what ``transport="auto"`` picks for ``size`` ranks."""
