@@ -36,7 +36,7 @@ from mpi4py import MPI
 from ..exchange.tiers import DEVICE_LINKS, DEVICE_RATE
 from ..runtime.errors import SpmmgnnError, check_on_root
 from . import PARTS_PER_NODE_HELP, count_arg, file_roles, grid_arg
-from .model_args import (  # noqa: F401 (the names callers import from here)
+from ._model_args import (  # noqa: F401 (the names callers import from here)
     DEFAULT_C,
     LIMITS,
     MAX_P,

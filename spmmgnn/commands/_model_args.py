@@ -1,5 +1,6 @@
 """The arguments of ``spmmgnn model``, checked before any work: the network constants, the
-numbers' ranges, the algorithms asked for and the node layouts they run in."""
+numbers' ranges, the algorithms asked for and the node layouts they run in. (Not a command:
+the leading underscore keeps it out of ``cli.build_parser``.)"""
 
 from __future__ import annotations
 
