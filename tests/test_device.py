@@ -447,9 +447,9 @@ def test_cuda_aware_setting(monkeypatch):
 def test_device_cpu_direct_mpi_equals_staged(tmp_path):
     """``SPMMGNN_CUDA_AWARE_MPI=1`` on a device="cpu" grid runs the CUDA-aware path (MPI
     reads and writes the tensors themselves): the same products and rank-to-rank bytes as
-    staged, and the halo exchanges (every codec's packed rows included) and broadcasts stage
-    nothing (the 1.5D all-reduce, the oblivious transposes' reduce and the node-aware exchange
-    still do)."""
+    staged, and every collective of the links (halo exchanges with every codec's packed rows,
+    broadcasts, reduces, the 1.5D all-reduce) stages nothing; only the node-aware exchange,
+    which runs on host copies, still does."""
     from .mpi import run_mpi_json
 
     got = run_mpi_json(2, "device_cases.py", tmp_path, "cpu",
@@ -462,12 +462,7 @@ def test_device_cpu_direct_mpi_equals_staged(tmp_path):
         for st in r["ranks"]:
             if r["exchange"] != "flat":  # the node-aware plan runs on host copies
                 continue
-            if not r["algorithm"].startswith("oblivious"):  # packed rows too go direct
-                assert st["device_host_sent"] == st["allreduce_bytes"], label
-                assert st["device_host_received"] == st["allreduce_bytes"], label
-            else:  # the broadcasts go direct: only the transposes' reduce is staged
-                assert st["device_host_received"] <= st["allreduce_bytes"] + st[
-                    "bytes_received"], label
+            assert st["device_host_sent"] == st["device_host_received"] == 0, label
 
 
 @pytest.mark.parametrize("kind", ["cpu", pytest.param("cuda", marks=[
@@ -475,30 +470,36 @@ def test_device_cpu_direct_mpi_equals_staged(tmp_path):
 def test_staging_round_trip(kind):
     """``Staging``: rows out to a host buffer (pinned on CUDA, allocated once per name and
     reused while large enough) and back onto the device, equal and counted as the
-    device_host tier; on the CPU the tensor's own memory, no copy."""
+    device_host tier; on the CPU the tensor's own memory, no copy; direct: the tensors
+    themselves, nothing counted."""
     from spmmgnn.backend.staging import Staging
     from spmmgnn.runtime.stats import CommStats
 
     device, stats = torch.device(kind), CommStats()
     if kind == "cuda":  # a grid's device names its index (cuda:0), as tensors' do
         device = torch.device("cuda", torch.cuda.current_device())
-    st = Staging(device, stats, direct=False)
+    st = Staging(device, direct=False)
     t = torch.randn(5, 3, dtype=torch.float64, device=device)
-    host = st.out(t, "rows")
+    host = st.out(t, stats, "rows")
     st.ready(host)
     assert isinstance(host, np.ndarray) and np.array_equal(host, t.cpu().numpy())
     assert stats.bytes_device_to_host == 120
-    recv = st.recv("in", 4, host)
-    recv[...] = host[:4]
-    back = st.arrived(recv)
+    back = torch.zeros(4, 3, dtype=torch.float64, device=device)
+    landing = st.recv(back, "in")
+    landing[...] = host[:4]
+    st.landed(landing, back, stats)
+    if kind == "cuda":
+        torch.cuda.synchronize(device)
     assert back.device == device and torch.equal(back, t[:4])
     assert stats.bytes_host_to_device == 96
     if kind == "cuda":
         first = st.pinned["rows"]
-        assert first.is_pinned() and st.pinned["in"].is_pinned()
-        st.ready(st.out(t[:2], "rows"))
+        assert first.is_pinned() and st.pinned["in_recv"].is_pinned()
+        st.ready(st.out(t[:2], stats, "rows"))
         assert st.pinned["rows"] is first  # reused, not allocated again
     else:
-        assert np.shares_memory(host, t.numpy())
-    direct = Staging(device, CommStats(), direct=True)
-    assert direct.out(t, "rows") is t and direct.recv("in", 2, t).device == device
+        assert np.shares_memory(host, t.numpy()) and np.shares_memory(landing, back.numpy())
+    direct, counted = Staging(device, direct=True), CommStats()
+    assert direct.out(t, counted, "rows") is t and direct.recv(back, "in") is back
+    direct.landed(back, back, counted)
+    assert counted.bytes_device_to_host == counted.bytes_host_to_device == 0

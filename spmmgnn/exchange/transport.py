@@ -8,7 +8,8 @@ An ``MpiLink`` gives MPI host memory: the backend's arrays themselves where MPI 
 write them in place (numpy, CPU tensors), else the copies the backend stages
 (``Backend.wire_out`` / ``wire_in`` / ``wire_landed``: pinned host buffers on CUDA, counted as
 the ``device_host`` tier). Rows travel as one contiguous MPI type per row width, so counts
-are rows.
+are rows. Over a communicator of one rank nothing travels: a staged link copies the rows
+within the backend (or does nothing) and stages nothing.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ class MpiLink:
         self.size, self.rank = comm.Get_size(), comm.Get_rank()
         # the backend's arrays are MPI's own buffers (numpy): no staging, no wrappers
         self.plain = backend.mpi_native
+        # one rank and staged: nothing crosses ranks, so nothing is staged (the host path
+        # keeps its MPI calls as they were)
+        self.alone = self.size == 1 and not self.plain
         self._types: dict[int, MPI.Datatype] = {}
 
     def row_type(self, row_bytes: int) -> MPI.Datatype:
@@ -95,6 +99,12 @@ class MpiLink:
         if self.plain:
             return self.comm.Ialltoallv(*self.row_specs(send, send_counts, recv, recv_counts,
                                                         send_displs, recv_displs))
+        if self.alone:
+            sd = 0 if send_displs is None else int(send_displs[0])
+            rd = 0 if recv_displs is None else int(recv_displs[0])
+            n = int(recv_counts[0])
+            recv[rd:rd + n] = send[sd:sd + n]
+            return MPI.REQUEST_NULL
         hs = self._out(send, stats, name + ":send")
         hr = self.backend.wire_in(recv, stats, name + ":recv")
         request = self.comm.Ialltoallv(*self.row_specs(hs, send_counts, hr, recv_counts,
@@ -104,6 +114,9 @@ class MpiLink:
     def alltoallv(self, send, send_counts, recv, recv_counts, stats=None,
                   name: str = "") -> None:
         """Blocking exchange of flat arrays, counts in elements."""
+        if self.alone:
+            self._copy_alone(send, recv, recv_counts)
+            return
         hs = self._out(send, stats, name + ":send")
         hr = recv if self.plain else self.backend.wire_in(recv, stats, name + ":recv")
         t = mpi_type(hs.dtype)
@@ -122,7 +135,15 @@ class MpiLink:
         run(host)
         self.backend.wire_landed(host, buf, stats)
 
+    def _copy_alone(self, send, recv, counts) -> None:
+        """One rank's part of a flat collective (``counts[0]`` elements): ``send`` into
+        ``recv`` on the backend, nothing staged (both contiguous, as MPI needs them)."""
+        n = int(counts[0])
+        recv.reshape(-1)[:n] = send.reshape(-1)[:n]
+
     def bcast(self, buf, root: int, stats=None, name: str = "") -> None:
+        if self.alone:  # the root's block is already where it goes
+            return
         if self.plain:
             self.comm.Bcast(buf, root=root)
             return
@@ -134,6 +155,8 @@ class MpiLink:
         self.backend.wire_landed(host, buf, stats)
 
     def reduce(self, buf, root: int, stats=None, name: str = "") -> None:
+        if self.alone:  # the sum of one rank's part is that part, in place
+            return
         if self.rank == root:
             self._in_place(buf, stats, name, lambda h: self.comm.Reduce(
                 MPI.IN_PLACE, h, op=MPI.SUM, root=root))
@@ -141,12 +164,17 @@ class MpiLink:
             self.comm.Reduce(self._out(buf, stats, name), None, op=MPI.SUM, root=root)
 
     def allreduce(self, buf, op: str = "sum", stats=None, name: str = "") -> None:
+        if self.alone:
+            return
         self._in_place(buf, stats, name, lambda h: self.comm.Allreduce(
             MPI.IN_PLACE, h, op=REDUCE_OPS[op]))
 
     def reduce_scatter(self, send, recv, counts, stats=None, name: str = "") -> None:
         """Sum ``send`` over the ranks; rank q keeps elements of block q (``counts`` in
         elements) in ``recv``. ``send`` may be overwritten."""
+        if self.alone:
+            self._copy_alone(send, recv, counts)
+            return
         hs = self._out(send, stats, name + ":send")
         hr = recv if self.plain else self.backend.wire_in(recv, stats, name + ":recv")
         t = mpi_type(hs.dtype)
@@ -156,6 +184,9 @@ class MpiLink:
 
     def allgatherv(self, send, recv, counts, stats=None, name: str = "") -> None:
         """Every rank's ``send`` (``counts[q]`` elements from rank q) into ``recv``."""
+        if self.alone:
+            self._copy_alone(send, recv, counts)
+            return
         hs = self._out(send, stats, name + ":send")
         hr = recv if self.plain else self.backend.wire_in(recv, stats, name + ":recv")
         t = mpi_type(hs.dtype)
@@ -170,6 +201,8 @@ class MpiLink:
         ``Wait()``."""
         if self.plain:
             return self.comm.Iallreduce(MPI.IN_PLACE, buf, op=REDUCE_OPS[op])
+        if self.alone:
+            return MPI.REQUEST_NULL
         host = self._out(buf, stats, name)
         request = self.comm.Iallreduce(MPI.IN_PLACE, host, op=REDUCE_OPS[op])
         return Staged(request, self.backend, host, buf, stats)
@@ -177,6 +210,9 @@ class MpiLink:
     def ireduce_scatter(self, send, recv, counts, stats=None, name: str = ""):
         """Post ``reduce_scatter`` (``counts`` in elements); ``Wait()`` before reading
         ``recv``. ``send`` must stay untouched until then."""
+        if self.alone:
+            self._copy_alone(send, recv, counts)
+            return MPI.REQUEST_NULL
         hs = self._out(send, stats, name + ":send")
         hr = recv if self.plain else self.backend.wire_in(recv, stats, name + ":recv")
         t = mpi_type(hs.dtype)
