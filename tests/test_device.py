@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from spmmgnn import DistSpMM, ProcessGrid, SpmmgnnError
+from spmmgnn import ALGORITHMS, DistSpMM, ProcessGrid, SpmmgnnError
 from spmmgnn.backend.device import device_error
 
 TOL = {"float32": 1e-5, "float64": 1e-12}
@@ -165,8 +165,6 @@ def test_device_cpu_vector_linalg_and_stats(dtype):
 def test_every_algorithm_runs_on_a_device_grid():
     """Every algorithm builds on a device grid and multiplies there (A and A^T, tensors of
     the grid's device out): one backend per grid, no family refused."""
-    from spmmgnn import ALGORITHMS
-
     A, X = small()
     shapes = {"1d": None, "1.5d": None, "2d": (1, 1), "3d": (1, 1, 1)}
     for name, cls in ALGORITHMS.items():
@@ -313,7 +311,8 @@ def test_device_cpu_rectangular(algorithm, validate):
 def device_leg_runs(got: dict) -> set:
     """Every run of ``device_volumes.py`` against the model, rank by rank: the device_host
     bytes ``comm_stats()`` counted equal ``benchmark.device_volumes``'s, both ways, forward
-    and transpose; returns the (algorithm, c, codec) seen."""
+    and transpose, over MPI and over torch.distributed (nothing staged); returns the
+    (algorithm, c, codec, transport) seen."""
     from spmmgnn.benchmark.device_memory import device_blocks
     from spmmgnn.benchmark.device_volumes import device_host_volumes
     from spmmgnn.benchmark.volumes import Layout, predict
@@ -328,7 +327,7 @@ def device_leg_runs(got: dict) -> set:
         args = (run["algorithm"], layout)
         vol = predict(*args, P, run["c"], run["f"], run["itemsize"], run["codec"])
         leg = device_host_volumes(*args, vol, P, run["c"], run["f"], run["itemsize"],
-                                  run["codec"])
+                                  run["codec"], run["transport"])
         for key in ("to_host", "to_device", "to_host_t", "to_device_t"):
             measured = [r[key] for r in run["ranks"]]
             assert getattr(leg, key).tolist() == measured, (run["case"], run["algorithm"],
@@ -339,7 +338,7 @@ def device_leg_runs(got: dict) -> set:
             held = device_blocks(*args, P, run["c"], run["itemsize"], transposes)
             assert held.tolist() == [r[key] for r in run["ranks"]], (
                 run["case"], run["algorithm"], run["c"], key)
-        seen.add((run["algorithm"], run["c"], run["codec"]))
+        seen.add((run["algorithm"], run["c"], run["codec"], run["transport"]))
     return seen
 
 
@@ -349,12 +348,31 @@ def test_model_device_host_bytes_equal_comm_stats(P, mpi_json):
     grid, per rank, what ``comm_stats()`` counts as the device_host tier (uneven and empty
     blocks, hub rows, codecs, c = 1 and c = P); and ``--device-memory``'s blocks are the
     bytes of the operator's device tensors after a matmul and after a matmul_t."""
-    from spmmgnn.algorithms.base import device_families
+    from spmmgnn.benchmark.device_volumes import device_leg_modelled
 
     seen = device_leg_runs(mpi_json(P, "device_volumes.py", "cpu"))
-    assert {a for a, _, _ in seen} == set(device_families())
-    assert ("sparse15d", P, None) in seen and ("oblivious15d", P, None) in seen
-    assert ("sparse1d", 1, "int8") in seen and ("sparse1d", 1, "bfloat16") in seen
+    assert {a for a, *_ in seen} == set(FAMILIES) == {a for a in ALGORITHMS
+                                                     if device_leg_modelled(a)}
+    assert ("sparse15d", P, None, "mpi") in seen and ("oblivious15d", P, None, "mpi") in seen
+    assert ("sparse1d", 1, "int8", "mpi") in seen and ("sparse1d", 1, "bfloat16", "mpi") in seen
+    assert {(a, c) for a, c, _, t in seen if t == "torch"} >= {
+        ("sparse1d", 1), ("oblivious1d", 1), ("sparse15d", P), ("oblivious15d", P)}
+
+
+def test_device_leg_not_modelled_says_so():
+    """The 2D and 3D families, plexus3d and featureparallel run on a device grid, but the
+    model does not project them onto GPUs: None, not a guess."""
+    from spmmgnn.benchmark.device_volumes import device_host_volumes, device_leg_modelled
+    from spmmgnn.benchmark.volumes import Layout, predict
+
+    A, _ = small()
+    layout = Layout.build(sp.csr_array(A), None, 1)
+    for name in ALGORITHMS:
+        if name in FAMILIES:
+            continue
+        assert not device_leg_modelled(name), name
+        vol = predict("sparse1d", layout, 1, 1, 4, 4)
+        assert device_host_volumes(name, layout, vol, 1, 1, 4) is None, name
 
 
 def test_model_projects_gpus_with_the_device_leg(tmp_path, capsys):
