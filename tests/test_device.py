@@ -217,20 +217,22 @@ def check_bench_gpu(got: dict, text: str) -> None:
 
 def test_spmm_command_on_a_device_grid(tmp_path):
     """``spmmgnn spmm --device cpu`` checks its product against scipy (the command fails
-    otherwise); a family that cannot run there is one error line."""
+    otherwise), featureparallel included (every family runs on a device grid); a device
+    that does not exist is one error line."""
     import json
 
     from .mpi import one_line_error, run_cli
 
     out = tmp_path / "spmm.json"
     proc = run_cli(2, "spmm", "--scale", "8", "--algorithm", "sparse1d", "sparse15d",
-                   "--device", "cpu", "--repeat", "2", "--json", str(out))
+                   "featureparallel", "--device", "cpu", "--repeat", "2", "--json", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(out.read_text())
-    assert [r["device"] for r in rows] == ["cpu", "cpu"]
+    assert [r["device"] for r in rows] == ["cpu"] * 3
+    assert [r["algorithm"] for r in rows] == ["sparse1d", "sparse15d", "featureparallel"]
     assert all(r["max_rel_error"] <= 1e-5 and r["max_bytes_sent_per_spmm"] > 0 for r in rows)
-    one_line_error(run_cli(2, "spmm", "--scale", "8", "--algorithm", "featureparallel",
-                           "--device", "cpu"), "does not run on a device grid", "prepost1d")
+    one_line_error(run_cli(2, "spmm", "--scale", "8", "--algorithm", "sparse1d",
+                           "--device", "tpu"), "tpu")
 
 
 def test_device_link_presets_price_the_staged_bytes():
