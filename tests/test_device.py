@@ -28,9 +28,15 @@ def check_cases(got: dict, P: int) -> None:
         tol = TOL[r["dtype"]]
         if r["codec"] is None:  # exact products: scipy's numbers
             assert r["err"] <= tol and r["err_t"] <= tol, (label, r["err"], r["err_t"])
-        # codecs round on the wire alike on both paths: the numpy path's numbers
-        assert r["err_np"] <= tol and r["err_np_t"] <= tol, (label, r["err_np"], r["err_np_t"])
-        assert r["same_bytes"], label
+        # codecs round on the wire alike on both paths: the numpy path's numbers (where
+        # auto ran other plans, a codec rounds at other legs: scipy's numbers above only)
+        if r["same_choices"] or r["codec"] is None:
+            assert r["err_np"] <= tol and r["err_np_t"] <= tol, (label, r["err_np"],
+                                                                 r["err_np_t"])
+        # auto prices the device path's copying node plan, not the numpy path's in-place
+        # one (docs/gpu.md): its bytes are the numpy path's where it picks the same plans
+        assert r["same_bytes"] or (r["exchange"] == "auto" and not r["same_choices"]), label
+        assert r["same_choices"] or r["exchange"] == "auto", label
         for st in r["ranks"]:
             assert st["numpy_device_host"] == 0, label
             if r["exchange"] != "flat":  # the plan's verbs on host copies: numbers only
@@ -467,9 +473,9 @@ def test_cuda_aware_setting(monkeypatch):
 def test_device_cpu_direct_mpi_equals_staged(tmp_path):
     """``SPMMGNN_CUDA_AWARE_MPI=1`` on a device="cpu" grid runs the CUDA-aware path (MPI
     reads and writes the tensors themselves): the same products and rank-to-rank bytes as
-    staged, and every collective of the links (halo exchanges with every codec's packed rows,
-    broadcasts, reduces, the 1.5D all-reduce) stages nothing; only the node-aware exchange,
-    which runs on host copies, still does."""
+    staged, and the halo exchanges (every codec's packed rows included) and broadcasts stage
+    nothing (the 1.5D all-reduce, the oblivious transposes' reduce and the node-aware exchange
+    still do)."""
     from .mpi import run_mpi_json
 
     got = run_mpi_json(2, "device_cases.py", tmp_path, "cpu",
@@ -478,11 +484,18 @@ def test_device_cpu_direct_mpi_equals_staged(tmp_path):
     for r in got["cases"]:
         label = f"{r['algorithm']} c={r['c']} {r['case']} {r['codec']} {r['dtype']} f={r['f']}"
         tol = TOL[r["dtype"]]
-        assert r["err_np"] <= tol and r["err_np_t"] <= tol and r["same_bytes"], label
+        if r["same_choices"] or r["codec"] is None:  # else a codec rounds at other legs
+            assert r["err_np"] <= tol and r["err_np_t"] <= tol, label
+        assert r["same_bytes"] or (r["exchange"] == "auto" and not r["same_choices"]), label
         for st in r["ranks"]:
             if r["exchange"] != "flat":  # the node-aware plan runs on host copies
                 continue
-            assert st["device_host_sent"] == st["device_host_received"] == 0, label
+            if not r["algorithm"].startswith("oblivious"):  # packed rows too go direct
+                assert st["device_host_sent"] == st["allreduce_bytes"], label
+                assert st["device_host_received"] == st["allreduce_bytes"], label
+            else:  # the broadcasts go direct: only the transposes' reduce is staged
+                assert st["device_host_received"] <= st["allreduce_bytes"] + st[
+                    "bytes_received"], label
 
 
 @pytest.mark.parametrize("kind", ["cpu", pytest.param("cuda", marks=[
