@@ -20,10 +20,9 @@ rank behind that host <-> device link (``spmmgnn.exchange.tiers.DEVICE_LINKS``):
 families (``device_volumes.device_leg_modelled``; the others are not projected), at the device's
 local rate, each call adding the bytes its ``device_host`` tier counts over MPI. ``--memory
 --device-memory GiB`` says, per rank, whether the operator's blocks and exchange buffers fit a
-device of that size, and which do not. ``--memory`` prints the bytes the largest rank holds
-while training a GCN, by component (block-row CSR, halo index lists, exchange buffers, its rows
-of the data, activations and gradients, weights with Adam's moments);
-``spmmgnn.benchmark.memory`` says what each counts.
+device of that size. ``--memory`` prints the bytes the largest rank holds while training a GCN,
+by component (block-row CSR, halo index lists, exchange buffers, its rows of the data,
+activations and gradients, weights, Adam's moments): ``spmmgnn.benchmark.memory``.
 """
 
 from __future__ import annotations
@@ -342,8 +341,7 @@ def _device_memory(A, args, algorithms: list[str], shape, layouts: dict) -> list
             print(format_device(done, header=not rows), flush=True)
         rows += done
     if not rows:
-        print("no algorithm of --algorithm is projected onto GPUs (the 1D and 1.5D "
-              "families are)", flush=True)
+        print("no algorithm of --algorithm is projected onto GPUs (1D/1.5D only)", flush=True)
     return rows
 
 
@@ -477,8 +475,7 @@ def _on_devices(A, args, m, itemsize: int, layouts: dict, cpu: list[dict]):
           f"{' (given)' if args.device_rate else ' (' + DEVICE_RATE[1] + ')'}; the network "
           "figures above between ranks", flush=True)
     if not got:
-        print("no algorithm of --algorithm is projected onto GPUs (the 1D and 1.5D "
-              "families are)", flush=True)
+        print("no algorithm of --algorithm is projected onto GPUs (1D/1.5D only)", flush=True)
         return [], []
     mine = [f"GPUs ({name}): {note}" for note in costs.crossovers(got)]
     for P in sorted({r["P"] for r in got}):
