@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from spmmgnn import DistSpMM, ProcessGrid, SpmmgnnError
+from spmmgnn import ALGORITHMS, DistSpMM, ProcessGrid, SpmmgnnError
 from spmmgnn.backend.device import device_error
 
 TOL = {"float32": 1e-5, "float64": 1e-12}
@@ -28,9 +28,15 @@ def check_cases(got: dict, P: int) -> None:
         tol = TOL[r["dtype"]]
         if r["codec"] is None:  # exact products: scipy's numbers
             assert r["err"] <= tol and r["err_t"] <= tol, (label, r["err"], r["err_t"])
-        # codecs round on the wire alike on both paths: the numpy path's numbers
-        assert r["err_np"] <= tol and r["err_np_t"] <= tol, (label, r["err_np"], r["err_np_t"])
-        assert r["same_bytes"], label
+        # codecs round on the wire alike on both paths: the numpy path's numbers (where
+        # auto ran other plans, a codec rounds at other legs: scipy's numbers above only)
+        if r["same_choices"] or r["codec"] is None:
+            assert r["err_np"] <= tol and r["err_np_t"] <= tol, (label, r["err_np"],
+                                                                 r["err_np_t"])
+        # auto prices the device path's copying node plan, not the numpy path's in-place
+        # one (docs/gpu.md): its bytes are the numpy path's where it picks the same plans
+        assert r["same_bytes"] or (r["exchange"] == "auto" and not r["same_choices"]), label
+        assert r["same_choices"] or r["exchange"] == "auto", label
         for st in r["ranks"]:
             assert st["numpy_device_host"] == 0, label
             if r["exchange"] != "flat":  # the plan's verbs on host copies: numbers only
@@ -165,8 +171,6 @@ def test_device_cpu_vector_linalg_and_stats(dtype):
 def test_every_algorithm_runs_on_a_device_grid():
     """Every algorithm builds on a device grid and multiplies there (A and A^T, tensors of
     the grid's device out): one backend per grid, no family refused."""
-    from spmmgnn import ALGORITHMS
-
     A, X = small()
     shapes = {"1d": None, "1.5d": None, "2d": (1, 1), "3d": (1, 1, 1)}
     for name, cls in ALGORITHMS.items():
@@ -219,20 +223,22 @@ def check_bench_gpu(got: dict, text: str) -> None:
 
 def test_spmm_command_on_a_device_grid(tmp_path):
     """``spmmgnn spmm --device cpu`` checks its product against scipy (the command fails
-    otherwise); a family that cannot run there is one error line."""
+    otherwise), featureparallel included (every family runs on a device grid); a device
+    that does not exist is one error line."""
     import json
 
     from .mpi import one_line_error, run_cli
 
     out = tmp_path / "spmm.json"
     proc = run_cli(2, "spmm", "--scale", "8", "--algorithm", "sparse1d", "sparse15d",
-                   "--device", "cpu", "--repeat", "2", "--json", str(out))
+                   "featureparallel", "--device", "cpu", "--repeat", "2", "--json", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(out.read_text())
-    assert [r["device"] for r in rows] == ["cpu", "cpu"]
+    assert [r["device"] for r in rows] == ["cpu"] * 3
+    assert [r["algorithm"] for r in rows] == ["sparse1d", "sparse15d", "featureparallel"]
     assert all(r["max_rel_error"] <= 1e-5 and r["max_bytes_sent_per_spmm"] > 0 for r in rows)
-    one_line_error(run_cli(2, "spmm", "--scale", "8", "--algorithm", "featureparallel",
-                           "--device", "cpu"), "does not run on a device grid", "prepost1d")
+    one_line_error(run_cli(2, "spmm", "--scale", "8", "--algorithm", "sparse1d",
+                           "--device", "tpu"), "tpu")
 
 
 def test_device_link_presets_price_the_staged_bytes():
@@ -313,7 +319,8 @@ def test_device_cpu_rectangular(algorithm, validate):
 def device_leg_runs(got: dict) -> set:
     """Every run of ``device_volumes.py`` against the model, rank by rank: the device_host
     bytes ``comm_stats()`` counted equal ``benchmark.device_volumes``'s, both ways, forward
-    and transpose; returns the (algorithm, c, codec) seen."""
+    and transpose, over MPI and over torch.distributed (nothing staged); returns the
+    (algorithm, c, codec, transport) seen."""
     from spmmgnn.benchmark.device_memory import device_blocks
     from spmmgnn.benchmark.device_volumes import device_host_volumes
     from spmmgnn.benchmark.volumes import Layout, predict
@@ -328,7 +335,7 @@ def device_leg_runs(got: dict) -> set:
         args = (run["algorithm"], layout)
         vol = predict(*args, P, run["c"], run["f"], run["itemsize"], run["codec"])
         leg = device_host_volumes(*args, vol, P, run["c"], run["f"], run["itemsize"],
-                                  run["codec"])
+                                  run["codec"], run["transport"])
         for key in ("to_host", "to_device", "to_host_t", "to_device_t"):
             measured = [r[key] for r in run["ranks"]]
             assert getattr(leg, key).tolist() == measured, (run["case"], run["algorithm"],
@@ -339,7 +346,7 @@ def device_leg_runs(got: dict) -> set:
             held = device_blocks(*args, P, run["c"], run["itemsize"], transposes)
             assert held.tolist() == [r[key] for r in run["ranks"]], (
                 run["case"], run["algorithm"], run["c"], key)
-        seen.add((run["algorithm"], run["c"], run["codec"]))
+        seen.add((run["algorithm"], run["c"], run["codec"], run["transport"]))
     return seen
 
 
@@ -349,12 +356,31 @@ def test_model_device_host_bytes_equal_comm_stats(P, mpi_json):
     grid, per rank, what ``comm_stats()`` counts as the device_host tier (uneven and empty
     blocks, hub rows, codecs, c = 1 and c = P); and ``--device-memory``'s blocks are the
     bytes of the operator's device tensors after a matmul and after a matmul_t."""
-    from spmmgnn.algorithms.base import device_families
+    from spmmgnn.benchmark.device_volumes import device_leg_modelled
 
     seen = device_leg_runs(mpi_json(P, "device_volumes.py", "cpu"))
-    assert {a for a, _, _ in seen} == set(device_families())
-    assert ("sparse15d", P, None) in seen and ("oblivious15d", P, None) in seen
-    assert ("sparse1d", 1, "int8") in seen and ("sparse1d", 1, "bfloat16") in seen
+    assert {a for a, *_ in seen} == set(FAMILIES) == {a for a in ALGORITHMS
+                                                     if device_leg_modelled(a)}
+    assert ("sparse15d", P, None, "mpi") in seen and ("oblivious15d", P, None, "mpi") in seen
+    assert ("sparse1d", 1, "int8", "mpi") in seen and ("sparse1d", 1, "bfloat16", "mpi") in seen
+    assert {(a, c) for a, c, _, t in seen if t == "torch"} >= {
+        ("sparse1d", 1), ("oblivious1d", 1), ("sparse15d", P), ("oblivious15d", P)}
+
+
+def test_device_leg_not_modelled_says_so():
+    """The 2D and 3D families, plexus3d and featureparallel run on a device grid, but the
+    model does not project them onto GPUs: None, not a guess."""
+    from spmmgnn.benchmark.device_volumes import device_host_volumes, device_leg_modelled
+    from spmmgnn.benchmark.volumes import Layout, predict
+
+    A, _ = small()
+    layout = Layout.build(sp.csr_array(A), None, 1)
+    for name in ALGORITHMS:
+        if name in FAMILIES:
+            continue
+        assert not device_leg_modelled(name), name
+        vol = predict("sparse1d", layout, 1, 1, 4, 4)
+        assert device_host_volumes(name, layout, vol, 1, 1, 4) is None, name
 
 
 def test_model_projects_gpus_with_the_device_leg(tmp_path, capsys):
@@ -458,7 +484,9 @@ def test_device_cpu_direct_mpi_equals_staged(tmp_path):
     for r in got["cases"]:
         label = f"{r['algorithm']} c={r['c']} {r['case']} {r['codec']} {r['dtype']} f={r['f']}"
         tol = TOL[r["dtype"]]
-        assert r["err_np"] <= tol and r["err_np_t"] <= tol and r["same_bytes"], label
+        if r["same_choices"] or r["codec"] is None:  # else a codec rounds at other legs
+            assert r["err_np"] <= tol and r["err_np_t"] <= tol, label
+        assert r["same_bytes"] or (r["exchange"] == "auto" and not r["same_choices"]), label
         for st in r["ranks"]:
             if r["exchange"] != "flat":  # the node-aware plan runs on host copies
                 continue
@@ -475,30 +503,36 @@ def test_device_cpu_direct_mpi_equals_staged(tmp_path):
 def test_staging_round_trip(kind):
     """``Staging``: rows out to a host buffer (pinned on CUDA, allocated once per name and
     reused while large enough) and back onto the device, equal and counted as the
-    device_host tier; on the CPU the tensor's own memory, no copy."""
+    device_host tier; on the CPU the tensor's own memory, no copy; direct: the tensors
+    themselves, nothing counted."""
     from spmmgnn.backend.staging import Staging
     from spmmgnn.runtime.stats import CommStats
 
     device, stats = torch.device(kind), CommStats()
     if kind == "cuda":  # a grid's device names its index (cuda:0), as tensors' do
         device = torch.device("cuda", torch.cuda.current_device())
-    st = Staging(device, stats, direct=False)
+    st = Staging(device, direct=False)
     t = torch.randn(5, 3, dtype=torch.float64, device=device)
-    host = st.out(t, "rows")
+    host = st.out(t, stats, "rows")
     st.ready(host)
     assert isinstance(host, np.ndarray) and np.array_equal(host, t.cpu().numpy())
     assert stats.bytes_device_to_host == 120
-    recv = st.recv("in", 4, host)
-    recv[...] = host[:4]
-    back = st.arrived(recv)
+    back = torch.zeros(4, 3, dtype=torch.float64, device=device)
+    landing = st.recv(back, "in")
+    landing[...] = host[:4]
+    st.landed(landing, back, stats)
+    if kind == "cuda":
+        torch.cuda.synchronize(device)
     assert back.device == device and torch.equal(back, t[:4])
     assert stats.bytes_host_to_device == 96
     if kind == "cuda":
         first = st.pinned["rows"]
-        assert first.is_pinned() and st.pinned["in"].is_pinned()
-        st.ready(st.out(t[:2], "rows"))
+        assert first.is_pinned() and st.pinned["in_recv"].is_pinned()
+        st.ready(st.out(t[:2], stats, "rows"))
         assert st.pinned["rows"] is first  # reused, not allocated again
     else:
-        assert np.shares_memory(host, t.numpy())
-    direct = Staging(device, CommStats(), direct=True)
-    assert direct.out(t, "rows") is t and direct.recv("in", 2, t).device == device
+        assert np.shares_memory(host, t.numpy()) and np.shares_memory(landing, back.numpy())
+    direct, counted = Staging(device, direct=True), CommStats()
+    assert direct.out(t, counted, "rows") is t and direct.recv(back, "in") is back
+    direct.landed(back, back, counted)
+    assert counted.bytes_device_to_host == counted.bytes_host_to_device == 0

@@ -178,7 +178,8 @@ class PrePost1D(DistSpMM):
     # ------------------------------------------------------------ per call
     def _matmul(self, x, out, key: int) -> None:
         f, plan, stats = x.shape[1], self.plan, self.stats
-        send = plan.buffer("pre_send", plan.n_send, f, self.backend.dtype(x))
+        # M_send's rows (the rows this rank "owns" in the plan; the plan may send some twice)
+        send = plan.buffer("pre_send", self.M_send.shape[0], f, self.backend.dtype(x))
         with stats.timing("seconds_multiply"):
             self.pre.matmul(x, send, accumulate=False)  # X rows + pre-aggregated sums
         started = self.received.start_bcast(send, key)
@@ -188,7 +189,7 @@ class PrePost1D(DistSpMM):
 
     def _matmul_t(self, y, out, key: int) -> None:
         f, plan, stats = y.shape[1], self.plan, self.stats
-        back = plan.buffer("pre_back", plan.n_send, f, self.backend.dtype(y))
+        back = plan.buffer("pre_back", self.M_send.shape[0], f, self.backend.dtype(y))
         back[:] = 0
         pending = self.received.start_reduce(y, back, key)  # M_recv^T Y_p to the senders
         with stats.timing("seconds_multiply"):

@@ -204,15 +204,18 @@ class HostBackend:
 
     # ------------------------------------------------------------ MPI's view of the data
     @staticmethod
-    def wire_out(x: np.ndarray, stats=None, name: str = "") -> np.ndarray:
+    def wire_out(x: np.ndarray, stats=None, name: str = "",
+                 reduction: bool = False) -> np.ndarray:
         return x
 
     @staticmethod
-    def wire_in(recv: np.ndarray, stats=None, name: str = "") -> np.ndarray:
+    def wire_in(recv: np.ndarray, stats=None, name: str = "",
+                reduction: bool = False) -> np.ndarray:
         return recv
 
     @staticmethod
-    def wire_landed(host: np.ndarray, recv: np.ndarray, stats=None) -> None:
+    def wire_landed(host: np.ndarray, recv: np.ndarray, stats=None,
+                    reduction: bool = False) -> None:
         pass
 
     @staticmethod

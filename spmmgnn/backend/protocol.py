@@ -170,14 +170,16 @@ class Backend(Protocol):
         ``accumulate``)."""
 
     # ------------------------------------------------------------ MPI's view of the data
-    def wire_out(self, x: Array, stats=None, name: str = "") -> Any:
-        """What MPI sends for ``x``: host memory holding its values (a view on the host)."""
+    def wire_out(self, x: Array, stats=None, name: str = "", reduction: bool = False) -> Any:
+        """What MPI sends for ``x``: host memory holding its values (a view on the host).
+        ``reduction``: MPI reduces it (staged even where MPI reads the arrays themselves:
+        not every CUDA-aware MPI reduces device buffers)."""
 
-    def wire_in(self, recv: Array, stats=None, name: str = "") -> Any:
+    def wire_in(self, recv: Array, stats=None, name: str = "", reduction: bool = False) -> Any:
         """Where MPI receives what lands in ``recv`` (its own memory where MPI may write
         it in place)."""
 
-    def wire_landed(self, host: Any, recv: Array, stats=None) -> None:
+    def wire_landed(self, host: Any, recv: Array, stats=None, reduction: bool = False) -> None:
         """Bring what MPI wrote into ``host`` (from ``wire_in``) into ``recv``."""
 
     def wire_ready(self, send: Any) -> None:

@@ -11,7 +11,9 @@ plan code.
 
 ``SPMMGNN_CUDA_AWARE_MPI`` = ``auto`` (the default) | ``0`` | ``1`` decides whether MPI gets
 device tensors directly (mpi4py takes them through DLPack / ``__cuda_array_interface__``);
-then nothing is staged and no ``device_host`` bytes are counted. ``auto`` asks the MPI
+then nothing is staged and no ``device_host`` bytes are counted, except for the reductions
+(reduce, all-reduce, reduce-scatter: ``reduction=True``), which stay staged since not every
+CUDA-aware MPI reduces device buffers. ``auto`` asks the MPI
 library (``MPIX_Query_cuda_support``, exported by Open MPI and by MPICH 4 and later) on a
 CUDA grid, and is off where the library cannot tell or the grid is not on CUDA; ``1`` also
 passes CPU tensors of a ``device="cpu"`` grid directly (how CI tests that path).
@@ -96,10 +98,11 @@ class Staging:
                                                    pin_memory=True)
         return held[:need].numpy().view(dtype).reshape(shape)
 
-    def out(self, t, stats, name: str):
-        """What MPI sends for tensor ``t``: ``t`` itself (direct), its memory (CPU), or a
-        pinned copy queued on the copy stream (CUDA; ``ready()`` before MPI reads it)."""
-        if self.direct:
+    def out(self, t, stats, name: str, reduction: bool = False):
+        """What MPI sends for tensor ``t``: ``t`` itself (direct, not a ``reduction``), its
+        memory (CPU), or a pinned copy queued on the copy stream (CUDA; ``ready()`` before
+        MPI reads it)."""
+        if self.direct and not reduction:
             return t.contiguous()
         t = t.detach().contiguous()
         if stats is not None:
@@ -128,10 +131,10 @@ class Staging:
         else:
             self.stream.synchronize()
 
-    def recv(self, recv, name: str):
-        """Where MPI receives what lands in tensor ``recv``: ``recv`` itself (direct), its
-        memory (CPU), or a pinned host buffer (CUDA)."""
-        if self.direct:
+    def recv(self, recv, name: str, reduction: bool = False):
+        """Where MPI receives what lands in tensor ``recv``: ``recv`` itself (direct, not a
+        ``reduction``), its memory (CPU), or a pinned host buffer (CUDA)."""
+        if self.direct and not reduction:
             return recv
         if not self.cuda:
             return recv.numpy()
@@ -139,10 +142,11 @@ class Staging:
         return self.host_buffer(name + "_recv", tuple(recv.shape),
                                 str(recv.dtype).removeprefix("torch."))
 
-    def landed(self, host, recv, stats) -> None:
+    def landed(self, host, recv, stats, reduction: bool = False) -> None:
         """What MPI wrote into ``host`` (from ``recv``) is in tensor ``recv``: nothing to do
-        (direct, CPU) but count, or a copy on the copy stream the compute stream waits for."""
-        if self.direct:
+        (direct and not a ``reduction``, CPU) but count, or a copy on the copy stream the
+        compute stream waits for."""
+        if self.direct and not reduction:
             return
         if stats is not None:
             stats.bytes_host_to_device += recv.numel() * recv.element_size()

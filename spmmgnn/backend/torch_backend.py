@@ -259,14 +259,14 @@ class TorchBackend:
             out[:rows.shape[0]].copy_(rows)
 
     # ------------------------------------------------------------ MPI's view of the data
-    def wire_out(self, x, stats=None, name: str = ""):
-        return self.staging.out(x, stats, name)
+    def wire_out(self, x, stats=None, name: str = "", reduction: bool = False):
+        return self.staging.out(x, stats, name, reduction)
 
-    def wire_in(self, recv, stats=None, name: str = ""):
-        return self.staging.recv(recv, name)
+    def wire_in(self, recv, stats=None, name: str = "", reduction: bool = False):
+        return self.staging.recv(recv, name, reduction)
 
-    def wire_landed(self, host, recv, stats=None) -> None:
-        self.staging.landed(host, recv, stats)
+    def wire_landed(self, host, recv, stats=None, reduction: bool = False) -> None:
+        self.staging.landed(host, recv, stats, reduction)
 
     def wire_ready(self, send) -> None:
         self.staging.ready(send)

@@ -41,7 +41,7 @@ from ..exchange.tiers import (
     inter_seconds,
     intra_seconds,
 )
-from .device_volumes import device_host_volumes, runs_on_device
+from .device_volumes import device_host_volumes, device_leg_modelled
 from .volumes import Layout, Phase, Volumes, predict
 
 
@@ -171,8 +171,9 @@ def predict_all(A, Ps: list[int], cs: list[int], algorithms: list[str], f: int,
 
     On a two-tier machine (``m.ranks_per_node``) an algorithm with a halo exchange has one
     row per ``exchanges`` ("flat", "node"; ``exchange`` names it, None for the others).
-    With a device link (``m.link``) only the algorithms that run on a device grid, with the
-    flat exchange (the only one that does), each call adding its host <-> device leg."""
+    With a device link (``m.link``) only the families whose device leg is modelled
+    (``device_volumes.device_leg_modelled``), with the flat exchange, each call adding its
+    host <-> device leg over MPI."""
     from ..algorithms import ALGORITHMS
     from ..grid import format_shape
     from .volumes import grid_points
@@ -180,8 +181,8 @@ def predict_all(A, Ps: list[int], cs: list[int], algorithms: list[str], f: int,
     layouts = {} if layouts is None else layouts
     K = m.ranks_per_node
     rows = []
-    if m.link is not None:  # one GPU per rank: the algorithms that run on a device grid
-        algorithms = [a for a in algorithms if runs_on_device(a)]
+    if m.link is not None:  # one GPU per rank: the families whose device leg is modelled
+        algorithms = [a for a in algorithms if device_leg_modelled(a)]
     for P in Ps:
         for algo in algorithms:
             cls = ALGORITHMS.get(algo)

@@ -2,13 +2,15 @@
 from the partition alone, and whether it fits a device of a given size
 (``spmmgnn model --memory --device-memory GiB``).
 
+The families projected are those of ``device_volumes.device_leg_modelled`` (1D and 1.5D);
+the others run on a device grid too but are not projected here.
+
 * ``blocks``: the operator's local blocks as torch sparse CSR on the device
-  (``algorithms/device_products.py``: int32 row pointers and column indices, values in the
-  training dtype), built on first use: a block that adds into an output (the ghost block,
-  an oblivious stage's block) is not built while it is empty; the transposed copies
-  ``matmul_t`` builds, on a non-symmetric A; and the index tensor of the rows the halo plan
-  sends (int64). Exact (tested) except prepost1d's M_recv and M_send, estimated from the
-  cover sizes as ``benchmark.memory`` does;
+  (``backend.torch_backend.TorchBlock``: int32 row pointers and column indices below 2^31,
+  values in the training dtype), built on first use and never while it is empty; the
+  transposed copies ``matmul_t`` builds, on a non-symmetric A; and the index tensor of the
+  rows the halo plan sends (int64). Exact (tested) except prepost1d's M_recv and M_send,
+  estimated from the cover sizes as ``benchmark.memory`` does;
 * ``exchange``: the device tensors of one call at the widest width the SpMM runs: the rows
   gathered to send and the rows received (sparse; prepost1d also M_send X), or the largest
   stage block received (oblivious), and the call's output;
@@ -27,19 +29,21 @@ from ..nn.memory import DENSE, ModelShape, dense_bytes
 from ..runtime.errors import SpmmgnnError
 from ..runtime.machine import format_bytes_apart
 from ..stages import stage_ranges
-from .device_volumes import OBLIVIOUS, runs_on_device
+from .device_volumes import OBLIVIOUS, device_leg_modelled
 from .volumes import Layout, predict
 
 DEVICE_PARTS = ("blocks", "exchange", "training")
-INDEX = 4   # torch CSR indices on the device: int32 below 2^31 (device_products.tensor_csr)
+INDEX = 4   # torch CSR indices on the device: int32 below 2^31 (torch_backend.csr_tensor)
 GIB = 2**30
 
 
 def _csr(rows, nnz, itemsize: int, built=True) -> np.ndarray:
     """Bytes of torch CSR blocks of ``rows`` rows and ``nnz`` non-zeros (0 where not
-    ``built``)."""
-    return np.where(built, INDEX * (np.asarray(rows) + 1) + np.asarray(nnz) * (INDEX + itemsize),
-                    0)
+    ``built``, and where empty: ``TorchBlock`` builds no CSR for a block without
+    non-zeros)."""
+    nnz = np.asarray(nnz)
+    return np.where(np.asarray(built) & (nnz > 0),
+                    INDEX * (np.asarray(rows) + 1) + nnz * (INDEX + itemsize), 0)
 
 
 def _stages(layout: Layout, P: int, c: int):
@@ -102,8 +106,9 @@ def device_memory(algorithm: str, layout: Layout, P: int, c: int, shape: ModelSh
                   symmetric: bool = True) -> dict[str, np.ndarray]:
     """Per-rank bytes of ``DEVICE_PARTS`` and their ``total`` while training ``shape`` on a
     device grid (``symmetric``: A^T y runs as A y, so no transposed blocks)."""
-    if not runs_on_device(algorithm):
-        raise SpmmgnnError(f"{algorithm} does not run on a device grid")
+    if not device_leg_modelled(algorithm):
+        raise SpmmgnnError(f"{algorithm}'s device memory is not projected (the 1D and 1.5D "
+                           "families are)")
     s = shape.itemsize
     width = max(w for w, _ in shape.spmm_widths())
     _, rows, _ = _stages(layout, P, c)
@@ -138,7 +143,8 @@ def fit_verdict(m: dict[str, np.ndarray], capacity: float) -> str:
 def device_rows(A, Ps: list[int], cs: list[int], algorithms: list[str], shape: ModelShape,
                 capacity: float, partitioner: str = "none",
                 layouts: dict | None = None, parts_per_node: int | None = None) -> list[dict]:
-    """For every (P, c, algorithm) that runs on a device grid: the largest rank's bytes of
+    """For every (P, c, algorithm) projected onto GPUs (``device_leg_modelled``; the
+    others are left out): the largest rank's bytes of
     ``DEVICE_PARTS`` and whether every rank fits ``capacity`` bytes (``verdict``)."""
     from .costs import cached_layout
     from .volumes import grid_points
@@ -147,7 +153,7 @@ def device_rows(A, Ps: list[int], cs: list[int], algorithms: list[str], shape: M
     symmetric = (A != A.T).nnz == 0
     rows = []
     for P in Ps:
-        for algo in filter(runs_on_device, algorithms):
+        for algo in filter(device_leg_modelled, algorithms):
             for c, _ in grid_points(algo, P, cs, None):
                 layout = cached_layout(layouts, A, P // c, partitioner, 0,
                                        parts_per_node=parts_per_node)

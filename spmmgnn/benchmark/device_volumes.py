@@ -1,10 +1,12 @@
 """The host <-> device leg of one SpMM call on a device grid (``ProcessGrid(device=...)``),
 per rank, predicted from the partition alone: exactly what ``comm_stats()`` counts as the
 ``device_host`` tier (``bytes_sent_by_tier``: device to host; ``bytes_received_by_tier``:
-host to device) for the algorithms of ``algorithms/on_device.py``, and the copies that move
-them (the alpha term of ``tiers.device_host_seconds``).
+host to device) when the grid's transport is MPI (``exchange.transport.MpiLink`` staging
+the rows of a torch backend, ``Backend.wire_out`` / ``wire_in``), and the copies that move
+them (the alpha term of ``tiers.device_host_seconds``). With ``transport="torch"`` (NCCL,
+Gloo) or a CUDA-aware MPI nothing is staged: the leg is 0.
 
-What the device path stages (``algorithms/device_products.py``), per call:
+The families modelled (``device_leg_modelled``): the 1D and 1.5D ones. Per call, on MPI:
 
 * sparse1d / sparse15d / prepost1d: the rows it sends, device to host before the
   ``Ialltoallv``, and the rows it receives, host to device after (the transpose: its partial
@@ -12,8 +14,12 @@ What the device path stages (``algorithms/device_products.py``), per call:
   decodes on the device);
 * oblivious1d / oblivious15d: a stage's owner stages its block row once, however many ranks
   it goes to, and every other rank copies each stage's block in; the transpose stages every
-  stage's partial sums out and the owner's reduced sums in (nothing with one block row);
+  stage's partial sums out and the owner's reduced sums in (nothing with one block row: a
+  link over one rank stages nothing);
 * 1.5D (c > 1): the replicas' all-reduce of the result, out and back in.
+
+The 2D and 3D families, plexus3d and featureparallel run on a device grid too, but their
+leg is not modelled: ``device_host_volumes`` says so with None.
 """
 
 from __future__ import annotations
@@ -22,7 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..algorithms import ALGORITHMS
 from .volumes import Layout, Volumes, stage_mask
 
 OBLIVIOUS = ("oblivious1d", "oblivious15d")
@@ -46,9 +51,14 @@ class DeviceHost:
         return self.to_host + self.to_device
 
 
-def runs_on_device(algorithm: str) -> bool:
-    cls = ALGORITHMS.get(algorithm)
-    return cls is not None and cls.runs_on_device
+MODELLED = ("sparse1d", "sparse15d", "prepost1d", *OBLIVIOUS)
+
+
+def device_leg_modelled(algorithm: str) -> bool:
+    """Whether this model projects ``algorithm`` onto GPUs (its host <-> device leg here,
+    its device memory in ``device_memory``): the 1D and 1.5D families. Every family runs
+    on a device grid; the others are not projected."""
+    return algorithm in MODELLED
 
 
 def _nonzero(*arrays) -> np.ndarray:
@@ -56,12 +66,17 @@ def _nonzero(*arrays) -> np.ndarray:
 
 
 def device_host_volumes(algorithm: str, layout: Layout, vol: Volumes, P: int, c: int, f: int,
-                        itemsize: int = 4, codec: str | None = None) -> DeviceHost | None:
-    """The leg of ``algorithm`` (None: it does not run on a device grid) whose rank-to-rank
-    volumes are ``vol`` (``volumes.predict`` with the same arguments; a codec acts through
-    ``vol`` alone, since every codec's packed rows are what is staged)."""
-    if not runs_on_device(algorithm):
+                        itemsize: int = 4, codec: str | None = None,
+                        transport: str = "mpi") -> DeviceHost | None:
+    """The leg of ``algorithm`` whose rank-to-rank volumes are ``vol`` (``volumes.predict``
+    with the same arguments; a codec acts through ``vol`` alone, since every codec's packed
+    rows are what is staged) on a grid whose ``transport`` is "mpi" (staged) or "torch"
+    (nothing staged: zeros). None where the leg is not modelled (``device_leg_modelled``)."""
+    if not device_leg_modelled(algorithm):
         return None
+    if transport == "torch":
+        zero = np.zeros(P, dtype=np.int64)
+        return DeviceHost(zero, zero, zero, zero, zero, zero)
     allreduce = np.asarray(vol.allreduce, dtype=np.int64)
     if algorithm in OBLIVIOUS:
         to_host, to_device, to_host_t, to_device_t, copies, copies_t = _oblivious(

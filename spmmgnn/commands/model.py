@@ -16,13 +16,13 @@ SpMMs in the row layout), and ``--memory`` gives them ``<name> kept`` rows.
 ``--ranks-per-node K`` prices two tiers (inside a node, between nodes:
 ``spmmgnn.exchange.tiers``) and the sparse algorithms with the flat and the node-aware exchange,
 and says which ``--exchange auto`` would pick. ``--device-link NAME`` also projects one GPU per
-rank behind that host <-> device link (``spmmgnn.exchange.tiers.DEVICE_LINKS``): the algorithms
-that run on a device grid, at the device's local rate, each call adding the bytes its
-``device_host`` tier counts. ``--memory --device-memory GiB`` says, per rank, whether the
-operator's blocks and exchange buffers fit a device of that size, and which do not. ``--memory``
-prints the bytes the largest rank holds while training a GCN, by component (block-row CSR, halo
-index lists, exchange buffers, its rows of the data, activations and gradients, weights with
-Adam's moments); ``spmmgnn.benchmark.memory`` says what each counts.
+rank behind that host <-> device link (``spmmgnn.exchange.tiers.DEVICE_LINKS``): the 1D and 1.5D
+families (``device_volumes.device_leg_modelled``; the others are not projected), at the device's
+local rate, each call adding the bytes its ``device_host`` tier counts over MPI. ``--memory
+--device-memory GiB`` says, per rank, whether the operator's blocks and exchange buffers fit a
+device of that size. ``--memory`` prints the bytes the largest rank holds while training a GCN,
+by component (block-row CSR, halo index lists, exchange buffers, its rows of the data,
+activations and gradients, weights, Adam's moments): ``spmmgnn.benchmark.memory``.
 """
 
 from __future__ import annotations
@@ -184,8 +184,8 @@ def _memory(args) -> dict:
 
 
 def _device_memory(A, args, algorithms: list[str], shape, layouts: dict) -> list[dict]:
-    """``--device-memory``: per (P, c, algorithm) that runs on a device grid, what its
-    largest rank keeps on its GPU and whether every rank fits."""
+    """``--device-memory``: per (P, c, algorithm) projected onto GPUs (the 1D and 1.5D
+    families), what its largest rank keeps on its GPU and whether every rank fits."""
     from ..benchmark.device_memory import GIB, device_rows, format_device
 
     print(f"\non a GPU of {args.device_memory:g} GiB per rank (ProcessGrid(device=...)): the "
@@ -200,7 +200,7 @@ def _device_memory(A, args, algorithms: list[str], shape, layouts: dict) -> list
             print(format_device(done, header=not rows), flush=True)
         rows += done
     if not rows:
-        print("no algorithm of --algorithm runs on a device grid", flush=True)
+        print("no algorithm of --algorithm is projected onto GPUs (1D/1.5D only)", flush=True)
     return rows
 
 
@@ -311,8 +311,8 @@ def _kept(A, args, m, itemsize: int, layouts: dict, K) -> list[dict]:
 
 
 def _on_devices(A, args, m, itemsize: int, layouts: dict, cpu: list[dict]):
-    """``--device-link``: the rows of one GPU per rank (the algorithms that run on a device
-    grid, at the device's rate, the host <-> device leg added) and their notes, each P's
+    """``--device-link``: the rows of one GPU per rank (the families whose device leg is
+    modelled, at the device's rate, the host <-> device leg added) and their notes, each P's
     best set against the best of the CPU rows ``cpu`` of the same ranks per node."""
     import dataclasses
 
@@ -334,7 +334,7 @@ def _on_devices(A, args, m, itemsize: int, layouts: dict, cpu: list[dict]):
           f"{' (given)' if args.device_rate else ' (' + DEVICE_RATE[1] + ')'}; the network "
           "figures above between ranks", flush=True)
     if not got:
-        print("no algorithm of --algorithm runs on a device grid", flush=True)
+        print("no algorithm of --algorithm is projected onto GPUs (1D/1.5D only)", flush=True)
         return [], []
     mine = [f"GPUs ({name}): {note}" for note in costs.crossovers(got)]
     for P in sorted({r["P"] for r in got}):

@@ -7,8 +7,10 @@ backend arrays. Plan construction and the small agreement collectives stay on MP
 An ``MpiLink`` gives MPI host memory: the backend's arrays themselves where MPI can read and
 write them in place (numpy, CPU tensors), else the copies the backend stages
 (``Backend.wire_out`` / ``wire_in`` / ``wire_landed``: pinned host buffers on CUDA, counted as
-the ``device_host`` tier). Rows travel as one contiguous MPI type per row width, so counts
-are rows.
+the ``device_host`` tier; the reductions are staged even where MPI takes the arrays
+themselves, ``reduction=True``). Rows travel as one contiguous MPI type per row width, so counts
+are rows. Over a communicator of one rank nothing travels: a staged link copies the rows
+within the backend (or does nothing) and stages nothing.
 """
 
 from __future__ import annotations
@@ -43,15 +45,15 @@ class Staged:
     """An MPI request whose received rows were staged: ``Wait()`` completes it and brings
     them into the backend array."""
 
-    __slots__ = ("backend", "host", "recv", "request", "stats")
+    __slots__ = ("backend", "host", "recv", "reduction", "request", "stats")
 
-    def __init__(self, request, backend, host, recv, stats):
+    def __init__(self, request, backend, host, recv, stats, reduction: bool = False):
         self.request, self.backend, self.host, self.recv = request, backend, host, recv
-        self.stats = stats
+        self.stats, self.reduction = stats, reduction
 
     def Wait(self) -> None:  # noqa: N802 (MPI's name)
         self.request.Wait()
-        self.backend.wire_landed(self.host, self.recv, self.stats)
+        self.backend.wire_landed(self.host, self.recv, self.stats, self.reduction)
 
 
 class MpiLink:
@@ -64,6 +66,9 @@ class MpiLink:
         self.size, self.rank = comm.Get_size(), comm.Get_rank()
         # the backend's arrays are MPI's own buffers (numpy): no staging, no wrappers
         self.plain = backend.mpi_native
+        # one rank and staged: nothing crosses ranks, so nothing is staged (the host path
+        # keeps its MPI calls as they were)
+        self.alone = self.size == 1 and not self.plain
         self._types: dict[int, MPI.Datatype] = {}
 
     def row_type(self, row_bytes: int) -> MPI.Datatype:
@@ -82,10 +87,10 @@ class MpiLink:
         rd = displacements(recv_counts) if recv_displs is None else recv_displs
         return [send, (send_counts, sd), rt], [recv, (recv_counts, rd), rt]
 
-    def _out(self, x, stats, name: str):
+    def _out(self, x, stats, name: str, reduction: bool = False):
         if self.plain:
             return x
-        host = self.backend.wire_out(x, stats, name)
+        host = self.backend.wire_out(x, stats, name, reduction)
         self.backend.wire_ready(host)
         return host
 
@@ -95,6 +100,12 @@ class MpiLink:
         if self.plain:
             return self.comm.Ialltoallv(*self.row_specs(send, send_counts, recv, recv_counts,
                                                         send_displs, recv_displs))
+        if self.alone:
+            sd = 0 if send_displs is None else int(send_displs[0])
+            rd = 0 if recv_displs is None else int(recv_displs[0])
+            n = int(recv_counts[0])
+            recv[rd:rd + n] = send[sd:sd + n]
+            return MPI.REQUEST_NULL
         hs = self._out(send, stats, name + ":send")
         hr = self.backend.wire_in(recv, stats, name + ":recv")
         request = self.comm.Ialltoallv(*self.row_specs(hs, send_counts, hr, recv_counts,
@@ -104,6 +115,9 @@ class MpiLink:
     def alltoallv(self, send, send_counts, recv, recv_counts, stats=None,
                   name: str = "") -> None:
         """Blocking exchange of flat arrays, counts in elements."""
+        if self.alone:
+            self._copy_alone(send, recv, recv_counts)
+            return
         hs = self._out(send, stats, name + ":send")
         hr = recv if self.plain else self.backend.wire_in(recv, stats, name + ":recv")
         t = mpi_type(hs.dtype)
@@ -113,16 +127,24 @@ class MpiLink:
             self.backend.wire_landed(hr, recv, stats)
 
     def _in_place(self, buf, stats, name: str, run) -> None:
-        """Run ``run(host)`` on host memory holding ``buf``'s values, then bring the result
-        back into ``buf``."""
+        """Run the reduction ``run(host)`` on host memory holding ``buf``'s values, then
+        bring the result back into ``buf``."""
         if self.plain:
             run(buf)
             return
-        host = self._out(buf, stats, name)
+        host = self._out(buf, stats, name, reduction=True)
         run(host)
-        self.backend.wire_landed(host, buf, stats)
+        self.backend.wire_landed(host, buf, stats, reduction=True)
+
+    def _copy_alone(self, send, recv, counts) -> None:
+        """One rank's part of a flat collective (``counts[0]`` elements): ``send`` into
+        ``recv`` on the backend, nothing staged (both contiguous, as MPI needs them)."""
+        n = int(counts[0])
+        recv.reshape(-1)[:n] = send.reshape(-1)[:n]
 
     def bcast(self, buf, root: int, stats=None, name: str = "") -> None:
+        if self.alone:  # the root's block is already where it goes
+            return
         if self.plain:
             self.comm.Bcast(buf, root=root)
             return
@@ -134,28 +156,39 @@ class MpiLink:
         self.backend.wire_landed(host, buf, stats)
 
     def reduce(self, buf, root: int, stats=None, name: str = "") -> None:
+        if self.alone:  # the sum of one rank's part is that part, in place
+            return
         if self.rank == root:
             self._in_place(buf, stats, name, lambda h: self.comm.Reduce(
                 MPI.IN_PLACE, h, op=MPI.SUM, root=root))
         else:
-            self.comm.Reduce(self._out(buf, stats, name), None, op=MPI.SUM, root=root)
+            self.comm.Reduce(self._out(buf, stats, name, reduction=True), None, op=MPI.SUM,
+                             root=root)
 
     def allreduce(self, buf, op: str = "sum", stats=None, name: str = "") -> None:
+        if self.alone:
+            return
         self._in_place(buf, stats, name, lambda h: self.comm.Allreduce(
             MPI.IN_PLACE, h, op=REDUCE_OPS[op]))
 
     def reduce_scatter(self, send, recv, counts, stats=None, name: str = "") -> None:
         """Sum ``send`` over the ranks; rank q keeps elements of block q (``counts`` in
         elements) in ``recv``. ``send`` may be overwritten."""
-        hs = self._out(send, stats, name + ":send")
-        hr = recv if self.plain else self.backend.wire_in(recv, stats, name + ":recv")
+        if self.alone:
+            self._copy_alone(send, recv, counts)
+            return
+        hs = self._out(send, stats, name + ":send", reduction=True)
+        hr = recv if self.plain else self.backend.wire_in(recv, stats, name + ":recv", True)
         t = mpi_type(hs.dtype)
         self.comm.Reduce_scatter([hs, t], [hr, t], _counts(counts), op=MPI.SUM)
         if not self.plain:
-            self.backend.wire_landed(hr, recv, stats)
+            self.backend.wire_landed(hr, recv, stats, reduction=True)
 
     def allgatherv(self, send, recv, counts, stats=None, name: str = "") -> None:
         """Every rank's ``send`` (``counts[q]`` elements from rank q) into ``recv``."""
+        if self.alone:
+            self._copy_alone(send, recv, counts)
+            return
         hs = self._out(send, stats, name + ":send")
         hr = recv if self.plain else self.backend.wire_in(recv, stats, name + ":recv")
         t = mpi_type(hs.dtype)
@@ -170,19 +203,25 @@ class MpiLink:
         ``Wait()``."""
         if self.plain:
             return self.comm.Iallreduce(MPI.IN_PLACE, buf, op=REDUCE_OPS[op])
-        host = self._out(buf, stats, name)
+        if self.alone:
+            return MPI.REQUEST_NULL
+        host = self._out(buf, stats, name, reduction=True)
         request = self.comm.Iallreduce(MPI.IN_PLACE, host, op=REDUCE_OPS[op])
-        return Staged(request, self.backend, host, buf, stats)
+        return Staged(request, self.backend, host, buf, stats, reduction=True)
 
     def ireduce_scatter(self, send, recv, counts, stats=None, name: str = ""):
         """Post ``reduce_scatter`` (``counts`` in elements); ``Wait()`` before reading
         ``recv``. ``send`` must stay untouched until then."""
-        hs = self._out(send, stats, name + ":send")
-        hr = recv if self.plain else self.backend.wire_in(recv, stats, name + ":recv")
+        if self.alone:
+            self._copy_alone(send, recv, counts)
+            return MPI.REQUEST_NULL
+        hs = self._out(send, stats, name + ":send", reduction=True)
+        hr = recv if self.plain else self.backend.wire_in(recv, stats, name + ":recv", True)
         t = mpi_type(hs.dtype)
         request = self.comm.Ireduce_scatter([hs, t], [hr, t], _counts(counts),
                                             op=MPI.SUM)
-        return request if self.plain else Staged(request, self.backend, hr, recv, stats)
+        return request if self.plain else Staged(request, self.backend, hr, recv, stats,
+                                                 reduction=True)
 
 
 class MpiTransport:

@@ -25,6 +25,13 @@ CODEC_CASES = ("uneven_empty_block", "part_vector")
 BYTES = ("bytes_sent", "bytes_received", "payload_bytes_sent", "exchanges", "allreduce_bytes")
 
 
+def chosen(stats: dict) -> list:
+    """The plans ``exchange="auto"`` ran, by direction and bytes per row (whether the
+    numpy path read them in place aside: the device path never does)."""
+    picked = stats.get("exchange", {}).get("chosen", {})
+    return sorted((k.removesuffix(" in place"), v) for k, v in picked.items())
+
+
 def run(op, X, dtype, device):
     """(A X, A.T X gathered on root as numpy, stats of the two calls); ``device``: the
     grid's (None: numpy in and out)."""
@@ -123,6 +130,7 @@ def main() -> None:
                             err_np=_rel(Yd, Yn), err_np_t=_rel(Td, Tn),
                             same_bytes=all({k: a[k] for k in BYTES} == {k: b[k] for k in BYTES}
                                            for a, b in both),
+                            same_choices=all(chosen(a) == chosen(b) for a, b in both),
                             ranks=[dict(device_host_sent=a["bytes_sent_by_tier"]["device_host"],
                                         device_host_received=a["bytes_received_by_tier"][
                                             "device_host"],
