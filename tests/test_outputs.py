@@ -327,7 +327,7 @@ def test_datasets_and_partition_on_a_full_disk(tmp_path):
     out = tmp_path / "g.h5"
     out.write_bytes(OLD)
     proc = _fsize_cli(1_000_000, "datasets", "csbm", "--n", "20000", "--out", str(out))
-    one_line_error(proc, "cannot write graph file", "MiB free (disk space or ulimit -f)")
+    one_line_error(proc, "cannot write graph file", "iB free (disk space or ulimit -f)")
     src = tmp_path / "src.h5"
     assert run_cli(1, "datasets", "csbm", "--n", "20000", "--out", str(src)).returncode == 0
     proc = _fsize_cli(1_000_000, "partition", str(src), "-k", "2", "--method", "metis-vol",

@@ -326,7 +326,8 @@ def test_run_spec_is_the_train_command():
     from spmmgnn.training import RunSpec
 
     args = build_parser().parse_args(["train"])
-    assert set(vars(args)) - {"command", "func"} == {f.name for f in fields(RunSpec)}
+    assert set(vars(args)) - {"command", "func", "file_inputs", "file_outputs"} == {
+        f.name for f in fields(RunSpec)}  # (file_roles: which flags name files, for check_files)
     assert RunSpec.from_args(args) == RunSpec()
     assert RunSpec.from_args(build_parser().parse_args(
         ["train", "--epochs", "7", "--codec", "int2"])) == RunSpec(epochs=7, codec="int2")

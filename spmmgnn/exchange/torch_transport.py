@@ -13,8 +13,8 @@ other ranks is refused).
 The exchanges: the halo routes are one uneven ``all_to_all_single`` of whole rows, posted
 asynchronously and finished by ``Wait()`` after the local product (as on the MPI path); the
 broadcasts and reductions of the stage loops ``broadcast`` / ``reduce``; the replicas' and the
-gradients' sums ``all_reduce``; the 3D layers' reduce-scatter ``reduce_scatter_tensor`` (a
-``reduce`` per block when the blocks are uneven) and all-gather ``all_gather_into_tensor`` (a
+gradients' sums ``all_reduce``; the 3D layers' reduce-scatter ``reduce_scatter_single`` (a
+``reduce`` per block when the blocks are uneven) and all-gather ``all_gather_single`` (a
 ``broadcast`` per block when uneven). The counters count the same logical bytes as on MPI;
 nothing is staged, so the ``device_host`` tier stays 0.
 """
@@ -192,7 +192,7 @@ class TorchLink:
             return
         counts = [int(c) for c in counts]
         if len(set(counts)) == 1:
-            dist.reduce_scatter_tensor(r, s, group=self.group)
+            _reduce_scatter(dist)(r, s, group=self.group)
             return
         start = np.concatenate([[0], np.cumsum(counts)])
         for q in range(self.size):  # uneven blocks: one reduce per owner
@@ -210,8 +210,7 @@ class TorchLink:
             return TorchRequest(None)
         counts = [int(c) for c in counts]
         if len(set(counts)) == 1:
-            return TorchRequest(dist.reduce_scatter_tensor(r, s, group=self.group,
-                                                           async_op=True))
+            return TorchRequest(_reduce_scatter(dist)(r, s, group=self.group, async_op=True))
         start = np.concatenate([[0], np.cumsum(counts)])
         works = [dist.reduce(s[int(start[q]):int(start[q + 1])], group=self.group,
                              group_dst=q, async_op=True) for q in range(self.size)]
@@ -227,7 +226,7 @@ class TorchLink:
             return
         counts = [int(c) for c in counts]
         if len(set(counts)) == 1:
-            dist.all_gather_into_tensor(r, s, group=self.group)
+            _all_gather(dist)(r, s, group=self.group)
             return
         start = np.concatenate([[0], np.cumsum(counts)])
         for q in range(self.size):  # uneven blocks: one broadcast per owner
@@ -272,3 +271,14 @@ class TorchTransport:
 
     def close(self) -> None:
         pass
+
+
+def _reduce_scatter(dist):
+    """torch's reduce-scatter of one flat tensor: ``reduce_scatter_single`` where torch has
+    it (``reduce_scatter_tensor`` warns on every call from torch 2.13 on)."""
+    return getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
+def _all_gather(dist):
+    """torch's all-gather into one flat tensor: ``all_gather_single`` where torch has it."""
+    return getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor

@@ -56,7 +56,10 @@ def held(trainer: Trainer, kind: str) -> dict:
         return dict(inputs=fwd._x[1].nbytes + (fwd._cache[1].nbytes if fwd._cache else 0),
                     tiles=0)
     plan = trainer.model.plan
-    tiles = sum(t.perm.nbytes + sum(a.nbytes for a in t.csr) for t in plan.tiles)
+    # the tile as CSR (its permutation and whole arrays; each row block's own row pointers,
+    # 8 bytes a row more, are not in the estimate)
+    tiles = sum(t.perm.nbytes + t.whole.indptr.nbytes + t.whole.indices.nbytes
+                + t.whole.data.nbytes for t in plan.tiles)
     return dict(inputs=trainer.model._input[1].nbytes, tiles=int(tiles))
 
 

@@ -55,10 +55,10 @@ A = sp.random(n, n, density=0.2, random_state=1, format="csr")
 X = np.random.default_rng(2).standard_normal((n, 3))
 for validate in (True, False):
     op = DistSpMM.from_scipy(A if rank == 0 else None, ProcessGrid(comm), validate=validate)
-    x = op.scatter_rows(X if rank == 0 else None)
-    calls: list[str] = []
+    calls: list[str] = []  # (wrapped before the first call: its agreement keeps the comm)
     for name in ("comm", "across_block_rows", "across_replicas"):
         setattr(op.grid, name, Counted(getattr(op.grid, name), calls))
+    x = op.scatter_rows(X if rank == 0 else None)
     check(op, x, x.copy(), X, calls, validate)
 print(f"rank {rank}: OK\n", end="", flush=True)
 sys.exit(0)
