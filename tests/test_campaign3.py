@@ -486,8 +486,10 @@ def test_under_mpiexec_the_progress_line_is_not_redrawn():
 def test_a_first_run_says_it_compiles_the_kernels(capsys, tmp_path, monkeypatch):
     """An empty numba cache: one notice line before the wait (the error here comes before
     any kernel runs); with the kernels cached, none."""
+    from spmmgnn.runtime import jit
     from spmmgnn.runtime.jit import kernels_cached
 
+    monkeypatch.setitem(jit._notice, "shown", False)  # (once per process: an earlier test's)
     monkeypatch.chdir(tmp_path)
     argv = ["bench", "--graph", "random:n=100,avg_degree=4", "--algorithm", "sparse1d",
             "--replication", "3", "-o", "r.jsonl"]
