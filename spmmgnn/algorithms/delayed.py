@@ -65,13 +65,14 @@ class GhostBins:
 
 
 class DelayedRemote:
-    """Per-layer delayed views of one ``sparse1d`` operator, and the exchanges in flight."""
+    """Per-layer delayed views of one operator that takes delayed remote aggregates
+    (``delayed_remote``: ``sparse1d``), and the exchanges in flight."""
 
     def __init__(self, op: DistSpMM, staleness: int = 0, drop: bool = False,
                  backward: str = "local", seed: int = 0):
-        if op.name != "sparse1d":
-            raise SpmmgnnError(f"delayed remote aggregates need algorithm sparse1d, got "
-                               f"{op.name}")
+        if not op.delayed_remote:
+            raise SpmmgnnError(f"delayed remote aggregates need an algorithm that takes them "
+                               f"(delayed_remote), got {op.name}")
         if staleness < 0:
             raise SpmmgnnError(f"staleness must be >= 0, got {staleness}")
         if backward not in BACKWARDS:

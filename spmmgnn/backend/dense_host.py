@@ -20,11 +20,12 @@ gradient sums over the rows, and OpenBLAS 0.3.31 splits them by its thread count
 128 x 128, 1003 x 40 x 40: 1 and 2 threads differ in the last bits), so with more than one
 thread chosen it is the sum of one panel of rows per chosen thread, each on one OpenBLAS
 thread (``weight_grad``): the same bits however many threads busy cores leave to run them.
-``h @ w`` and ``g @ w.T`` are split the same way (``panel_matmul``; a row's bits do not
-depend on its panel): no OpenBLAS worker thread runs, so none is left spinning after the
-call. OpenBLAS's workers spin ~0.1 s after each threaded call unless
-$OPENBLAS_THREAD_TIMEOUT was set before numpy loaded (``import spmmgnn`` first sets it),
-and spinning they took the cores from the numba kernel after every product
+``h @ w`` and ``g @ w.T`` are split the same way (``panel_matmul``; the bits are those of
+the chosen count, since OpenBLAS 0.3.31's float32 rows differ by panel): no OpenBLAS worker
+thread runs, so none is left spinning after the call. OpenBLAS's workers spin ~0.1 s after
+each threaded call unless $OPENBLAS_THREAD_TIMEOUT was set before numpy loaded (``import
+spmmgnn`` first sets it), and spinning they took the cores from the numba kernel after
+every product
 (``bench/thread_timeout.py``, 90k vertices at 1 x 2: 192-194 ms a step with OpenBLAS's
 threads spinning, 115-128 ms with them asleep or with the panels, either way).
 
@@ -47,7 +48,7 @@ from ..local import dense_kernels as dk
 from ..local.dense_kernels import BIAS_ROWS, stream_key, threshold
 from ..local.kernels import SERIAL_WORK
 from ..runtime.buffers import recycled_empty
-from ..runtime.threads import get_threads, running_threads, scope, scoped
+from ..runtime.threads import get_threads, one_blas_thread, running_threads, scope, scoped
 from .dense_torch import adam_step as tensor_step
 
 
@@ -75,7 +76,7 @@ def run_panels(t: int, work) -> None:
             work(p)
 
     helpers = min(t, running_threads()) - 1  # the caller takes panels too
-    with scope(limit=1, blas=True):  # one BLAS thread per panel
+    with scope(limit=1), one_blas_thread():  # one BLAS thread per panel
         pool = _panel_pools.get(helpers) if helpers > 0 else None
         if helpers > 0 and pool is None:
             pool = _panel_pools[helpers] = ThreadPoolExecutor(helpers, "spmmgnn-panel")
@@ -92,10 +93,13 @@ def _bounds(rows: int, t: int) -> np.ndarray:
 def panel_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     """``out = a @ b`` in one panel of rows of ``a`` per chosen thread (``get_threads``),
     each on one OpenBLAS thread (``run_panels``); fewer than ``PANEL_ROWS`` rows a thread:
-    one call. A row's result does not depend on the panel holding it (tested)."""
+    one call on one OpenBLAS thread. The bits are fixed by the chosen count, not by the
+    cores free to run it (tested): OpenBLAS 0.3.31 gives a float32 row other last bits in
+    another panel, and other bits on 2 threads than on 1."""
     t = get_threads()
     if t == 1 or a.shape[0] < PANEL_ROWS * t:
-        np.matmul(a, b, out=out)
+        with one_blas_thread():  # the bits of one thread, whatever the cores
+            np.matmul(a, b, out=out)
         return out
     bounds = _bounds(a.shape[0], t)
 

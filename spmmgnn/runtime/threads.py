@@ -158,6 +158,28 @@ def blas_exit(changed: list) -> None:
         put(before)
 
 
+class one_blas_thread:
+    """``with one_blas_thread():`` every loaded BLAS library on one thread inside, its
+    count put back on exit; whether or not the library's threads are chosen. For products
+    whose bits must not depend on the cores: OpenBLAS 0.3.31 gives a float32 ``a @ b``
+    (1003 x 40 x 24) other last bits on 2 threads than on 1, so the panel products run
+    every BLAS call on one (``dense_host.run_panels``)."""
+
+    __slots__ = ("saved",)
+
+    def __enter__(self) -> one_blas_thread:
+        self.saved = [(put, get()) for get, put in _blas_libs()]
+        for put, before in self.saved:
+            if before != 1:
+                put(1)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for put, before in self.saved:
+            if before != 1:
+                put(before)
+
+
 def ensure_threads(comm: MPI.Comm) -> None:
     """Collective over ``comm``: the first time any rank builds an operator, choose
     ``default_threads(comm)`` as the library's threads unless they were already chosen.
