@@ -49,7 +49,7 @@ fi
   nproc --all
 } > "$OUT/env.txt" 2>&1
 
-tests=(tests/test_fused_dropout.py tests/test_device_memory.py)
+tests=(tests/backend/test_fused_dropout.py tests/training/test_device_memory.py)
 [[ ${GPU_CHECK_ALL:-0} == 1 ]] && tests=(tests)
 mark="gpu"
 [[ $DEVICE == cpu ]] && mark="not gpu and not mpi"

@@ -186,7 +186,8 @@ def render(data: dict) -> str:
         vol = data["volumes"]
         lines += ["## Bytes between nodes, flat vs node-aware", "",
                   "The volume model (`spmmgnn.benchmark.node_volumes`, equal to the counters "
-                  "rank by rank in `tests/test_node_exchange.py` and in the runs below): MB "
+                  "rank by rank in `tests/exchange/test_node_exchange.py` and in the runs "
+                  "below): MB "
                   "per SpMM that leave a node (f = 64, float32), summed over all nodes, and "
                   "the busiest node's; K consecutive ranks per node. *flat*: every rank sends "
                   "each peer its rows; *node*: a row crosses from node A to node B once. "

@@ -5,7 +5,7 @@ minimum vertex cover (``prepost1d``), on the same partition (like SuperGCN's Tab
     python -m bench.prepost -k 2 4 8 --method metis-vol
 
 Counted from the partition alone (no MPI): for each ordered pair (receiver p, sender q) the
-cut non-zeros of block row p in block column q. ``tests/test_prepost.py`` checks that the
+cut non-zeros of block row p in block column q. ``tests/algorithms/test_prepost.py`` checks that the
 measured bytes of ``prepost1d`` equal the cover sizes, and ``bench.spmm`` measures both.
 """
 

@@ -6,14 +6,15 @@ per-rank memory of the block-row path as P grows, and the start-up at many ranks
    ``mpiexec -n 4 spmmgnn train --dataset FILE`` trains on it, each rank reading only its
    block row. Reported: the file's size and the time to write it, the wall time of the run,
    per-epoch time and breakdown, the peak resident memory of the largest rank.
-2. Per-rank memory as P grows: ``tests/workers/memory_h5.py`` (peak traced memory of loading
-   a block row as training does plus one SpMM) on a 400k-vertex banded graph at P = 2, 4, 8.
+2. Per-rank memory as P grows: ``tests/training/workers/memory_h5.py`` (peak traced memory of
+   loading a block row as training does plus one SpMM) on a 400k-vertex banded graph at
+   P = 2, 4, 8.
 3. Start-up at P = 16 (oversubscribed on this machine's cores): the wall time of
    ``mpiexec -n 16 spmmgnn train --epochs 1`` on a small graph, against the in-run times.
 4. The memory model against measurement: ``spmmgnn.benchmark.memory`` (what
    ``spmmgnn model --memory`` prints) beside the peak resident memory of two training steps
-   (``tests/workers/memory_train.py``) for every algorithm at P = 2, 4, 8, on a CSBM graph
-   written for each number of block rows.
+   (``tests/benchmark/workers/memory_train.py``) for every algorithm at P = 2, 4, 8, on a CSBM
+   graph written for each number of block rows.
 
     python -m bench.scale [--n 2000000] [--degree 16] [--epochs 5] [--quick]
                           [--only large memory startup model]
@@ -61,15 +62,16 @@ def large_run(tmp: Path, n: int, degree: float, epochs: int) -> dict:
 
 
 def memory_vs_p(tmp: Path, n: int) -> list[dict]:
-    from tests.test_scale import _banded_graph
+    from tests.training.test_scale import _banded_graph
 
     rows = []
     for P in (2, 4, 8):
         h5 = tmp / f"banded{P}.h5"
         _banded_graph(h5, n, P)
         out = tmp / f"mem{P}.json"
-        run_mpi(P, [sys.executable, str(ROOT / "tests" / "workers" / "memory_h5.py"), str(out),
-                    str(h5)], env=dict(SPMMGNN_THREADS="1"))
+        worker = ROOT / "tests" / "training" / "workers" / "memory_h5.py"
+        run_mpi(P, [sys.executable, str(worker), str(out), str(h5)],
+                env=dict(SPMMGNN_THREADS="1"))
         peaks = json.loads(out.read_text())["peak"]
         rows.append(dict(P=P, n=n, max_peak_bytes=max(peaks), min_peak_bytes=min(peaks)))
     return rows
@@ -99,13 +101,14 @@ MEASURE_ENV = dict(SPMMGNN_THREADS="1", MALLOC_MMAP_THRESHOLD_="65536",
 def _measured_row(tmp: Path, path: Path, layout, algorithm: str, P: int, c: int, shape,
                   symmetric: bool, **extra) -> dict:
     """Predict the memory of training ``algorithm`` on the graph file ``path`` and measure it
-    with ``tests/workers/memory_train.py`` (the high-water mark of every rank)."""
+    with ``tests/benchmark/workers/memory_train.py`` (the high-water mark of every rank)."""
     from spmmgnn.benchmark.memory import COMPONENTS, predict_memory
 
     m = predict_memory(algorithm, layout, P, c, shape, symmetric=symmetric)
     out = tmp / "model.json"
-    run_mpi(P, [sys.executable, str(ROOT / "tests" / "workers" / "memory_train.py"), str(out),
-                str(path), algorithm, str(c), str(shape.hidden)], env=MEASURE_ENV)
+    worker = ROOT / "tests" / "benchmark" / "workers" / "memory_train.py"
+    run_mpi(P, [sys.executable, str(worker), str(out), str(path), algorithm, str(c),
+                str(shape.hidden)], env=MEASURE_ENV)
     r = json.loads(out.read_text())
     ratio = np.array(r["train"]) / m["total"]
     worst = int(np.argmax(m["total"]))
@@ -221,7 +224,8 @@ def render(res: dict) -> str:
                   "block rows; `spmmgnn.benchmark.memory` (`spmmgnn model --memory`) beside "
                   "the high-water mark of each rank's resident memory over two training "
                   "steps, above its resident size before loading "
-                  "(`tests/workers/memory_train.py`: glibc's mmap threshold fixed so freed "
+                  "(`tests/benchmark/workers/memory_train.py`: glibc's mmap threshold fixed "
+                  "so freed "
                   "arrays leave, kernels fixed to `unrolled` / `transpose`). The components "
                   "are the largest rank's; measured / predicted over all ranks. The last "
                   f"rows: a directed R-MAT graph ({M[-1]['n']:,} vertices, power-law "

@@ -25,26 +25,26 @@ LAUNCHERS = frozenset({"run_mpi", "run_mpi_json", "run_cli", "mpiexec", "run_mpm
 # ``mpiexec``, one or two per surface (the SpMM families, the API's collective errors, the
 # CLI, training, faults, the node-aware exchange, the device path, a README snippet, the
 # benchmark tools); every other test that launches ``mpiexec`` is marked ``slow`` too.
-# tests/test_bench_suite.py checks that each one names a test.
+# tests/project/test_style.py checks that each one names a test.
 FAST_MPI = frozenset({
-    "tests/test_spmm_1d.py::test_matches_scipy[sparse1d-2]",
-    "tests/test_spmm_1d.py::test_matches_scipy[oblivious1d-2]",
-    "tests/test_spmm_15d.py::test_matches_scipy[4-2]",
-    "tests/test_spmm_grid.py::test_equals_scipy[4]",
-    "tests/test_api.py::test_errors_are_collective[nan_one_rank-3]",
-    "tests/test_api.py::test_cli_error_is_one_line_and_nonzero",
-    "tests/test_agreement.py::test_disagreeing_ranks_get_one_collective_error[sparse1d]",
-    "tests/test_linalg.py::test_reductions_count_every_row_once[3]",
-    "tests/test_node_exchange.py::test_node_aware_equals_scipy_and_the_flat_exchange[4]",
-    "tests/test_device.py::test_device_cpu_equals_scipy_and_numpy_path[2]",
-    "tests/test_training.py::test_parity_with_single_process[sparse1d-2]",
-    "tests/test_training.py::test_mpiexec_found",
-    "tests/test_faults.py::test_setup_error_on_one_rank_is_collective[halo-ghost]",
-    "tests/test_partition_cli.py::test_runs_name_the_partition_and_its_seconds",
-    "tests/test_bench_cli.py::test_report_writes_every_plot",
-    "tests/test_docs.py::test_snippet_runs[README.md:53-P2]",
-    "tests/test_campaign3.py::test_under_mpiexec_the_progress_line_is_not_redrawn",
-    "tests/test_bench_suite.py::test_a_failed_child_names_its_command_and_stderr",
+    "tests/algorithms/test_spmm_1d.py::test_matches_scipy[sparse1d-2]",
+    "tests/algorithms/test_spmm_1d.py::test_matches_scipy[oblivious1d-2]",
+    "tests/algorithms/test_spmm_15d.py::test_matches_scipy[4-2]",
+    "tests/algorithms/test_spmm_grid.py::test_equals_scipy[4]",
+    "tests/core/test_api.py::test_errors_are_collective[nan_one_rank-3]",
+    "tests/core/test_api.py::test_cli_error_is_one_line_and_nonzero",
+    "tests/algorithms/test_agreement.py::test_disagreeing_ranks_get_one_collective_error[sparse1d]",
+    "tests/algorithms/test_linalg.py::test_reductions_count_every_row_once[3]",
+    "tests/exchange/test_node_exchange.py::test_node_aware_equals_scipy_and_the_flat_exchange[4]",
+    "tests/backend/test_device.py::test_device_cpu_equals_scipy_and_numpy_path[2]",
+    "tests/training/test_training.py::test_parity_with_single_process[sparse1d-2]",
+    "tests/training/test_training.py::test_mpiexec_found",
+    "tests/runtime/test_faults.py::test_setup_error_on_one_rank_is_collective[halo-ghost]",
+    "tests/commands/test_partition_cli.py::test_runs_name_the_partition_and_its_seconds",
+    "tests/benchmark/test_bench_cli.py::test_report_writes_every_plot",
+    "tests/project/test_docs.py::test_snippet_runs[README.md:53-P2]",
+    "tests/training/test_progress.py::test_under_mpiexec_the_progress_line_is_not_redrawn",
+    "tests/benchmark/test_bench_suite.py::test_a_failed_child_names_its_command_and_stderr",
 })
 
 
@@ -115,9 +115,10 @@ def mpi_json(tmp_path_factory):
 @pytest.fixture(scope="session")
 def reference_for():
     """``reference_for(graph_spec, case)``: the single-process PyTorch run of a training parity
-    case (tests/test_training.py), computed once per session for every case that shares its
-    model, data and seed (parity at P = 2, 3, 4 and at P = 16 use the same references)."""
-    from .test_training import reference_run
+    case (tests/training/test_training.py), computed once per session for every case that
+    shares its model, data and seed (parity at P = 2, 3, 4 and at P = 16 use the same
+    references)."""
+    from .training.test_training import reference_run
 
     runs: dict = {}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -9,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-WORKERS = Path(__file__).parent / "workers"
+TESTS = Path(__file__).resolve().parent
+WORKERS = TESTS / "workers"  # the workers several test folders share (common.py among them)
 NOT_MARKED = "SPMMGNN_TEST_NOT_MPI"  # set by conftest.py while a test without ``mpi`` runs
 
 
@@ -27,6 +29,32 @@ def mpiexec() -> str:
     return found
 
 
+@functools.cache
+def _workers() -> dict[str, Path]:
+    """Every worker script, ``tests/**/workers/*.py``, by its file name (the names are
+    unique: a worker lives in the ``workers/`` folder beside the tests that launch it, or in
+    ``tests/workers/`` when tests of several folders do)."""
+    found: dict[str, list[Path]] = {}
+    for path in sorted(TESTS.glob("**/workers/*.py")):
+        found.setdefault(path.name, []).append(path)
+    twice = {name: [str(p.relative_to(TESTS)) for p in paths]
+             for name, paths in found.items() if len(paths) > 1}
+    if twice:
+        raise RuntimeError(f"worker names must be unique under tests/: {twice}")
+    return {name: paths[0] for name, paths in found.items()}
+
+
+def worker(script: str) -> Path:
+    """The path of the worker script named ``script`` (``"spmm_cases.py"``), wherever it
+    lives under ``tests/``; an absolute path is returned as it is."""
+    if os.path.isabs(script):
+        return Path(script)
+    found = _workers().get(script)
+    if found is None:
+        raise FileNotFoundError(f"no worker {script!r} in any tests/**/workers/ folder")
+    return found
+
+
 def mpi_env(env: dict | None = None) -> dict:
     """The environment of the launched jobs: one library thread a rank, unbuffered output."""
     full = dict(os.environ, SPMMGNN_THREADS="1", PYTHONUNBUFFERED="1")
@@ -37,11 +65,12 @@ def mpi_env(env: dict | None = None) -> dict:
 def run_mpi(n: int, script: str, *args: str, timeout: float = 300,
             check: bool = True, env: dict | None = None,
             prefix: list[str] | None = None) -> subprocess.CompletedProcess:
-    """Run ``tests/workers/<script>`` (or a module path) on n ranks; returns the process.
+    """Run the worker ``script`` (found by name under ``tests/**/workers/``, see ``worker``;
+    or an absolute path) on n ranks; returns the process.
     ``prefix`` goes between mpiexec's options and python (e.g. ``own_files``). The workers
     import spmmgnn with ``SPMMGNN_ABORT_ON_EXCEPTION=1`` (the abort hook, as a script run
     under mpiexec should have it), so a worker's bug on one rank ends the job at once."""
-    target = str(WORKERS / script) if not os.path.isabs(script) else script
+    target = str(worker(script))
     cmd = [mpiexec(), "-n", str(n), *(prefix or []), sys.executable, target, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                           env=mpi_env({"SPMMGNN_ABORT_ON_EXCEPTION": "1", **(env or {})}))

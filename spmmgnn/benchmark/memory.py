@@ -28,7 +28,7 @@ What each term counts follows the code that allocates it:
 Not counted: the interpreter and its libraries (about 0.3 GiB, measured in
 ``bench/results/scale.md``), the transient of loading the block row, and the column-block
 copies a ``blocked`` kernel keeps when ``auto`` measures it fastest (one more copy of the
-indices and values of that block). ``tests/test_memory.py`` checks the total against the
+indices and values of that block). ``tests/benchmark/test_memory.py`` checks the total against the
 measured peak of a training run at P = 2 and 4; ``bench/scale.py`` also at P = 8 (0.96-1.08
 in ``bench/results/scale.md``).
 """

@@ -1,6 +1,6 @@
 """Plots a person can read, drawn the same way on every machine.
 
-The rules every figure of the project keeps (``tests/test_plots.py`` checks them on the
+The rules every figure of the project keeps (``tests/benchmark/test_plots.py`` checks them on the
 figures themselves): written at ``DPI`` (>= 100); tick labels and legends at least 8 pt; no
 two series of a panel share colour and marker; no series lies hidden under another (series
 that coincide are drawn once, named together); no panel without data (a figure with nothing

@@ -24,7 +24,7 @@ from . import (
 )
 
 # spmmgnn.nn.models.MODELS, spelled out so that building the parser (and --help) does not
-# import torch; tests/test_startup.py checks the two agree
+# import torch; tests/project/test_startup.py checks the two agree
 MODELS = ("gcn", "sage")
 
 

@@ -21,7 +21,7 @@ The peak is what stays for the run (``persistent``) plus the highest point of on
   allocates its output (``addmm_`` into it: no temporary on the CPU), plus cuSPARSE's
   workspace.
 
-``tests/test_device_memory.py`` checks ``step_peak`` against ``backend.peak.PeakTracker``
+``tests/training/test_device_memory.py`` checks ``step_peak`` against ``backend.peak.PeakTracker``
 (every storage torch allocates) on ``device="cpu"`` running the same code; the workspace
 and CUDA's fixed buffers (cuBLAS's workspace) are checked on a GPU (``pytest -m gpu``).
 Not counted: the CUDA context (outside ``max_memory_allocated``). Modelled as a GCN: a

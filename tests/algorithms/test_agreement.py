@@ -4,7 +4,7 @@ algorithm, a ``matmul`` on one rank and a ``matmul_t`` on the other, different `
 ``gather_rows``, or ``matmul`` meeting ``dot`` (the row algebra's calls too) is one
 collective error on every rank, and the operator still multiplies correctly afterwards;
 tensors numpy cannot hold (bfloat16, meta) on one rank are one error naming the fix. One
-2-rank launch (``tests/workers/disagree.py``) runs every case."""
+2-rank launch (``tests/algorithms/workers/disagree.py``) runs every case."""
 
 from __future__ import annotations
 

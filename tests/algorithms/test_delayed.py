@@ -20,7 +20,7 @@ import torch
 
 from spmmgnn.benchmark.volumes import Layout, delayed_volumes, sparse_volumes
 
-from .mpi import run_cli, run_mpi_json
+from ..mpi import run_cli, run_mpi_json
 
 F, CALLS = 3, 8
 

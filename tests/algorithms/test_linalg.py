@@ -3,7 +3,7 @@
 value against numpy/scipy/torch on the whole matrices, on 1D grids, on 1.5D grids with
 c = 2 (each row counted once) and on 2D and 3D grids, square and rectangular operators (both
 sides), numpy and torch, 2-D and 1-D. One worker run per P checks every case
-(tests/workers/linalg_cases.py).
+(tests/algorithms/workers/linalg_cases.py).
 """
 
 from __future__ import annotations

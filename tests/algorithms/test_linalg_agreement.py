@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from .mpi import run_mpi_json
+from ..mpi import run_mpi_json
 
 COLLECTIVE_ERRORS = {
     "norm_bad_side_one_rank": "side must be 'input' or 'output'",

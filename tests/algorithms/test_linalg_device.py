@@ -1,7 +1,7 @@
 """The operator's row algebra (``algorithms/linalg.py``, ``exchange/collectives.py``), the
 delayed views (``algorithms/delayed.py``) and ``spmmgnn.krylov`` on a torch-cpu grid, over
 MPI (the rows staged through host memory) and over Gloo (``transport="torch"``), against
-the same calls on the host grid, under real ``mpiexec`` (tests/workers/linalg_device.py):
+the same calls on the host grid, under real ``mpiexec`` (tests/algorithms/workers/linalg_device.py):
 P = 2 on a 1D grid and P = 4 on a 1.5D grid with c = 2, a square operator relabelled by a
 part vector and a rectangular one with an empty block, both sides.
 
@@ -26,7 +26,7 @@ from scipy.sparse.linalg import eigsh, spsolve
 import spmmgnn
 from spmmgnn import SpmmgnnError, krylov
 
-from .workers.krylov_cases import matrices
+from ..workers.krylov_cases import matrices
 
 EXACT = ("fetch_rows", "fetch_rows_vector", "allgather_rows", "allreduce_tensor",
          "allreduce_max", "allreduce_bool", "allreduce_int", "allreduce_numpy")

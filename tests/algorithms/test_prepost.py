@@ -93,7 +93,7 @@ def test_training_on_one_node_reads_in_place_with_the_flat_numbers(tmp_path):
     to the flat exchange's losses bit for bit."""
     import json
 
-    from .mpi import run_cli
+    from ..mpi import run_cli
 
     runs = {}
     for name, extra in (("default", ()), ("flat", ("--exchange", "flat"))):

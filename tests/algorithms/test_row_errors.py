@@ -2,7 +2,7 @@
 rows of ``matmul``'s input, ``op.n_local_in``; output: ``A @ X``, ``op.n_local``), how many
 rows that side has on this rank, that a 1-D vector is accepted, and how to get the rows
 (``op.scatter_rows``, ``op.row_ids``). In-process at P = 1 on a rectangular 5 x 7 operator;
-the mpiexec case (one rank wrong, every rank told) is in tests/workers/row_params_cases.py.
+the mpiexec case (one rank wrong, every rank told) is in tests/nn/workers/row_params_cases.py.
 """
 
 from __future__ import annotations

@@ -131,7 +131,7 @@ def test_docs_part_vector_gives_cagnets_3d_layout(n, q, pl):
     process row i's rows are CAGNET's row block i."""
     import numpy as np
 
-    from .test_docs import ROOT
+    from ..project.test_docs import ROOT
 
     text = (ROOT / "docs" / "algorithms" / "oblivious3d.md").read_text(encoding="utf-8")
     code = text.split("```python\n", 1)[1].split("```", 1)[0]

@@ -1,4 +1,4 @@
-"""Every family on every backend and transport (``tests/workers/backend_matrix.py``): host
+"""Every family on every backend and transport (``tests/backend/workers/backend_matrix.py``): host
 numpy over MPI, torch tensors on the CPU over MPI (staged through host views) and over
 ``torch.distributed`` (Gloo), at P = 4, 6 and 8 (1D; 1.5D with c = 2; 2D on 2 x 2 and 2 x 3;
 3D on the factors closest to a cube, 2 x 2 x 2 at P = 8). Each run's A X and Aᵀ Y equal
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from .mpi import run_mpi_json
+from ..mpi import run_mpi_json
 
 RUNS = ("none mpi", "cpu mpi", "cpu torch")
 

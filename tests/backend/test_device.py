@@ -196,7 +196,7 @@ def test_bench_gpu_dry_run(tmp_path):
     from pathlib import Path
 
     out = tmp_path / "gpu.json"
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     proc = subprocess.run([sys.executable, "-m", "bench.gpu", "--device", "cpu", "--quick",
                            "--sizes", "3000", "6000", "--search-seconds", "0", "--out",
                            str(out)], capture_output=True, text=True, timeout=1500, cwd=root)
@@ -227,7 +227,7 @@ def test_spmm_command_on_a_device_grid(tmp_path):
     that does not exist is one error line."""
     import json
 
-    from .mpi import one_line_error, run_cli
+    from ..mpi import one_line_error, run_cli
 
     out = tmp_path / "spmm.json"
     proc = run_cli(2, "spmm", "--scale", "8", "--algorithm", "sparse1d", "sparse15d",
@@ -476,7 +476,7 @@ def test_device_cpu_direct_mpi_equals_staged(tmp_path):
     staged, and the halo exchanges (every codec's packed rows included) and broadcasts stage
     nothing (the 1.5D all-reduce, the oblivious transposes' reduce and the node-aware exchange
     still do)."""
-    from .mpi import run_mpi_json
+    from ..mpi import run_mpi_json
 
     got = run_mpi_json(2, "device_cases.py", tmp_path, "cpu",
                        env={"SPMMGNN_CUDA_AWARE_MPI": "1"})

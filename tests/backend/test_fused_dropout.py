@@ -254,7 +254,7 @@ def test_triton_interpreter_runs_this_file():
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "-m", "not gpu", "-k", "not interpreter_runs", str(here)],
                           capture_output=True, text=True, env=env, timeout=600,
-                          cwd=here.parent.parent)
+                          cwd=here.parents[2])
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     summary = proc.stdout.strip().splitlines()[-1]
     assert "skipped" not in summary and " passed" in summary, summary

@@ -11,7 +11,7 @@ import torch
 from spmmgnn import SpmmgnnError
 from spmmgnn.backend.convert import to_numpy
 
-from .mpi import run_mpi_json
+from ..mpi import run_mpi_json
 
 
 def test_to_numpy_names_resolve_neg():

@@ -14,7 +14,7 @@ from scipy.sparse.csgraph import maximum_bipartite_matching
 
 from spmmgnn.benchmark.volumes import Layout, predict
 
-from .mpi import run_cli, run_mpi_json
+from ..mpi import run_cli, run_mpi_json
 
 
 def _matrix(case: dict) -> sp.csr_array:
@@ -292,7 +292,7 @@ def test_recipes_table_runs_the_five_grids_and_rewrites_only_its_block():
     P = 1, 2, 4 with c = 2, 2 x 2 and 2 x 1 x 2 with their ratios to scipy in the docs)."""
     from bench import recipes_table as mod
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     assert [(P, g) for P, g, _ in mod.RUNS] == [(1, "1d"), (2, "1d"), (4, "c2"), (4, "2x2"),
                                                 (4, "2x1x2")]
     page = (root / "docs" / "research-recipes.md").read_text()

@@ -17,7 +17,7 @@ from spmmgnn import SpmmgnnError
 from spmmgnn.benchmark.records import done_ids, latest, read_records
 from spmmgnn.benchmark.report import write_report
 
-from .mpi import one_line_error, run_cli
+from ..mpi import one_line_error, run_cli
 
 GRAPH = "random:n=200,avg_degree=4"
 MODEL = ["model", GRAPH, "--rate", "1e9", "-f", "4"]

@@ -17,7 +17,7 @@ import pytest
 from spmmgnn.benchmark.harness import LaunchError, library_from, mpiexec, run
 from spmmgnn.benchmark.tables import md_table, regenerate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 
 

@@ -21,7 +21,7 @@ from spmmgnn.grid import parse_grid
 from spmmgnn.nn import build_model
 from spmmgnn.nn.layers import aggregation_chunk
 
-from .mpi import run_cli, run_mpi_json
+from ..mpi import run_cli, run_mpi_json
 
 N, FEATURES, HIDDEN = 120_000, 96, 64
 # page counting is exact only when freed arrays leave the resident set and the kernels are
@@ -205,7 +205,7 @@ def test_block_layout_preflight_refuses_in_one_line(flags, words):
     """SPMMGNN_AVAILABLE_MEMORY under the block layout's figure but above the row layout's:
     the block-layout run is refused before training (one line, exit 2, every rank), the
     same run in the row layout trains."""
-    from .mpi import one_line_error, run_cli
+    from ..mpi import one_line_error, run_cli
 
     env = dict(SPMMGNN_AVAILABLE_MEMORY="80000000")
     args = ["train", "--csbm-n", "3000", "--epochs", "1", "--quiet", "--hidden", "1000"]

@@ -1,5 +1,5 @@
 """The two-tier alpha-beta model, the tier volume model's special cases and the two-level
-partitioner, in one process (the MPI side: tests/test_node_exchange.py)."""
+partitioner, in one process (the MPI side: tests/exchange/test_node_exchange.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from spmmgnn.partitioners import partition
 from spmmgnn.partitioners.twolevel import node_volume
 from spmmgnn.runtime.errors import SpmmgnnError
 
-from .mpi import run_cli
+from ..mpi import run_cli
 
 ALPHA, BETA, A_IN, B_IN = 2e-6, 1e-9, 3e-7, 1e-10
 
@@ -113,7 +113,7 @@ def test_model_cli_prices_both_exchanges(tmp_path):
 def test_bad_node_options_are_one_error_on_every_rank():
     """A ranks-per-node below 1 and a node-aware exchange on an algorithm without a halo
     exchange: one readable line, status 2, no traceback, at P = 2."""
-    from .mpi import one_line_error
+    from ..mpi import one_line_error
 
     one_line_error(run_cli(2, "spmm", "--scale", "8", "--ranks-per-node", "0", "--repeat", "1"),
                    "argument --ranks-per-node: must be an integer in [1, 2147483647], got 0")

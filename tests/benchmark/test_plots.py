@@ -25,7 +25,7 @@ from spmmgnn.benchmark.plots import (
     stored_signature,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MIN_PT, MIN_DPI, HIDDEN_PX = 8, 100, 2.0
 
 
@@ -273,3 +273,23 @@ def test_the_same_data_draws_the_same_png(tmp_path):
     assert (tmp_path / "a.png").read_bytes() == (tmp_path / "b.png").read_bytes()
     with Image.open(tmp_path / "a.png") as im:
         assert round(im.info["dpi"][0]) == DPI >= MIN_DPI
+
+
+def test_series_styles_tell_every_series_apart():
+    """20 series over 10 families, and more families than colours (model.png had two
+    families on one colour): a family has one colour, the same in every plot; no two series
+    share colour, marker and line style."""
+    from spmmgnn import ALGORITHMS
+    from spmmgnn.benchmark.report import series_styles
+
+    keys = [(a, v) for a in sorted(ALGORITHMS) for v in ("c=1", "c=2")]
+    keys += [("future1d", "c=1"), ("future2d", "2x2")] + [(f"x{i}", "") for i in range(12)]
+    style = series_styles(keys)
+    looks = {(s["color"], s["marker"], s["linestyle"]) for s in style.values()}
+    assert len(looks) == len(keys)
+    colours = {a: {style[k]["color"] for k in keys if k[0] == a} for a, _ in keys}
+    assert all(len(c) == 1 for c in colours.values())
+    first = [colours[a].copy().pop() for a in sorted(ALGORITHMS)]
+    assert len(set(first)) == len(first)  # every algorithm its own colour
+    assert series_styles([("sparse1d", "c=1")])[("sparse1d", "c=1")]["color"] == \
+        style[("sparse1d", "c=1")]["color"]  # the same colour whatever else is plotted

@@ -15,7 +15,7 @@ from spmmgnn.data.generators import sbm
 from spmmgnn.data.h5graph import read_block_row, read_offsets
 from spmmgnn.partitioners import metrics
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -105,7 +105,7 @@ def test_runs_name_the_partition_and_its_seconds(tmp_path):
     from spmmgnn.data.csbm import csbm
     from spmmgnn.data.partitioned import write_partitioned
 
-    from .mpi import run_cli
+    from ..mpi import run_cli
 
     h5, js = tmp_path / "g.h5", tmp_path / "run.json"
     write_partitioned(csbm(n=800, seed=0), h5, 2, "metis-vol")  # what datasets --parts does
@@ -131,7 +131,7 @@ def test_row_weight_from_partition_to_training(tmp_path):
     from spmmgnn.data.generators import rmat
     from spmmgnn.data.h5graph import write_graph
 
-    from .mpi import one_line_error, run_cli
+    from ..mpi import one_line_error, run_cli
 
     A = sp.csr_array(rmat(10, 8, seed=3))
     n = A.shape[0]

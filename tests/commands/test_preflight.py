@@ -2,7 +2,8 @@
 before it is allocated (one line with the bytes needed and the bytes available, not an OOM
 kill or a traceback), run through the command line in this process (``cli.main``); a
 ``perm`` read whole is checked to be a permutation. The 2-rank cases (a model too large,
-bad data on the HDF5 block-row path) are in ``test_agreement.py``'s one launch."""
+bad data on the HDF5 block-row path) are in ``tests/algorithms/test_agreement.py``'s one
+launch."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .mpi import run_cli
+from ..mpi import run_cli
 
 ERRORS = ["wrong_shape_one_rank", "nan_one_rank", "int_dtype", "partition_wrong_length",
           "partition_out_of_range", "sizes_wrong_sum", "col_partition_wrong_length", "matrix_inf",

@@ -15,7 +15,7 @@ from scipy.sparse.linalg import eigsh, spsolve
 import spmmgnn
 from spmmgnn import SpmmgnnError, krylov
 
-from .workers.krylov_cases import matrices
+from ..workers.krylov_cases import matrices
 
 GRIDS = {2: ["c1"], 4: ["c2", "2d", "3d"]}
 

@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 from spmmgnn.reorder import block_rcm
 
-from .mpi import run_mpi_json
+from ..mpi import run_mpi_json
 
 
 @pytest.mark.parametrize("P", [1, 2, 3])
@@ -61,7 +61,7 @@ def test_block_rcm_narrows_the_band_inside_blocks():
 def test_training_with_rcm_matches_the_plain_run(tmp_path):
     import json
 
-    from .mpi import run_cli
+    from ..mpi import run_cli
 
     losses = {}
     for flag in ("none", "rcm"):

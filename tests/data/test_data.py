@@ -16,7 +16,7 @@ from spmmgnn.data.normalize import gcn_norm, mean_norm
 from spmmgnn.data.splits import random_split
 from spmmgnn.data.wordnet import find_wordnet, parse_wordnet, randomized_svd, tfidf
 
-from .mpi import run_mpi_json
+from ..mpi import run_mpi_json
 
 
 # ------------------------------------------------------------------ CSBM

@@ -1,7 +1,7 @@
 """The node-aware exchange (spmmgnn.exchange.node_exchange) at P = 2, 4, 6, 8 with 1-4 ranks
-per node: the worker (tests/workers/node_cases.py) checks every algorithm against scipy and the flat
-exchange; here its bytes per tier are compared with the volume model rank by rank, and the
-inter-node bytes of every node with the flat exchange's."""
+per node: the worker (tests/exchange/workers/node_cases.py) checks every algorithm against
+scipy and the flat exchange; here its bytes per tier are compared with the volume model rank
+by rank, and the inter-node bytes of every node with the flat exchange's."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The per-call path of issue 46 on real MPI ranks (``tests/workers/percall_cases.py``):
+"""The per-call path of issue 46 on real MPI ranks (``tests/exchange/workers/percall_cases.py``):
 persistent exchanges and probe all-reduce give scipy's numbers through changes of width,
 dtype and direction, results stay the caller's, byte counters stay exact, a bad input on one
 rank of 2 or 3 is one collective error on all of them (no hang: the launch has a timeout),
@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from .mpi import run_mpi
+from ..mpi import run_mpi
 
 WORDS = dict(nan_on_last_rank="matmul: input has NaN or Inf values",
              width_differs="matmul: ranks disagree on the number of columns or the dtype",

@@ -11,7 +11,7 @@ from spmmgnn import set_threads
 from spmmgnn.local.codecs import CODECS, get_codec
 from spmmgnn.runtime.errors import SpmmgnnError
 
-from .brute import QMAX, step_bound
+from ..brute import QMAX, step_bound
 
 NO_INDEX = np.zeros(0, dtype=np.int64)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from .brute import step_bound
+from ..brute import step_bound
 
 
 def results(P, algo, c, mpi_json):

@@ -15,9 +15,9 @@ import torch
 from spmmgnn.data.loaders import load_graph
 from spmmgnn.data.pyg import graph_from_pyg
 
-from .mpi import run_mpi, run_mpi_json
+from ..mpi import run_mpi, run_mpi_json
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pyg = pytest.importorskip("torch_geometric")
 
 

@@ -3,7 +3,7 @@ to replicated weights through ``allreduce_gradients``, under real ``mpiexec`` at
 and P = 4 (1.5D c = 2, 2D 2x2, 3D 2x1x2): a LightGCN-like model's gradients and one Adam
 step equal one process's torch on the whole table; an undeclared table is refused on every
 rank with the fix whatever its values (zeros, the same seed), whether the blocks have equal
-sizes or not (tests/workers/row_params_cases.py)."""
+sizes or not (tests/nn/workers/row_params_cases.py)."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def test_one_process_registration_and_init():
 @pytest.mark.parametrize("P", sorted(GRIDS))
 def test_wrong_side_rows_on_one_rank_name_its_count_everywhere(P, mpi_json):
     """The last rank passes output-side rows to ``norm``: every rank raises, naming the
-    input side, that rank's row count and the fix (tests/test_row_errors.py at P = 1)."""
+    input side, that rank's row count and the fix (tests/algorithms/test_row_errors.py at P = 1)."""
     r = results(P, mpi_json)
     for g in GRIDS[P]:
         msgs, rows = r[f"{g}:rows_message"], r[f"{g}:rows_expected"]

@@ -12,7 +12,7 @@ from spmmgnn.partitioners.maxsend import MaxSendOptions, rebalance, refine_max_s
 from spmmgnn.partitioners.model import ColumnNet, load_cap, row_loads
 from spmmgnn.partitioners.simple import random_parts
 
-from .brute import brute_metrics
+from ..brute import brute_metrics
 
 GRAPHS = {
     "random": lambda: random_graph(400, 6, seed=1),

@@ -12,7 +12,7 @@ from spmmgnn import Partition, SpmmgnnError
 from spmmgnn.layout import resolve_partition
 from spmmgnn.partitioners import metrics
 
-from .brute import brute_metrics
+from ..brute import brute_metrics
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -12,7 +12,7 @@ from spmmgnn.partitioners.maxsend import refine_max_send
 from spmmgnn.partitioners.model import ColumnNet, load_cap, row_loads
 from spmmgnn.partitioners.multilevel import coarsen, contract, refine_multilevel
 
-from .brute import brute_metrics
+from ..brute import brute_metrics
 
 
 def _brute(A: sp.csr_array, parts: np.ndarray, k: int) -> tuple[int, int]:
@@ -124,7 +124,7 @@ def test_multilevel_moves_a_cluster_that_single_moves_cannot():
 
 def test_presets_keep_the_load_cap_and_beat_their_base():
     """``default`` and ``quality`` keep the load cap and are no worse than METIS-vol alone by
-    max send + total / k (``default`` runs METIS-vol first, tests/test_partition_budget.py).
+    max send + total / k (``default`` runs METIS-vol first, test_partition_budget.py).
     ``quality`` keeps the total within 1.02x the lower of METIS-vol's and Mt-KaHyPar's
     totals and is no worse than that base; it refines both bases whatever its budget, the
     base of lower total first, and runs its deep candidates, reusing each base partition,

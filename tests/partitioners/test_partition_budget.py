@@ -28,7 +28,7 @@ from spmmgnn.partitioners.budget import (
 )
 from spmmgnn.partitioners.model import row_loads, symmetric_graph
 
-from .brute import brute_metrics
+from ..brute import brute_metrics
 
 EPS = 0.03
 

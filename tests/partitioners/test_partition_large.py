@@ -22,9 +22,9 @@ from spmmgnn.partitioners.estimate import MEASURED, MEASURED_COARSE, MIB, estima
 from spmmgnn.runtime.errors import SpmmgnnError
 from spmmgnn.runtime.machine import MEMORY_ENV
 
-from .mpi import run_mpi_json
+from ..mpi import run_mpi_json
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args, env: dict | None = None) -> subprocess.CompletedProcess:

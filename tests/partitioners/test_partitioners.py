@@ -27,7 +27,7 @@ from spmmgnn.partitioners.model import row_loads
 from spmmgnn.partitioners.simple import block_parts, random_parts
 from spmmgnn.runtime.errors import SpmmgnnError
 
-from .brute import brute_metrics
+from ..brute import brute_metrics
 
 EPS = 0.03
 
@@ -96,7 +96,7 @@ def graph():
     return random_graph(2000, 4, seed=2, directed=False)
 
 
-# KaMinPar's refinements: tests/test_partition_budget.py (against brute force)
+# KaMinPar's refinements: tests/partitioners/test_partition_budget.py (against brute force)
 FAST = [m for m in METHODS if not m.startswith(("kahypar", "mtkahypar", "kaminpar+"))]
 
 

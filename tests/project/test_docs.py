@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from .mpi import run_mpi
+from ..mpi import run_mpi
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"^<!--\s*test:\s*ranks=(\d+(?:\s*,\s*\d+)*)"
                     r"(?:\s+c=(\d+(?:\s*,\s*\d+)*))?\s*-->\s*$")
 FENCE = re.compile(r"^(`{3,})python\s*$")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from .mpi import run_mpi
+from ..mpi import run_mpi
 
 NO_TORCH = """
 import sys

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_ruff_clean():
@@ -283,7 +283,7 @@ def test_the_fast_subset_is_the_listed_mpi_tests():
     """``-m "not slow"`` keeps, of the tests that launch ``mpiexec``, exactly those
     ``conftest.FAST_MPI`` lists (each names a real test: a renamed one would silently drop
     out of the fast subset)."""
-    from .conftest import FAST_MPI
+    from ..conftest import FAST_MPI
 
     files = sorted({n.split("::")[0] for n in FAST_MPI})
     proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",

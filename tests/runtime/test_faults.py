@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .mpi import WORKERS, mpiexec, own_files, read_own_files, run_mpi
+from ..mpi import mpiexec, own_files, read_own_files, run_mpi, worker
 
 DEADLINE = 30.0  # seconds from the fault to the end of the job
 STARTUP = 120.0  # seconds a job may take to import and reach its first epoch
@@ -123,7 +123,7 @@ def _start_training(tmp_path: Path, *flags: str, sleep: float = 0.3, n: int = 2)
     env = dict(os.environ, SPMMGNN_THREADS="1", PYTHONUNBUFFERED="1",
                SPMMGNN_TEST_PID_DIR=str(pid_dir), SPMMGNN_TEST_EPOCH_SLEEP=str(sleep))
     cmd = [mpiexec(), "-n", str(n), *own_files(tmp_path / "stderr"), sys.executable,
-           str(WORKERS / "fault_train.py"), "cli", *TRAIN, *flags]
+           str(worker("fault_train.py")), "cli", *TRAIN, *flags]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True)
     return proc, pid_dir
@@ -268,7 +268,7 @@ def test_ranks_waiting_for_root_in_from_scipy_do_not_spin(tmp_path, P):
     """While root checks the matrix (0.3 s) and cuts the block rows (0.6 s each), the other
     ranks sleep: the time they are runnable (on a core or queued for one, whatever the
     machine's load) is a small part of from_scipy's wall time."""
-    from .mpi import run_mpi_json
+    from ..mpi import run_mpi_json
 
     if not os.path.exists("/proc/self/schedstat"):
         pytest.skip("needs Linux's /proc/self/schedstat")

@@ -28,14 +28,14 @@ import pytest
 from spmmgnn.runtime.agreement import canonical, disagreement, per_rank
 from spmmgnn.runtime.signals import GRACE, LAST_RESORT, PARENT_POLL
 
-from .mpi import (
-    WORKERS,
+from ..mpi import (
     mpi_env,
     mpmd_command,
     one_line_error,
     own_files,
     read_own_files,
     run_mpmd,
+    worker,
 )
 
 CLI = ["-m", "spmmgnn.cli"]
@@ -97,8 +97,8 @@ CALL_CASES = {
 @pytest.fixture(scope="module")
 def agreement(tmp_path_factory):
     out = tmp_path_factory.mktemp("agreement") / "cases.json"
-    worker = str(WORKERS / "run_agreement.py")
-    proc = run_mpmd([worker, str(out), "a"], [worker, str(out), "b"], timeout=240)
+    script = str(worker("run_agreement.py"))
+    proc = run_mpmd([script, str(out), "a"], [script, str(out), "b"], timeout=240)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(out.read_text())
 
@@ -183,8 +183,8 @@ STARTUP = 120.0  # seconds a job may take to import and block
 def _start_hang(tmp_path: Path):
     """The MPMD hang worker (rank 0 in a barrier, rank 1 in a receive); returns (process,
     rank pids) once both ranks are about to block."""
-    worker = str(WORKERS / "hang.py")
-    cmd = mpmd_command([worker, str(tmp_path), "barrier"], [worker, str(tmp_path), "recv"],
+    script = str(worker("hang.py"))
+    cmd = mpmd_command([script, str(tmp_path), "barrier"], [script, str(tmp_path), "recv"],
                        prefix=own_files(tmp_path / "err"))
     proc = subprocess.Popen(cmd, env=mpi_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

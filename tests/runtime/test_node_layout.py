@@ -7,7 +7,7 @@ import pytest
 
 from spmmgnn.runtime.node_layout import NodeLayout, choose_layout, numa_domains, parse_cpulist
 
-from .mpi import run_cli
+from ..mpi import run_cli
 
 
 def test_cpulist_format():

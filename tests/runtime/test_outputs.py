@@ -32,7 +32,7 @@ import pytest
 from spmmgnn import SpmmgnnError
 from spmmgnn.runtime.atomic import MARKER, _host, atomic_path, check_writable, write_text_atomic
 
-from .mpi import WORKERS, one_line_error, run_cli
+from ..mpi import one_line_error, run_cli, worker
 
 EPOCH = ["--hidden", "8", "--quiet"]
 OLD = b"the old content\n"
@@ -319,7 +319,7 @@ def test_a_checkpoint_of_another_run_is_not_overwritten(tmp_path):
 
 def _fsize_cli(limit: int, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, SPMMGNN_THREADS="1")
-    return subprocess.run([sys.executable, str(WORKERS / "fsize_cli.py"), str(limit), *args],
+    return subprocess.run([sys.executable, str(worker("fsize_cli.py")), str(limit), *args],
                           capture_output=True, text=True, timeout=300, env=env)
 
 
@@ -424,3 +424,18 @@ def test_checkpoints_are_bounded_before_reading(tmp_path):
     with pytest.raises(SpmmgnnError, match=r"reading it needs about [\d,.]+ TiB and this node "
                                            r"has [\d,.]+ [GMT]iB available"):
         check_memory(2.0**61, "reading it")
+
+
+def test_the_json_fallback_file_has_the_mode_open_gives(tmp_path):
+    from spmmgnn.runtime.atomic import default_mode
+    from spmmgnn.training.run import save_results
+
+    link = tmp_path / "run.json"
+    link.symlink_to("/dev/full")
+    line = save_results(str(link), '{"a": 1}')
+    saved = Path(line.split("the results were saved to ")[1].split()[0])
+    try:
+        assert stat.S_IMODE(saved.stat().st_mode) == default_mode() != 0o600
+        assert json.loads(saved.read_text()) == {"a": 1}
+    finally:
+        saved.unlink()

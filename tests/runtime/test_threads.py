@@ -56,7 +56,7 @@ def test_library_calls_leave_the_callers_threads(tmp_path, P):
     (2) and numba's count in the calling thread (its default, 2) are the same after building
     an operator and running matmul, matmul_t, gram, qr and the nn layers as before; the
     library's own calls run at its count (1 from $SPMMGNN_THREADS)."""
-    from .mpi import run_mpi_json
+    from ..mpi import run_mpi_json
 
     env = {"NUMBA_NUM_THREADS": "2", "SPMMGNN_THREADS": "1"}
     states = run_mpi_json(P, "thread_state.py", tmp_path, env=env)
@@ -100,7 +100,7 @@ def test_busy_cores_take_threads_and_change_no_number(tmp_path, P):
     (numba, torch and the BLAS inside its scope; torch's count put back after), and the
     losses and final parameters are the same bits as with 2, also when the count changes
     at every step."""
-    from .mpi import run_mpi_json
+    from ..mpi import run_mpi_json
 
     out = run_mpi_json(P, "busy_threads.py", tmp_path, env={"NUMBA_NUM_THREADS": "2"})
     quiet, busy, switch = out["quiet"], out["busy"], out["switch"]
@@ -149,7 +149,7 @@ def test_weight_gradient_is_the_same_bits_on_fewer_running_threads(monkeypatch, 
 def test_bad_busy_cores_stops_train_with_one_line():
     """With ``--threads`` (no layout chosen, so no default_threads) a bad
     $SPMMGNN_BUSY_CORES still stops every rank before training with one readable line."""
-    from .mpi import run_cli
+    from ..mpi import run_cli
 
     proc = run_cli(2, "train", "--threads", "1", "--epochs", "1", "--csbm-n", "300",
                    env={"SPMMGNN_BUSY_CORES": "two"})
@@ -242,7 +242,7 @@ def test_dot_and_norm_run_blas_at_the_library_threads_whatever_the_import_order(
     OpenBLAS's worker threads, 40-76 ms a call, 1.4 s of their CPU in 60 calls; now they
     run at the library's one thread: the workers get no CPU time, and the caller's BLAS
     count is left as it was."""
-    from .mpi import run_mpi_json
+    from ..mpi import run_mpi_json
 
     states = run_mpi_json(2, "blas_threads.py", tmp_path, env={"SPMMGNN_THREADS": "1"})
     for s in states:

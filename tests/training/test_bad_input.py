@@ -14,7 +14,8 @@ wrong numbers, a hang or a traceback. One test (or more) per case of the trust i
 9. output files honour the umask; usage errors print once; ``--epochs 0``; a METIS file's
    direction; a partition with empty block rows warns.
 
-(Case 7 and the bench / report / model inputs of 6 and 8 are in ``test_bench_inputs.py``.)
+(Case 7 and the bench / report / model inputs of 6 and 8 are in
+``tests/benchmark/test_bench_inputs.py``.)
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from spmmgnn.data.h5graph import write_graph
 from spmmgnn.data.partitioned import write_partitioned
 from spmmgnn.runtime.atomic import MARKER, _host
 
-from .mpi import one_line_error, run_cli, run_mpi
+from ..mpi import one_line_error, run_cli, run_mpi
 
 EPOCH = ["--hidden", "8", "--quiet"]
 

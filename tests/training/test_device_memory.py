@@ -21,7 +21,7 @@ from spmmgnn.nn.memory import ModelShape
 from spmmgnn.training import TrainConfig, Trainer, distribute_graph
 from spmmgnn.training.device_peak import StepShape, device_need, step_peak
 
-from .mpi import one_line_error, run_cli
+from ..mpi import one_line_error, run_cli
 
 HAS_CUDA = torch.cuda.is_available()
 

@@ -23,7 +23,7 @@ from spmmgnn.local.hashing import splitmix64_torch
 from spmmgnn.nn.dropout import dropout_mask, relu_dropout
 from spmmgnn.training.optim import Adam
 
-from .mpi import one_line_error, run_cli
+from ..mpi import one_line_error, run_cli
 
 HAS_CUDA = torch.cuda.is_available()
 RTOL = {"float32": 1e-5, "float64": 1e-12}

@@ -92,7 +92,7 @@ def test_dropout_of_a_feature_block_is_the_rows_mask():
 
 def test_cli_refuses_grid_layout_off_the_grid():
     """``--grid-layout`` with a 1D algorithm: one line, exit 2 on every rank, before set-up."""
-    from .mpi import run_cli
+    from ..mpi import run_cli
 
     proc = run_cli(2, "train", "--csbm-n", "300", "--epochs", "1", "--quiet",
                    "--algorithm", "sparse1d", "--grid-layout")
@@ -108,7 +108,7 @@ def test_bench_records_the_block_layout(tmp_path):
     apart."""
     import json
 
-    from .mpi import run_cli
+    from ..mpi import run_cli
 
     out = tmp_path / "runs.jsonl"
     common = ["bench", "--quiet", "--threads", "1", "-o", str(out), "--mode", "train",
@@ -140,7 +140,7 @@ def test_bench_records_the_block_layout(tmp_path):
      "are training layouts: give --mode train")])
 def test_bench_refuses_a_layout_train_refuses(tmp_path, flags, words):
     """A block layout the sweep cannot run: one line, exit 2 on every rank, nothing run."""
-    from .mpi import one_line_error, run_cli
+    from ..mpi import one_line_error, run_cli
 
     out = tmp_path / "runs.jsonl"
     proc = run_cli(2, "bench", "--quiet", "-o", str(out), "--graph", "csbm:n=300",
@@ -160,7 +160,7 @@ def test_model_prints_the_kept_layouts(tmp_path):
     from spmmgnn.benchmark.kept_volumes import kept_step
     from spmmgnn.benchmark.volumes import Layout
 
-    from .mpi import run_cli
+    from ..mpi import run_cli
 
     out = tmp_path / "model.json"
     proc = run_cli(1, "model", "random:n=300,avg_degree=4", "--P", "4", "8", "--algorithm",
@@ -209,7 +209,7 @@ def test_grid_script_models_a_lean_graph(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "bench.grid", "--only", "model", "--quick",
                            "--graph-npy", str(stem), "--out", str(out)],
-                          cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                          cwd=Path(__file__).resolve().parents[2], capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sorted(p.name for p in out.iterdir()) == ["grid-quick.json", "grid-quick.md"]

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from .mpi import run_cli
+from ..mpi import run_cli
 
 SMALL = ["--csbm-n", "1500", "--csbm-degree", "8", "--epochs", "12", "--quiet"]
 

@@ -9,7 +9,7 @@ import pytest
 from spmmgnn.data.generators import banded
 from spmmgnn.data.h5graph import write_graph
 
-from .mpi import run_mpi_json
+from ..mpi import run_mpi_json
 
 
 def _banded_graph(path, n: int, k: int, half_width: int = 20, per_row: int = 4) -> None:
@@ -51,8 +51,9 @@ def test_every_algorithm_matches_scipy_at_many_ranks(P, c, tmp_path):
     """The awkward matrices of ``spmm_cases.py`` (uneven and empty blocks, empty rows, n not
     divisible by P, non-symmetric A) on 16 and 32 ranks, oversubscribed: every 1D algorithm
     at P = 32, both 1.5D ones on a 8 x 2 and a 8 x 4 grid; sparse1d's bytes equal the
-    metrics. float64 only: float32 runs the same code, checked at small P (tests/test_spmm_1d.py
-    and test_spmm_15d.py), and 32 oversubscribed ranks cost the suite a minute per dtype."""
+    metrics. float64 only: float32 runs the same code, checked at small P
+    (tests/algorithms/test_spmm_1d.py and test_spmm_15d.py), and 32 oversubscribed ranks cost
+    the suite a minute per dtype."""
     algorithms = ONE_D if c == 1 else FIFTEEN_D
     rows = run_mpi_json(P, "spmm_cases.py", tmp_path, *algorithms, "--replication", str(c),
                         "--float64-only", timeout=1200)
@@ -74,10 +75,10 @@ def test_every_algorithm_matches_scipy_at_many_ranks(P, c, tmp_path):
 def test_training_parity_at_16_ranks(tmp_path, reference_for):
     """The sparsity-aware 1D/1.5D algorithms (1.5D on a 8 x 2 grid), featureparallel and the
     sparse 2D one (4 x 4) train GCN and GraphSAGE at P = 16 to the losses of single-process
-    PyTorch (the references of tests/test_training.py). To hold the suite's time, P = 16
+    PyTorch (the references of tests/training/test_training.py). To hold the suite's time, P = 16
     leaves out the oblivious baselines (their block broadcasts are the slowest thing 16
     oversubscribed ranks do; their SpMM is checked against scipy at P = 32 above and their
-    training at P = 2, 3, 4 in tests/test_training.py) and keeps one 2D/3D algorithm (the
+    training at P = 2, 3, 4 in tests/training/test_training.py) and keeps one 2D/3D algorithm (the
     others train at P = 2, 3, 4 and 9)."""
     from spmmgnn import ALGORITHMS
 

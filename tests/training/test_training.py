@@ -14,8 +14,8 @@ from spmmgnn import ALGORITHMS
 from spmmgnn.data.csbm import csbm
 from spmmgnn.nn import aggregate_first, build_model, dropout_mask
 
-from .mpi import mpiexec, run_cli, run_mpi
-from .workers.common import one_way
+from ..mpi import mpiexec, run_cli, run_mpi
+from ..workers.common import one_way
 
 RTOL = 1e-4
 

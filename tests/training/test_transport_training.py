@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from .mpi import run_cli
+from ..mpi import run_cli
 
 EPOCHS = 5  # (transport_train.py's)
 LAUNCHES = {2: ["sparse1d"],

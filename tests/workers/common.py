@@ -1,4 +1,5 @@
-"""Pieces the MPI test workers share (run as scripts, they import this as a sibling)."""
+"""Pieces the MPI test workers share (run as scripts, they import this as a sibling: a worker
+outside tests/workers/ first puts this folder on ``sys.path``)."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -24,7 +25,9 @@ import spmmgnn
 from spmmgnn.data.normalize import gcn_norm, mean_norm
 from spmmgnn.nn import allreduce_gradients, spmm, spmm_t
 
-from common import message
+# the workers tests of several folders share (tests/workers/), imported as siblings
+sys.path.insert(1, str(Path(__file__).resolve().parents[2] / "workers"))
+from common import message  # noqa: E402
 
 comm = MPI.COMM_WORLD
 P = comm.size

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 import torch
-from krylov_cases import matrices as spd_matrices
 from mpi4py import MPI
 from scipy.sparse.linalg import eigsh, spsolve
 
@@ -29,7 +29,10 @@ import spmmgnn
 from spmmgnn import krylov
 from spmmgnn.algorithms.delayed import DelayedRemote
 
-from common import message
+# the workers tests of several folders share (tests/workers/), imported as siblings
+sys.path.insert(1, str(Path(__file__).resolve().parents[2] / "workers"))
+from common import message  # noqa: E402
+from krylov_cases import matrices as spd_matrices  # noqa: E402
 
 comm = MPI.COMM_WORLD
 P = comm.size

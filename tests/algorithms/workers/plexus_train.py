@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -26,7 +27,9 @@ from spmmgnn.data.csbm import csbm
 from spmmgnn.data.normalize import normalize
 from spmmgnn.training import TrainConfig, Trainer, distribute_graph
 
-from common import one_way
+# the workers tests of several folders share (tests/workers/), imported as siblings
+sys.path.insert(1, str(Path(__file__).resolve().parents[2] / "workers"))
+from common import one_way  # noqa: E402
 
 GRAPH = dict(n=61, avg_degree=4.0, num_features=7, num_classes=3, homophily=0.6, signal=1.0,
              seed=7)
@@ -40,7 +43,7 @@ spmmgnn.set_threads(1)
 
 def graph():
     """The CSBM graph less a random 30 % of its edges, one direction at a time (as
-    ``train_parity.py`` and the reference in ``test_training.py`` drop them)."""
+    ``train_parity.py`` and the reference in ``tests/training/test_training.py`` drop them)."""
     return one_way(csbm(**GRAPH))
 
 

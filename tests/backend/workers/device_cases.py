@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
 from mpi4py import MPI
-from spmm_cases import _rel, cases
 
 import spmmgnn
 from spmmgnn.runtime.errors import SpmmgnnError
+
+# the workers tests of several folders share (tests/workers/), imported as siblings
+sys.path.insert(1, str(Path(__file__).resolve().parents[2] / "workers"))
+from spmm_cases import _rel, cases  # noqa: E402
 
 comm = MPI.COMM_WORLD
 P = comm.size

@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
-from bench_volumes import cases
 from mpi4py import MPI
 
 import spmmgnn
 from spmmgnn.benchmark.device_volumes import device_leg_modelled
+
+# the workers tests of several folders share (tests/workers/), imported as siblings
+sys.path.insert(1, str(Path(__file__).resolve().parents[2] / "workers"))
+from bench_volumes import cases  # noqa: E402
 
 comm = MPI.COMM_WORLD
 P = comm.size

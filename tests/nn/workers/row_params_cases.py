@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -31,7 +32,9 @@ from spmmgnn.nn import (
     spmm,
 )
 
-from common import message
+# the workers tests of several folders share (tests/workers/), imported as siblings
+sys.path.insert(1, str(Path(__file__).resolve().parents[2] / "workers"))
+from common import message  # noqa: E402
 
 comm = MPI.COMM_WORLD
 P = comm.size

@@ -1,4 +1,4 @@
-"""MPI worker: faults during training (see tests/test_faults.py).
+"""MPI worker: faults during training (see tests/runtime/test_faults.py).
 
 Usage:
   python fault_train.py raise EPOCH RANK

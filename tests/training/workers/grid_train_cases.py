@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,7 +31,9 @@ from spmmgnn.nn.layers import aggregate_first
 from spmmgnn.stages import stage_ranges
 from spmmgnn.training import TrainConfig, Trainer, distribute_graph
 
-from common import message, one_way
+# the workers tests of several folders share (tests/workers/), imported as siblings
+sys.path.insert(1, str(Path(__file__).resolve().parents[2] / "workers"))
+from common import message, one_way  # noqa: E402
 
 comm = MPI.COMM_WORLD
 P = comm.size

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 import traceback
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -25,7 +26,9 @@ from spmmgnn import ALGORITHMS
 from spmmgnn.data.csbm import csbm
 from spmmgnn.training import TrainConfig, Trainer, distribute_graph, step
 
-from common import one_way
+# the workers tests of several folders share (tests/workers/), imported as siblings
+sys.path.insert(1, str(Path(__file__).resolve().parents[2] / "workers"))
+from common import one_way  # noqa: E402
 
 GRAPH = dict(n=131, avg_degree=5.0, num_features=10, num_classes=4, homophily=0.6,
              signal=1.0, seed=7)

@@ -1,0 +1,1 @@
+"""Tests of the SpMM families and the row algebra (``spmmgnn.algorithms``)."""

@@ -1,0 +1,1 @@
+"""Tests of the backends and the device path (``spmmgnn.backend``)."""

@@ -1,0 +1,1 @@
+"""Tests of the benchmark tools, models and plots (``spmmgnn.benchmark``, ``bench/``)."""

@@ -1,0 +1,1 @@
+"""Tests of the graphs, their files and loaders (``spmmgnn.data``)."""

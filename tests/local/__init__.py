@@ -1,0 +1,1 @@
+"""Tests of the local kernels and codecs (``spmmgnn.local``)."""

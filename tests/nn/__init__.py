@@ -1,0 +1,1 @@
+"""Tests of the layers and models (``spmmgnn.nn``)."""

@@ -1,0 +1,1 @@
+"""Tests of the partitioners and partition metrics (``spmmgnn.partitioners``)."""

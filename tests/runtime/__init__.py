@@ -1,0 +1,1 @@
+"""Tests of the runtime: threads, faults, agreement, outputs, wire (``spmmgnn.runtime``)."""

@@ -1,0 +1,1 @@
+"""Tests of training, checkpoints and the trainer's checks (``spmmgnn.training``)."""
