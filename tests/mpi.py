@@ -55,9 +55,26 @@ def worker(script: str) -> Path:
     return found
 
 
-def mpi_env(env: dict | None = None) -> dict:
-    """The environment of the launched jobs: one library thread a rank, unbuffered output."""
+# MPICH's busy wait, oversubscribed: with more ranks than cores (the suite's P = 3-32 on
+# CI's 2 cores) its spinning ranks stalled the ones with work for seconds at a time (the
+# backend matrix at P = 4 on 2 cores: 87-169 s, 15 s with heavy yield); not oversubscribed
+# it costs latency (P = 2 on 2 cores: an 8-byte Allreduce 4.7 us -> 180 us), so it is set
+# only for launches with more ranks than this process's cores, unless the caller set it.
+HEAVY_YIELD = "MPIR_CVAR_ENABLE_HEAVY_YIELD"
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+
+
+def mpi_env(env: dict | None = None, ranks: int = 1) -> dict:
+    """The environment of the launched jobs: one library thread a rank, unbuffered output;
+    MPICH's waits yield the core (``HEAVY_YIELD``) when ``ranks`` exceed the cores."""
     full = dict(os.environ, SPMMGNN_THREADS="1", PYTHONUNBUFFERED="1")
+    if ranks > cores():
+        full.setdefault(HEAVY_YIELD, "1")
     full.update(env or {})
     return full
 
@@ -73,7 +90,7 @@ def run_mpi(n: int, script: str, *args: str, timeout: float = 300,
     target = str(worker(script))
     cmd = [mpiexec(), "-n", str(n), *(prefix or []), sys.executable, target, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env=mpi_env({"SPMMGNN_ABORT_ON_EXCEPTION": "1", **(env or {})}))
+                          env=mpi_env({"SPMMGNN_ABORT_ON_EXCEPTION": "1", **(env or {})}, n))
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n"
                              f"{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}")
@@ -108,7 +125,7 @@ def run_cli(n: int, *args: str, timeout: float = 300, env: dict | None = None):
     """``mpiexec -n n python -m spmmgnn.cli ARGS`` without failing on a non-zero exit."""
     cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "spmmgnn.cli", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env=mpi_env(env))
+                          env=mpi_env(env, n))
 
 
 def mpmd_command(*ranks: list[str], rank_env: list[dict] | None = None,
@@ -128,7 +145,7 @@ def run_mpmd(*ranks: list[str], timeout: float = 300, env: dict | None = None,
     """Run an MPMD launch (``mpmd_command``) without failing on a non-zero exit; a rank's
     arguments start with a script path or ``-m module``."""
     return subprocess.run(mpmd_command(*ranks, rank_env=rank_env), capture_output=True,
-                          text=True, timeout=timeout, env=mpi_env(env))
+                          text=True, timeout=timeout, env=mpi_env(env, len(ranks)))
 
 
 def one_line_error(proc, *words: str, status: int = 2) -> None:

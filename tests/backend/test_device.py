@@ -198,7 +198,7 @@ def test_bench_gpu_dry_run(tmp_path):
     out = tmp_path / "gpu.json"
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.run([sys.executable, "-m", "bench.gpu", "--device", "cpu", "--quick",
-                           "--sizes", "3000", "6000", "--search-seconds", "0", "--out",
+                           "--sizes", "3000", "--search-seconds", "0", "--out",
                            str(out)], capture_output=True, text=True, timeout=1500, cwd=root)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     check_bench_gpu(json.loads(out.read_text()), out.with_suffix(".md").read_text())
