@@ -63,17 +63,13 @@ def worker(script: str) -> Path:
 HEAVY_YIELD = "MPIR_CVAR_ENABLE_HEAVY_YIELD"
 
 
-def cores() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
-
-
 def mpi_env(env: dict | None = None, ranks: int = 1) -> dict:
     """The environment of the launched jobs: one library thread a rank, unbuffered output;
     MPICH's waits yield the core (``HEAVY_YIELD``) when ``ranks`` exceed the cores."""
+    from spmmgnn.runtime.threads import affinity
+
     full = dict(os.environ, SPMMGNN_THREADS="1", PYTHONUNBUFFERED="1")
-    if ranks > cores():
+    if ranks > len(affinity()):
         full.setdefault(HEAVY_YIELD, "1")
     full.update(env or {})
     return full

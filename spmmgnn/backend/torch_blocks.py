@@ -44,15 +44,18 @@ def csr_tensor(indptr, indices, data, shape, device, dtype):
                                        check_invariants=False)
 
 
-def _product(block, a, x, out, accumulate: bool) -> None:
-    """``out (+)= a() @ x`` for a block whose sparse CSR (or CSC) is ``a()``, written in
-    place; an empty block or an empty ``x`` writes zeros (or adds nothing) without making
-    the CSR."""
-    if block.nnz == 0 or x.shape[1] == 0:
-        if not accumulate:
-            out.zero_()
-        return
-    a = a()
+def _empty(block, x, out, accumulate: bool) -> bool:
+    """True, with zeros written (or nothing added), when ``block`` has no non-zeros or ``x``
+    no columns: the product then makes no CSR."""
+    if block.nnz and x.shape[1]:
+        return False
+    if not accumulate:
+        out.zero_()
+    return True
+
+
+def _product(a, x, out, accumulate: bool) -> None:
+    """``out (+)= a @ x`` for a sparse CSR (or CSC) ``a``, written in place."""
     if accumulate:
         out.addmm_(a, x)
     else:
@@ -89,10 +92,12 @@ class TorchBlock:
         self._csr = {k: v for k, v in self._csr.items() if k[0] == keep}
 
     def matmul(self, x, out, accumulate: bool) -> None:
-        _product(self, lambda: self.csr(x.dtype), x, out, accumulate)
+        if not _empty(self, x, out, accumulate):
+            _product(self.csr(x.dtype), x, out, accumulate)
 
     def t_matmul(self, y, out, accumulate: bool) -> None:
-        _product(self, lambda: self.csr(y.dtype, transposed=True), y, out, accumulate)
+        if not _empty(self, y, out, accumulate):
+            _product(self.csr(y.dtype, transposed=True), y, out, accumulate)
 
     def nbytes(self) -> int:
         return sum(t.values().nbytes + t.crow_indices().nbytes + t.col_indices().nbytes
@@ -117,10 +122,12 @@ class TorchTile:
         return found
 
     def matmul(self, x, out, accumulate: bool) -> None:
-        _product(self, lambda: self.csr(x.dtype), x, out, accumulate)
+        if not _empty(self, x, out, accumulate):
+            _product(self.csr(x.dtype), x, out, accumulate)
 
     def t_matmul(self, y, out, accumulate: bool) -> None:
-        _product(self, lambda: self.csr(y.dtype).t(), y, out, accumulate)
+        if not _empty(self, y, out, accumulate):
+            _product(self.csr(y.dtype).t(), y, out, accumulate)
 
     def drop_transpose(self) -> None:
         pass

@@ -142,7 +142,11 @@ def blas_enter() -> list:
     found at load, its idle threads spinning after each call against the other ranks'."""
     if _threads is None:
         return []
-    n = running_threads()
+    return _blas_to(running_threads())
+
+
+def _blas_to(n: int) -> list:
+    """Every loaded BLAS library on ``n`` threads; returns what ``blas_exit`` puts back."""
     changed = []
     for get, put in _blas_libs():
         before = get()
@@ -153,7 +157,7 @@ def blas_enter() -> list:
 
 
 def blas_exit(changed: list) -> None:
-    """Put back what ``blas_enter`` changed."""
+    """Put back what ``blas_enter`` (or ``one_blas_thread``) changed."""
     for put, before in changed:
         put(before)
 
@@ -165,19 +169,14 @@ class one_blas_thread:
     (1003 x 40 x 24) other last bits on 2 threads than on 1, so the panel products run
     every BLAS call on one (``dense_host.run_panels``)."""
 
-    __slots__ = ("saved",)
+    __slots__ = ("changed",)
 
     def __enter__(self) -> one_blas_thread:
-        self.saved = [(put, get()) for get, put in _blas_libs()]
-        for put, before in self.saved:
-            if before != 1:
-                put(1)
+        self.changed = _blas_to(1)
         return self
 
     def __exit__(self, *exc) -> None:
-        for put, before in self.saved:
-            if before != 1:
-                put(before)
+        blas_exit(self.changed)
 
 
 def ensure_threads(comm: MPI.Comm) -> None:

@@ -40,6 +40,14 @@ def cases(k: int) -> dict:
             "hubs": (sp.csr_array(H), rng.integers(0, k, n))}
 
 
+def saved_case(A, parts) -> dict:
+    """A case of ``cases`` as JSON, for the test to rebuild and model: n, its non-zeros'
+    rows and columns, the part vector."""
+    coo = A.tocoo()
+    return dict(n=A.shape[0], rows=coo.row.tolist(), cols=coo.col.tolist(),
+                parts=None if parts is None else parts.tolist())
+
+
 def grids():
     """(grid, c, shape, the algorithms it runs)."""
     for c in [c for c in range(1, P + 1) if P % c == 0]:
@@ -55,10 +63,7 @@ def main(out: str) -> None:
     for grid, c, shape, algorithms in grids():
         k = P // c
         for name, (A, parts) in cases(k).items():
-            coo = A.tocoo()
-            saved[f"{name}-k{k}"] = dict(n=A.shape[0], rows=coo.row.tolist(),
-                                         cols=coo.col.tolist(),
-                                         parts=None if parts is None else parts.tolist())
+            saved[f"{name}-k{k}"] = saved_case(A, parts)
             for algo in algorithms:
                 codecs = [None, "int2", "bfloat16"] if algo in CODEC_ALGORITHMS else [None]
                 variants = ([(cd, np.float32, 10) for cd in codecs] if name == "random_uneven"

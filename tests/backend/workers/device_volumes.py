@@ -21,7 +21,7 @@ from spmmgnn.benchmark.device_volumes import device_leg_modelled
 
 # the workers tests of several folders share (tests/workers/), imported as siblings
 sys.path.insert(1, str(Path(__file__).resolve().parents[2] / "workers"))
-from bench_volumes import cases  # noqa: E402
+from bench_volumes import cases, saved_case  # noqa: E402
 
 comm = MPI.COMM_WORLD
 P = comm.size
@@ -75,10 +75,7 @@ def main(out: str, device: str) -> None:
         algorithms = [a for a in FAMILIES if c == 1 or a not in ONE_D]
         k = P // c
         for name, (A, parts) in cases(k).items():
-            coo = A.tocoo()
-            saved[f"{name}-k{k}"] = dict(n=A.shape[0], rows=coo.row.tolist(),
-                                         cols=coo.col.tolist(),
-                                         parts=None if parts is None else parts.tolist())
+            saved[f"{name}-k{k}"] = saved_case(A, parts)
             for algo in algorithms:
                 takes = spmmgnn.ALGORITHMS[algo].takes_codecs
                 codecs = [None, "bfloat16", "int8"] if takes and name != "hubs" else [None]
