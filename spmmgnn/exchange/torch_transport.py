@@ -21,9 +21,11 @@ nothing is staged, so the ``device_host`` tier stays 0.
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import os
 import socket
+import sys
 
 import numpy as np
 from mpi4py import MPI
@@ -90,7 +92,25 @@ def init_world(comm: MPI.Comm, name: str) -> str | None:
                  "reaches)")
     agree(comm, error)
     _WORLD.update(ranks=size, backend=name)
+    atexit.register(_leave_world)
     return None
+
+
+def _leave_world() -> None:
+    """At exit, while the interpreter is whole: destroy the default group this module made.
+    Left to the interpreter's teardown, Gloo's worker threads are destroyed still joinable
+    and the process dies of ``terminate called without an active exception`` (now and then,
+    on a loaded machine). Skipped when the process ends on an error: a rank whose peers are
+    gone could wait in the teardown, where exiting lets ``mpiexec`` end the job."""
+    import torch.distributed as dist
+
+    from ..runtime.abort import abort_pending
+
+    if abort_pending() or getattr(sys, "last_value", None) is not None:
+        return
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    _WORLD.clear()
 
 
 class TorchRequest:

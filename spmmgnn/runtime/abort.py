@@ -156,14 +156,26 @@ def _exit_code(code) -> int:
     return code if isinstance(code, int) else 1
 
 
-def _abort_on_exit() -> None:
+def _pending_code() -> int:
+    """The status ``_abort_on_exit`` will abort the job with (0: it will not)."""
     exc = _last_exit
     if exc is None or not _uncaught(exc) or exc.code == _collective_code:
+        return 0
+    return _exit_code(exc.code) if _mpi_world()[1] > 1 else 0
+
+
+def abort_pending() -> bool:
+    """Is the process exiting into an abort of the job (an uncaught non-zero ``sys.exit``
+    on one rank of several)? For exit handlers that must not wait on peers then."""
+    return _pending_code() != 0
+
+
+def _abort_on_exit() -> None:
+    code = _pending_code()
+    if code == 0:
         return
-    code = _exit_code(exc.code)
+    exc = _last_exit
     rank, size = _mpi_world()
-    if code == 0 or size <= 1:
-        return
     try:
         sys.stdout.flush()
         sys.stderr.write(f"[rank {rank}] spmmgnn: sys.exit({exc.code!r}) on rank {rank} of "
