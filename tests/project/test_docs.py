@@ -5,11 +5,12 @@ README stays short.
 A fenced ``python`` block is run when the line before it (blank lines allowed in between) is a
 marker such as ``<!-- test: ranks=1,2 -->``: the block is written to a file and run with this
 environment's ``mpiexec -n P python FILE`` at each listed P (``tests/mpi.py``); it passes when
-every rank exits 0. ``<!-- test: ranks=1,2,4 c=1,1,2 -->`` also gives each run a replication
+every rank exits 0. ``<!-- test: ranks=1,4 c=1,2 -->`` also gives each run a replication
 c, passed as the script's argument (``mpiexec -n 4 python FILE 2``), which the block reads
 (``c = int(sys.argv[1]) if len(sys.argv) > 1 else 1``) to build a P/c x c grid: every block
-that reduces over rows runs on a 1.5D grid too. HTML comments are invisible in the rendered
-pages.
+that reduces over rows runs on a 1.5D grid too (and on no P = 2 grid: the P = 4 run has two
+block rows as well, and the 1D product is every other test's). HTML comments are invisible in
+the rendered pages.
 """
 
 from __future__ import annotations

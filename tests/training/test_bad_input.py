@@ -191,6 +191,22 @@ def _short_run(path: Path, *flags: str, epochs: int = 2):
     return proc
 
 
+@pytest.fixture(scope="module")
+def checkpoint_bytes(tmp_path_factory) -> bytes:
+    """The checkpoint of one ``_short_run`` (2 epochs on CSBM 400, P = 2), made once for
+    the tests that damage or refuse it."""
+    ck = tmp_path_factory.mktemp("ck") / "ck.npz"
+    _short_run(ck)
+    return ck.read_bytes()
+
+
+def _saved(tmp_path: Path, checkpoint_bytes: bytes) -> Path:
+    """``checkpoint_bytes`` as ``tmp_path/ck.npz``: what ``_short_run`` leaves there."""
+    ck = tmp_path / "ck.npz"
+    ck.write_bytes(checkpoint_bytes)
+    return ck
+
+
 def _rewrite(path: Path, change) -> None:
     with np.load(path, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
@@ -199,9 +215,8 @@ def _rewrite(path: Path, change) -> None:
         np.savez(fh, **arrays)
 
 
-def test_checkpoint_with_nan_is_refused(tmp_path):
-    ck = tmp_path / "ck.npz"
-    _short_run(ck)
+def test_checkpoint_with_nan_is_refused(tmp_path, checkpoint_bytes):
+    ck = _saved(tmp_path, checkpoint_bytes)
     _rewrite(ck, lambda a: a["param/convs.0.weight"].__setitem__((0, 0), np.nan))
     proc = run_cli(2, "train", "--csbm-n", "400", "--epochs", "4", *EPOCH, "--checkpoint",
                    str(ck), "--resume")
@@ -210,9 +225,8 @@ def test_checkpoint_with_nan_is_refused(tmp_path):
 
 # ------------------------------------------------------------------ 3. resume other data
 @pytest.mark.slow
-def test_resume_refuses_other_features_and_other_staleness(tmp_path):
-    ck = tmp_path / "ck.npz"
-    _short_run(ck)
+def test_resume_refuses_other_features_and_other_staleness(tmp_path, checkpoint_bytes):
+    ck = _saved(tmp_path, checkpoint_bytes)
     proc = run_cli(2, "train", "--csbm-n", "400", "--epochs", "4", *EPOCH, "--checkpoint",
                    str(ck), "--resume", "--csbm-signal", "0.2")
     one_line_error(proc, "different run", "the features differ")
@@ -288,9 +302,8 @@ def test_sys_exit_on_one_rank_ends_the_job_with_its_status():
 
 # ------------------------------------------------------------------ 6. one line, no traceback
 @pytest.mark.parametrize("damage", ["truncated", "empty"])
-def test_damaged_checkpoint_is_one_line(tmp_path, damage):
-    ck = tmp_path / "ck.npz"
-    _short_run(ck)
+def test_damaged_checkpoint_is_one_line(tmp_path, checkpoint_bytes, damage):
+    ck = _saved(tmp_path, checkpoint_bytes)
     data = ck.read_bytes()
     ck.write_bytes(data[: len(data) // 2] if damage == "truncated" else b"")
     proc = run_cli(2, "train", "--csbm-n", "400", "--epochs", "4", *EPOCH, "--checkpoint",
@@ -386,12 +399,11 @@ def test_help_is_plain_text_with_each_default_once():
 
 
 @pytest.mark.slow
-def test_epochs_zero_and_a_finished_checkpoint(tmp_path):
+def test_epochs_zero_and_a_finished_checkpoint(tmp_path, checkpoint_bytes):
     proc = run_cli(2, "train", "--csbm-n", "300", "--epochs", "0", *EPOCH)
     one_line_error(proc, "--epochs must be >= 1")
     assert "checkpoint" not in proc.stderr
-    ck = tmp_path / "ck.npz"
-    _short_run(ck)
+    ck = _saved(tmp_path, checkpoint_bytes)
     proc = run_cli(2, "train", "--csbm-n", "400", "--epochs", "2", *EPOCH, "--checkpoint",
                    str(ck), "--resume")
     one_line_error(proc, "already holds 2 epochs", "--epochs larger than 2")
@@ -421,13 +433,6 @@ def test_more_block_rows_than_vertices_is_an_error(tmp_path):
 
 
 # ------------------------------------------------------------------ fuzzing checkpoints
-@pytest.fixture(scope="module")
-def checkpoint_bytes(tmp_path_factory) -> bytes:
-    ck = tmp_path_factory.mktemp("ck") / "ck.npz"
-    _short_run(ck)
-    return ck.read_bytes()
-
-
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cut=st.integers(0, 10**9), flips=st.lists(st.tuples(st.integers(0, 10**9),
