@@ -54,7 +54,7 @@ def test_every_algorithm_matches_scipy_at_many_ranks(P, c, tmp_path):
     metrics. float64 only: float32 runs the same code, checked at small P
     (tests/algorithms/test_spmm_1d.py and test_spmm_15d.py), and 32 oversubscribed ranks cost
     the suite a minute per dtype. (The 1.5D grids stop at 16 ranks: 8 x 4 at P = 32 took 55 s
-    of CI's 2 cores and runs no step that 4 x 4 does not.)"""
+    on the 2-core dev machine and runs no step that 4 x 4 does not.)"""
     algorithms = ONE_D if c == 1 else FIFTEEN_D
     rows = run_mpi_json(P, "spmm_cases.py", tmp_path, *algorithms, "--replication", str(c),
                         "--float64-only", timeout=1200)
